@@ -1,0 +1,74 @@
+"""azarr: an asyncio-native client for Zarr v2 data on cloud object stores.
+
+Layout (each step owned by one package)::
+
+    storage    bytes by key: Memory, Local, S3, fsspec stores, one async protocol
+    scheduler  fan-out of chunk requests under a per-store request budget
+    codecs     bytes <-> chunk arrays through numcodecs, in a bounded thread pool
+    metadata   the Zarr v2 JSON documents (.zarray, .zgroup, .zattrs, .zmetadata)
+    indexing   selections -> per-chunk projections
+    core       AsyncArray / AsyncGroup: the async node API
+    api        create / open / consolidate functions (zarr-python 2 names)
+
+Everything a user needs is re-exported here::
+
+    import azarr
+    arr = await azarr.open_array("s3://bucket/x.zarr", mode="r", storage_options={"anon": True})
+    block = await arr.get_orthogonal_selection((slice(0, 10), [3, 1, 4]))
+"""
+
+from azarr import config, errors, storage
+from azarr.api import (
+    ConsolidatedStore,
+    array,
+    consolidate_metadata,
+    create,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    group,
+    ones,
+    ones_like,
+    open,
+    open_array,
+    open_consolidated,
+    open_group,
+    zeros,
+    zeros_like,
+)
+from azarr.core import AsyncArray, AsyncGroup, Attributes
+from azarr.storage import LocalStore, MemoryStore, Store, from_url
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncArray",
+    "AsyncGroup",
+    "Attributes",
+    "ConsolidatedStore",
+    "LocalStore",
+    "MemoryStore",
+    "Store",
+    "__version__",
+    "array",
+    "config",
+    "consolidate_metadata",
+    "create",
+    "empty",
+    "empty_like",
+    "errors",
+    "from_url",
+    "full",
+    "full_like",
+    "group",
+    "ones",
+    "ones_like",
+    "open",
+    "open_array",
+    "open_consolidated",
+    "open_group",
+    "storage",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,108 @@
+"""Process-wide azarr settings.
+
+One place for the defaults that are shared resources rather than per-call
+arguments (the TensorStore "context resource" idea): the codec thread pool
+size, how many chunk requests a store may have in flight, and whether
+pickle-based codecs may run.
+
+Examples
+--------
+>>> import azarr
+>>> azarr.config.get("codec_threads") >= 1
+True
+>>> with azarr.config.set(max_concurrency=8):
+...     pass
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_DEFAULTS: dict[str, Any] = {
+    # Threads decoding/encoding chunks (numcodecs releases the GIL in blosc/zstd/zlib).
+    "codec_threads": os.cpu_count() or 1,
+    # Chunk requests in flight per store for remote stores (S3, GCS, HTTP).
+    "max_concurrency": 64,
+    # Chunk requests in flight per store for local and memory stores (cores x 4).
+    "max_concurrency_local": (os.cpu_count() or 1) * 4,
+    # Let pickle-based codecs decode data. Off: unpickling untrusted data runs code.
+    "allow_pickle": False,
+    # Store chunks that equal fill_value (zarr-python 2 default: True).
+    "write_empty_chunks": True,
+}
+
+_lock = threading.Lock()
+_values: dict[str, Any] = dict(_DEFAULTS)
+
+
+def get(name: str) -> Any:
+    """Return the current value of setting ``name``.
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not an azarr setting; the message lists the valid names.
+    """
+    try:
+        return _values[name]
+    except KeyError:
+        raise KeyError(f"unknown azarr setting {name!r}; valid: {sorted(_DEFAULTS)}") from None
+
+
+@contextmanager
+def _restore(previous: dict[str, Any]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        with _lock:
+            _values.update(previous)
+        if "codec_threads" in previous:
+            _resize_codec_pool()
+
+
+def set(**settings: Any) -> Any:
+    """Change settings process-wide; usable as a context manager to restore them.
+
+    Parameters
+    ----------
+    **settings
+        ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
+        (int >= 1, requests in flight per store), ``allow_pickle`` (bool),
+        ``write_empty_chunks`` (bool).
+
+    Raises
+    ------
+    KeyError
+        Unknown setting name.
+    ValueError
+        A count below 1.
+    """
+    for name, value in settings.items():
+        get(name)
+        if name in ("codec_threads", "max_concurrency", "max_concurrency_local") and int(value) < 1:
+            raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
+    with _lock:
+        previous = {k: _values[k] for k in settings}
+        _values.update(settings)
+    if "codec_threads" in settings:
+        _resize_codec_pool()
+    return _restore(previous)
+
+
+def _resize_codec_pool() -> None:
+    # Imported here: azarr.codecs reads this module's settings at import.
+    from azarr.codecs import reset_codec_pool
+
+    reset_codec_pool()
+
+
+def reset() -> None:
+    """Restore every setting to its default."""
+    with _lock:
+        _values.clear()
+        _values.update(_DEFAULTS)
+    _resize_codec_pool()

@@ -1,0 +1,100 @@
+"""The azarr exception tree.
+
+Callers catch at the level they care about (the httpx pattern)::
+
+    AzarrError
+    ├── MetadataError            malformed / invalid .zarray, .zgroup, .zattrs, .zmetadata
+    │   └── ConsolidatedMetadataNotFoundError  no .zmetadata where one was expected
+    ├── CodecError               unknown codec id, failed encode/decode, corrupt chunk bytes
+    │   └── UnsafeCodecError     a pickle-based codec used without explicit opt-in
+    ├── StoreError               anything a store backend reported
+    │   ├── InvalidKeyError      unsafe or malformed key (also a ValueError)
+    │   ├── ReadOnlyError        write attempted on a read-only store / array / group
+    │   ├── PermissionDeniedError  the backend refused (HTTP 403, EACCES)
+    │   └── StoreUnavailableError  server down, bucket missing, connection refused
+    ├── ContainsArrayError       a node that must not exist is an array (zarr-python 2 name)
+    ├── ContainsGroupError       a node that must not exist is a group (zarr-python 2 name)
+    ├── ArrayNotFoundError       no array at a path (also a KeyError-free FileNotFoundError)
+    └── GroupNotFoundError       no group at a path
+
+Every error names the key, path or URL it is about and the cause.
+"""
+
+from __future__ import annotations
+
+
+class AzarrError(Exception):
+    """Base class of every error azarr raises on purpose."""
+
+
+class MetadataError(AzarrError, ValueError):
+    """A metadata document (``.zarray``, ``.zgroup``, ``.zattrs``, ``.zmetadata``) is invalid.
+
+    The message names the store key and the offending field, e.g.
+    ``"'a/.zarray': 'shape' must be a list of non-negative integers, got [-1]"``.
+    """
+
+
+class ConsolidatedMetadataNotFoundError(MetadataError, FileNotFoundError):
+    """``open_consolidated`` found no ``.zmetadata`` document (run ``consolidate_metadata`` first)."""
+
+
+class CodecError(AzarrError):
+    """A codec could not be resolved, or a chunk failed to encode or decode.
+
+    Decoding errors name the chunk key, so corrupt or truncated chunks are traceable.
+    """
+
+
+class UnsafeCodecError(CodecError):
+    """A pickle-based codec would run on data, and the caller did not opt in.
+
+    Opt in with ``allow_pickle=True`` on ``open``/``open_array``/``create`` (or
+    ``azarr.config.set(allow_pickle=True)``) for data you trust.
+    """
+
+
+class StoreError(AzarrError):
+    """A store backend failed; the message names the store URL and key."""
+
+
+class InvalidKeyError(StoreError, ValueError):
+    """A key is unsafe or malformed (``..``/``.`` segments, absolute path, backslash, empty segment).
+
+    Zarr v2 spec, "Logical storage paths".
+    """
+
+
+class ReadOnlyError(StoreError, PermissionError):
+    """A write was attempted on something opened read-only (mode ``'r'``, HTTP stores, consolidated structure)."""
+
+
+class PermissionDeniedError(StoreError, PermissionError):
+    """The backend refused access (HTTP 403, S3 AccessDenied, filesystem EACCES)."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The backend cannot be reached or does not exist (server down, missing bucket)."""
+
+
+class ContainsArrayError(AzarrError, FileExistsError):
+    """An array exists at a path where a new node was to be created (zarr-python 2: ``ContainsArrayError``)."""
+
+
+class ContainsGroupError(AzarrError, FileExistsError):
+    """A group exists at a path where a new node was to be created (zarr-python 2: ``ContainsGroupError``)."""
+
+
+class ArrayNotFoundError(AzarrError, FileNotFoundError):
+    """No array at the requested path (zarr-python 2: ``ArrayNotFoundError``)."""
+
+
+class GroupNotFoundError(AzarrError, FileNotFoundError):
+    """No group at the requested path (zarr-python 2: ``GroupNotFoundError``)."""
+
+
+class NodeNotFoundError(AzarrError, KeyError):
+    """``group.get(name)`` / ``group[name]`` found neither an array nor a group."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else ""
