@@ -1,0 +1,21 @@
+"""Codecs: stored chunk bytes <-> chunk arrays, run in a shared thread pool.
+
+The layer between the scheduler (which fetches bytes) and the arrays (which
+assemble selections): :class:`ChunkCodec` turns ``.zarray`` codec configs into
+a decode/encode pipeline with zarr-python 2 semantics, and the codec pool runs
+that CPU work off the event loop.
+"""
+
+from __future__ import annotations
+
+from azarr.codecs._pipeline import ChunkCodec, decode_chunk_async, encode_chunk_async
+from azarr.codecs._pool import get_codec_pool, reset_codec_pool, run_in_codec_pool
+
+__all__ = [
+    "ChunkCodec",
+    "decode_chunk_async",
+    "encode_chunk_async",
+    "get_codec_pool",
+    "reset_codec_pool",
+    "run_in_codec_pool",
+]

@@ -1,0 +1,173 @@
+"""The process-wide codec thread pool.
+
+Decoding and encoding chunks is CPU work; it must never run on an event loop,
+or one large chunk stalls every other request in flight. azarr runs it in one
+bounded :class:`~concurrent.futures.ThreadPoolExecutor` shared by the whole
+process (the TensorStore ``data_copy_concurrency`` idea), sized by
+``azarr.config.get("codec_threads")``. Blosc, Zstd, LZ4 and zlib release the
+GIL while they work, so the threads run in parallel.
+
+The pool is a shared resource rather than a per-call one: it is not bound to
+an event loop (several loops, and successive ``asyncio.run`` calls, use the
+same threads), it is created lazily on first use, it is replaced when
+``codec_threads`` changes, and a forked child starts with a fresh one.
+
+zarr-python 2 decodes on the calling thread; zarr-python 3 hops to
+``asyncio.to_thread`` (the loop's default executor) once per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar, TypeVarTuple
+
+from azarr import config
+
+__all__ = ["get_codec_pool", "reset_codec_pool", "run_in_codec_pool"]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+#: Prefix of the pool's thread names (``azarr-codec_0``, ``azarr-codec_1``, ...).
+THREAD_NAME_PREFIX = "azarr-codec"
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def get_codec_pool() -> ThreadPoolExecutor:
+    """Return the process-wide codec pool, creating it on first use.
+
+    Returns
+    -------
+    concurrent.futures.ThreadPoolExecutor
+        ``max_workers = azarr.config.get("codec_threads")``; thread names start
+        with ``"azarr-codec"``. The same object is returned until
+        :func:`reset_codec_pool` runs (``config.set(codec_threads=...)`` calls it)
+        or the process forks.
+    """
+    pool = _pool
+    if pool is not None:  # fast path: no lock once the pool exists
+        return pool
+    return _create_pool()
+
+
+def _create_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=int(config.get("codec_threads")),
+                thread_name_prefix=THREAD_NAME_PREFIX,
+            )
+        return _pool
+
+
+def reset_codec_pool() -> None:
+    """Retire the current codec pool; the next use creates a new one from the config.
+
+    Work already submitted to the old pool still runs to completion and its
+    awaiting callers get their results: cancelling it would surface as spurious
+    ``CancelledError`` in unrelated requests, and a half-finished decode into a
+    caller's ``out`` array would leave it torn. The old pool is shut down
+    without waiting, so this never blocks (it is safe to call from an event
+    loop); its threads exit once their queue is drained.
+    """
+    global _pool
+    with _lock:
+        old, _pool = _pool, None
+    if old is not None:
+        old.shutdown(wait=False, cancel_futures=False)
+
+
+def _after_fork_in_child() -> None:
+    # The child inherits the executor object but none of its threads: work
+    # submitted to it would wait forever for workers that do not exist. The
+    # lock may also have been held by another parent thread at fork time.
+    global _lock, _pool
+    _lock = threading.Lock()
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _submit(fn: Callable[[*Ts], T], args: tuple[*Ts]) -> Future[T]:
+    # Run in a copy of the caller's context so contextvars (tracing, logging
+    # context) follow the work into the pool, as asyncio.to_thread does.
+    ctx = contextvars.copy_context()
+    call = functools.partial(ctx.run, fn, *args)
+    while True:
+        pool = get_codec_pool()
+        try:
+            return pool.submit(call)
+        except RuntimeError:
+            # reset_codec_pool() may have shut this pool down between our
+            # lookup and submit: retry on its replacement. If the pool is still
+            # the current one the cause is something else (interpreter shutdown).
+            if _pool is pool:
+                raise
+
+
+async def run_in_codec_pool(fn: Callable[[*Ts], T], *args: *Ts) -> T:
+    """Run ``fn(*args)`` in the codec pool and await its result.
+
+    The coroutine equivalent of ``loop.run_in_executor(get_codec_pool(), fn, *args)``,
+    usable from any event loop and any number of loops.
+
+    Parameters
+    ----------
+    fn : callable
+        Synchronous function; positional arguments only (bind keywords with
+        :func:`functools.partial`). Runs in a thread named ``azarr-codec_N``,
+        in a copy of the caller's :mod:`contextvars` context.
+    *args
+        Positional arguments for ``fn``.
+
+    Returns
+    -------
+    T
+        What ``fn`` returned.
+
+    Raises
+    ------
+    Exception
+        Whatever ``fn`` raised.
+    asyncio.CancelledError
+        The awaiting task was cancelled. Work that had not started is dropped;
+        work that had started is waited for first, so that when this returns no
+        codec thread is still writing into buffers (such as a decode ``out``
+        array) that the caller may reuse. Cancellation therefore takes at most
+        one codec call's time.
+    """
+    cfut = _submit(fn, args)
+    afut = asyncio.wrap_future(cfut)
+    try:
+        # shield: a cancel must not detach us from work that is still running.
+        return await asyncio.shield(afut)
+    except asyncio.CancelledError:
+        if not cfut.cancel():
+            await _wait_quietly(afut)
+        raise
+
+
+async def _wait_quietly(afut: asyncio.Future[T]) -> None:
+    """Wait for running work after a cancel; its result or error is discarded."""
+    while not afut.done():
+        try:
+            await asyncio.shield(afut)
+        except asyncio.CancelledError:
+            # Cancelled again: keep waiting. The caller re-raises CancelledError
+            # once the work is done.
+            continue
+        except Exception:
+            break
+    if not afut.cancelled():
+        afut.exception()  # mark retrieved: no "exception was never retrieved" log
