@@ -1,0 +1,36 @@
+"""Top-level functions: create, open and consolidate arrays and groups."""
+
+from azarr.api.consolidated import ConsolidatedStore, consolidate_metadata, open_consolidated
+from azarr.api.creation import (
+    array,
+    create,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from azarr.api.opening import group, open, open_array, open_group
+
+__all__ = [
+    "ConsolidatedStore",
+    "array",
+    "consolidate_metadata",
+    "create",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "group",
+    "ones",
+    "ones_like",
+    "open",
+    "open_array",
+    "open_consolidated",
+    "open_group",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,75 @@
+"""Node bookkeeping shared by arrays and groups: what exists at a path, and
+preparing a path for a new node (overwrite, implicit parent groups)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from azarr.core._paths import node_key
+from azarr.errors import ContainsArrayError, ContainsGroupError
+from azarr.metadata import ZARRAY, ZGROUP, GroupMetadata
+from azarr.storage import Store
+
+
+async def contains_array(store: Store, path: str) -> bool:
+    """True if an array (a ``.zarray`` document) exists at ``path``."""
+    return await store.exists(node_key(path, ZARRAY))
+
+
+async def contains_group(store: Store, path: str) -> bool:
+    """True if a group (a ``.zgroup`` document) exists at ``path``."""
+    return await store.exists(node_key(path, ZGROUP))
+
+
+async def prepare_node_path(store: Store, path: str, *, overwrite: bool) -> None:
+    """Make ``path`` ready for a new array or group.
+
+    With ``overwrite`` every key under ``path`` is deleted first (zarr-python 2
+    ``rmdir``); without it an existing node is an error. Then the parent groups
+    are created, as the spec requires every ancestor of a node to be a group
+    (zarr-python 2 ``_require_parent_group``).
+
+    Raises
+    ------
+    ContainsArrayError, ContainsGroupError
+        A node exists at ``path`` (or an ancestor is an array) and ``overwrite`` is False.
+    """
+    if overwrite:
+        await store.delete_prefix(path)
+    else:
+        is_array, is_group = await asyncio.gather(contains_array(store, path), contains_group(store, path))
+        if is_array:
+            raise ContainsArrayError(f"an array already exists at path {path!r} in {store.url}")
+        if is_group:
+            raise ContainsGroupError(f"a group already exists at path {path!r} in {store.url}")
+    await require_parent_groups(store, path, overwrite=overwrite)
+
+
+async def require_parent_groups(store: Store, path: str, *, overwrite: bool) -> None:
+    """Create a ``.zgroup`` for every ancestor of ``path`` that lacks one.
+
+    An ancestor that is an array is replaced by a group when ``overwrite`` is
+    True, else it is an error (an array cannot contain nodes).
+
+    Raises
+    ------
+    ContainsArrayError
+        An ancestor is an array and ``overwrite`` is False.
+    """
+    if not path:
+        return
+    segments = path.split("/")
+    ancestors = ["/".join(segments[:i]) for i in range(len(segments))]
+    states = await asyncio.gather(
+        *(asyncio.gather(contains_array(store, a), contains_group(store, a)) for a in ancestors)
+    )
+    for ancestor, (is_array, is_group) in zip(ancestors, states, strict=True):
+        if is_array:
+            if not overwrite:
+                raise ContainsArrayError(
+                    f"cannot create a node at {path!r}: ancestor {ancestor!r} is an array in {store.url}"
+                )
+            await store.delete_prefix(ancestor)
+            await store.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
+        elif not is_group:
+            await store.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())

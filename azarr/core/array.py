@@ -1,0 +1,748 @@
+"""``AsyncArray``: a Zarr v2 array read and written with coroutines.
+
+Data flow of a read: the selection becomes an indexer (``azarr.indexing``),
+which yields one projection per touched chunk; ``bounded_map`` fans the chunk
+requests out under the store's request budget (``azarr.scheduler``); each
+chunk's bytes go to the codec pool (``azarr.codecs``), which decodes them and
+scatters the selected part into the output array — straight into it when the
+chunk maps onto a contiguous region. Writes run the same path backwards,
+reading a chunk first only when the selection covers part of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import numcodecs
+import numpy as np
+from numcodecs.abc import Codec
+
+from azarr import config
+from azarr.codecs import ChunkCodec, run_in_codec_pool
+from azarr.core._paths import basename, node_key, normalize_path
+from azarr.core.attributes import Attributes
+from azarr.errors import ArrayNotFoundError, ReadOnlyError
+from azarr.indexing import (
+    BasicIndexer,
+    BlockIndexer,
+    ChunkProjection,
+    CoordinateIndexer,
+    MaskIndexer,
+    OrthogonalIndexer,
+    check_fields,
+    is_pure_fancy_indexing,
+    is_pure_orthogonal_indexing,
+    pop_fields,
+)
+from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
+from azarr.scheduler import bounded_map, budget_for
+from azarr.storage import Store
+
+if TYPE_CHECKING:
+    from azarr.core.accessors import BlockIndex, OIndex, VIndex
+
+Fields = str | list[str] | None
+
+
+class AsyncArray:
+    """A Zarr v2 array whose I/O methods are coroutines.
+
+    Open or create one with :func:`azarr.open_array` / :func:`azarr.create`
+    rather than calling the constructor. Reads and writes mirror zarr-python
+    2's ``zarr.Array`` (``get_basic_selection``, ``oindex``, ``resize``, ...),
+    awaited.
+
+    Parameters
+    ----------
+    store : Store
+        Where the array lives.
+    path : str
+        Node path within the store (``""`` for the root).
+    metadata : ArrayMetadata
+        The parsed ``.zarray`` document.
+    attributes : dict
+        The parsed ``.zattrs`` document (``{}`` if absent).
+    read_only : bool
+        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+    allow_pickle : bool, optional
+        Let pickle-based codecs decode chunks (default: ``azarr.config`` ``allow_pickle``).
+    write_empty_chunks : bool, optional
+        Store chunks that are entirely ``fill_value`` (default True, as zarr-python 2);
+        when False such chunks are deleted instead.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata,
+        attributes: dict[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+        write_empty_chunks: bool | None = None,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._metadata = metadata
+        self._read_only = read_only or store.read_only
+        self._allow_pickle = allow_pickle
+        self._write_empty_chunks = (
+            config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
+        )
+        self._attrs = Attributes(
+            store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
+        )
+        self._codec = self._make_codec(metadata)
+        self._budget = budget_for(store)
+
+    def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:
+        return ChunkCodec(
+            metadata.dtype,
+            metadata.chunks,
+            metadata.order,
+            metadata.compressor,
+            metadata.filters,
+            allow_pickle=self._allow_pickle,
+            source=node_key(self._path, ZARRAY),
+        )
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    async def open(
+        cls,
+        store: Store,
+        path: str = "",
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+        write_empty_chunks: bool | None = None,
+    ) -> AsyncArray:
+        """Open the array at ``path`` (reads ``.zarray`` and ``.zattrs`` concurrently).
+
+        Raises
+        ------
+        ArrayNotFoundError
+            No ``.zarray`` at ``path``.
+        MetadataError
+            The ``.zarray`` or ``.zattrs`` document is invalid (the message names the key).
+        """
+        path = normalize_path(path)
+        meta_key, attrs_key = node_key(path, ZARRAY), node_key(path, ZATTRS)
+        raw_meta, raw_attrs = await asyncio.gather(store.get(meta_key), store.get(attrs_key))
+        if raw_meta is None:
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
+        metadata = ArrayMetadata.from_json(raw_meta, key=meta_key)
+        attributes = {} if raw_attrs is None else parse_attributes(raw_attrs, key=attrs_key)
+        return cls(
+            store,
+            path,
+            metadata,
+            attributes,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            write_empty_chunks=write_empty_chunks,
+        )
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def store(self) -> Store:
+        """The store holding the array."""
+        return self._store
+
+    @property
+    def path(self) -> str:
+        """Path of the array within the store (``""`` for the root)."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """Absolute name within the hierarchy, e.g. ``"/group/array"`` (zarr-python 2)."""
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        """Last segment of the name."""
+        return basename(self._path)
+
+    @property
+    def metadata(self) -> ArrayMetadata:
+        """The parsed ``.zarray`` document."""
+        return self._metadata
+
+    @property
+    def read_only(self) -> bool:
+        """True if writes are refused."""
+        return self._read_only
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Array shape (elements per dimension)."""
+        return self._metadata.shape
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """Chunk shape (elements per dimension)."""
+        return self._metadata.chunks
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """NumPy dtype of the elements."""
+        return self._metadata.dtype
+
+    @property
+    def fill_value(self) -> Any:
+        """Value of elements in chunks never written (decoded from ``.zarray``)."""
+        return self._metadata.fill_value
+
+    @property
+    def order(self) -> str:
+        """Memory layout within each chunk: ``"C"`` or ``"F"``."""
+        return self._metadata.order
+
+    @property
+    def dimension_separator(self) -> str:
+        """Separator of chunk-key indices: ``"."`` (``0.0``) or ``"/"`` (``0/0``)."""
+        return self._metadata.dimension_separator
+
+    @property
+    def compressor(self) -> Codec | None:
+        """The compressor as a numcodecs codec, or None (zarr-python 2 ``Array.compressor``)."""
+        config_ = self._metadata.compressor
+        return None if config_ is None else numcodecs.get_codec(dict(config_))
+
+    @property
+    def filters(self) -> list[Codec] | None:
+        """The filters as numcodecs codecs in encoding order, or None."""
+        configs = self._metadata.filters
+        return None if not configs else [numcodecs.get_codec(dict(c)) for c in configs]
+
+    @property
+    def attrs(self) -> Attributes:
+        """User attributes (``.zattrs``); update them with ``await arr.attrs.update(...)``."""
+        return self._attrs
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the uncompressed data (``size * itemsize``; object arrays count pointers)."""
+        return self.size * self.itemsize
+
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        """Chunks per dimension (the chunk grid's shape)."""
+        return self._metadata.cdata_shape
+
+    @property
+    def nchunks(self) -> int:
+        """Number of chunks in the grid."""
+        return self._metadata.nchunks
+
+    @property
+    def write_empty_chunks(self) -> bool:
+        """Whether chunks equal to ``fill_value`` are stored (True) or deleted (False)."""
+        return bool(self._write_empty_chunks)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<azarr.AsyncArray {self.name!r} {self.shape} {self.dtype}{' read-only' if self.read_only else ''}>"
+
+    @property
+    def info(self) -> str:
+        """A report of the array's configuration (no I/O; see :meth:`info_complete`)."""
+        return _format_info(self._info_items())
+
+    async def info_complete(self) -> str:
+        """:attr:`info` plus bytes stored and chunks initialized (lists the store)."""
+        stored, initialized = await asyncio.gather(self.nbytes_stored(), self.nchunks_initialized())
+        items = self._info_items()
+        items.append(("No. bytes stored", f"{stored} ({_human_bytes(stored)})"))
+        if stored > 0:
+            items.append(("Storage ratio", f"{self.nbytes / stored:.1f}"))
+        items.append(("Chunks initialized", f"{initialized}/{self.nchunks}"))
+        return _format_info(items)
+
+    def _info_items(self) -> list[tuple[str, str]]:
+        items = [
+            ("Type", "azarr.AsyncArray"),
+            ("Name", self.name),
+            ("Data type", str(self.dtype)),
+            ("Shape", str(self.shape)),
+            ("Chunk shape", str(self.chunks)),
+            ("Order", self.order),
+            ("Read-only", str(self.read_only)),
+        ]
+        if self.filters:
+            items.extend((f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters))
+        items.append(("Compressor", repr(self.compressor)))
+        items.append(("Store type", f"{type(self._store).__module__}.{type(self._store).__qualname__}"))
+        items.append(("No. bytes", f"{self.nbytes} ({_human_bytes(self.nbytes)})"))
+        return items
+
+    # ---------------------------------------------------------------- chunk bookkeeping
+    def _chunk_key(self, coords: tuple[int, ...]) -> str:
+        return node_key(self._path, self._metadata.chunk_key(coords))
+
+    async def _stored_chunk_coords(self) -> AsyncIterator[tuple[tuple[int, ...], str]]:
+        """Yield (grid coords, key) of every chunk present in the store (by listing)."""
+        prefix = node_key(self._path, "")
+        sep = self._metadata.dimension_separator
+        ndim = max(self.ndim, 1)  # 0-d arrays have one chunk, key "0"
+        async for key in self._store.list_prefix(self._path):
+            name = key[len(prefix) :]
+            if name.startswith(".") or "/." in name:
+                continue
+            parts = name.split(sep)
+            if len(parts) != ndim or not all(p.isdigit() for p in parts):
+                continue
+            yield tuple(int(p) for p in parts), key
+
+    async def nchunks_initialized(self) -> int:
+        """Number of chunks present in the store (zarr-python 2 ``nchunks_initialized``)."""
+        grid = self.cdata_shape if self.ndim else (1,)
+        count = 0
+        async for coords, _ in self._stored_chunk_coords():
+            if all(c < n for c, n in zip(coords, grid, strict=True)):
+                count += 1
+        return count
+
+    async def nbytes_stored(self) -> int:
+        """Bytes stored for this array: chunks and metadata documents (zarr-python 2 ``nbytes_stored``)."""
+        keys = [k async for k in self._store.list_prefix(self._path)]
+        sizes = await bounded_map(self._store.getsize, keys, self._budget.max_requests)
+        return sum(sizes)
+
+    # ---------------------------------------------------------------- reads
+    async def get_basic_selection(
+        self, selection: Any = Ellipsis, *, out: Any = None, fields: Fields = None
+    ) -> Any:
+        """Read a basic selection: ints, slices (any step) and Ellipsis.
+
+        Zarr-python 2 ``Array.get_basic_selection``. Integer-indexed dimensions
+        are dropped from the result, as in NumPy.
+
+        Parameters
+        ----------
+        selection : int, slice, Ellipsis or tuple of them
+        out : numpy.ndarray, optional
+            Array of the result's shape and dtype to decode into; returned.
+        fields : str or list of str, optional
+            Fields of a structured dtype to read.
+
+        Returns
+        -------
+        numpy.ndarray or scalar
+            A NumPy scalar when every dimension is indexed by an int.
+
+        Raises
+        ------
+        IndexError
+            Out-of-bounds index or too many indices (names the dimension).
+        CodecError
+            A chunk failed to decode (names the chunk key).
+        """
+        indexer = BasicIndexer(selection, self.shape, self.chunks)
+        result = await self._get_selection(indexer, out=out, fields=fields)
+        if result.shape == () and out is None and not _is_ellipsis(selection):
+            return result[()]
+        return result
+
+    async def get_orthogonal_selection(
+        self, selection: Any, *, out: Any = None, fields: Fields = None
+    ) -> Any:
+        """Read an outer (orthogonal) selection: per dimension an int, slice, int array or bool array.
+
+        Zarr-python 2 ``Array.get_orthogonal_selection`` / ``oindex``: the
+        result is the cross product of the per-dimension selections, like
+        ``numpy.ix_``. When every dimension is indexed by an int the result is
+        a NumPy scalar, as in zarr-python 2 (so ``getitem((i, j))``, which is
+        routed here, returns a scalar like ``z[i, j]``).
+        """
+        indexer = OrthogonalIndexer(selection, self.shape, self.chunks)
+        result = await self._get_selection(indexer, out=out, fields=fields)
+        if result.shape == () and out is None:
+            return result[()]
+        return result
+
+    async def get_coordinate_selection(
+        self, selection: Any, *, out: Any = None, fields: Fields = None
+    ) -> Any:
+        """Read points given by one int array per dimension, broadcast together.
+
+        Zarr-python 2 ``Array.get_coordinate_selection`` / ``vindex``; the
+        result has the broadcast shape of the index arrays.
+        """
+        indexer = CoordinateIndexer(selection, self.shape, self.chunks)
+        return await self._get_selection(indexer, out=out, fields=fields)
+
+    async def get_mask_selection(self, selection: Any, *, out: Any = None, fields: Fields = None) -> Any:
+        """Read the elements where a bool array of the array's shape is True (1-d result)."""
+        indexer = MaskIndexer(selection, self.shape, self.chunks)
+        return await self._get_selection(indexer, out=out, fields=fields)
+
+    async def get_block_selection(self, selection: Any, *, out: Any = None, fields: Fields = None) -> Any:
+        """Read whole chunks by chunk-grid index (ints and step-1 slices), zarr-python 2 ``blocks``."""
+        indexer = BlockIndexer(selection, self.shape, self.chunks)
+        return await self._get_selection(indexer, out=out, fields=fields)
+
+    async def getitem(self, selection: Any) -> Any:
+        """``z[selection]`` of zarr-python 2, awaited.
+
+        Routes as zarr-python 2's ``Array.__getitem__``: pure fancy indexing
+        (int/bool arrays) goes to :meth:`get_coordinate_selection` (or mask),
+        selections mixing arrays with ints/slices to
+        :meth:`get_orthogonal_selection`, the rest to :meth:`get_basic_selection`.
+        Field names in the selection select structured fields.
+        """
+        fields, pure = pop_fields(selection)
+        if is_pure_fancy_indexing(pure, self.ndim):
+            return await self.vindex.get(selection)
+        if is_pure_orthogonal_indexing(pure, self.ndim):
+            return await self.get_orthogonal_selection(pure, fields=fields)
+        return await self.get_basic_selection(pure, fields=fields)
+
+    async def _get_selection(self, indexer: Any, *, out: Any, fields: Fields) -> np.ndarray[Any, Any]:
+        fields = fields or None  # pop_fields yields [] when a tuple selection names no field
+        out_dtype = check_fields(fields, self.dtype)
+        # A subarray field (e.g. ("c", "<i2", (2,))) reads as its base dtype with trailing dims.
+        sub: tuple[int, ...] = out_dtype.shape
+        if sub:
+            out_dtype = out_dtype.base
+        out_shape: tuple[int, ...] = tuple(indexer.shape) + sub
+        result_shape: tuple[int, ...] = tuple(indexer.result_shape) + sub
+        if out is None:
+            # A coordinate selection fills a 1-D view of an N-d result: that view exists only
+            # for a C-ordered result (an F-ordered one would reshape to a copy, and the data
+            # decoded into the copy would be lost).
+            order = self.order if out_shape == result_shape else "C"
+            result: np.ndarray[Any, Any] = np.empty(result_shape, dtype=out_dtype, order=order)  # type: ignore[call-overload]
+        else:
+            result = _check_out(out, result_shape, out_dtype)
+        target = result if out_shape == result_shape else result.reshape(out_shape)
+        if out is not None and target.size and not np.shares_memory(target, result):
+            raise ValueError(
+                f"out array of shape {result.shape} cannot be viewed as {out_shape}; pass a C-contiguous array"
+            )
+        fill = self._fill_for(fields, out_dtype)
+
+        async def read_chunk(projection: ChunkProjection) -> None:
+            key = self._chunk_key(projection.chunk_coords)
+            data = await self._get_chunk_bytes(key)
+            if data is None:
+                target[projection.out_selection] = fill
+            else:
+                await run_in_codec_pool(self._decode_into, data, key, target, projection, fields)
+
+        await bounded_map(read_chunk, indexer, self._budget.max_requests)
+        return result
+
+    async def _get_chunk_bytes(self, key: str) -> bytes | None:
+        async with self._budget:
+            return await self._store.get(key)
+
+    def _decode_into(
+        self, data: bytes, key: str, out: np.ndarray[Any, Any], projection: ChunkProjection, fields: Fields
+    ) -> None:
+        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool)."""
+        if fields is None and projection.is_complete_chunk:
+            region = out[projection.out_selection]
+            # Decode straight into the output when the chunk is exactly a contiguous view of it.
+            if (
+                region.shape == self.chunks
+                and region.dtype == self.dtype
+                and np.shares_memory(region, out)
+                and (region.flags.c_contiguous if self.order == "C" else region.flags.f_contiguous)
+            ):
+                self._codec.decode(data, key=key, out=region)
+                return
+        chunk = self._codec.decode(data, key=key)
+        if fields is not None:
+            chunk = chunk[fields]
+        out[projection.out_selection] = chunk[projection.chunk_selection]
+
+    def _fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
+        """Value for elements of chunks that are not stored."""
+        fill = self.fill_value
+        if fill is None:
+            # zarr-python 2 leaves such elements uninitialized; azarr returns zeros
+            # (None for object dtypes) so reads are deterministic.
+            return None if dtype.hasobject else np.zeros((), dtype=dtype)
+        if fields is not None:
+            return np.asarray(fill, dtype=self.dtype)[fields]
+        return fill
+
+    # ---------------------------------------------------------------- writes
+    async def set_basic_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+        """Write ``value`` into a basic selection (zarr-python 2 ``Array.set_basic_selection``).
+
+        ``value`` is a scalar (broadcast) or an array that broadcasts to the
+        selection's shape. Chunks the selection covers only partly are read,
+        modified and written back; fully covered chunks are written without a read.
+
+        Raises
+        ------
+        ReadOnlyError
+            The array is read-only.
+        ValueError
+            ``value``'s shape does not broadcast to the selection's shape (both named).
+        IndexError
+            Out-of-bounds selection.
+        """
+        await self._set_selection(BasicIndexer(selection, self.shape, self.chunks), value, fields=fields)
+
+    async def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+        """Write into an orthogonal selection (zarr-python 2 ``set_orthogonal_selection``)."""
+        await self._set_selection(OrthogonalIndexer(selection, self.shape, self.chunks), value, fields=fields)
+
+    async def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+        """Write points given by broadcast int arrays (zarr-python 2 ``set_coordinate_selection``)."""
+        await self._set_selection(CoordinateIndexer(selection, self.shape, self.chunks), value, fields=fields)
+
+    async def set_mask_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+        """Write the elements where a bool mask is True (zarr-python 2 ``set_mask_selection``)."""
+        await self._set_selection(MaskIndexer(selection, self.shape, self.chunks), value, fields=fields)
+
+    async def set_block_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+        """Write whole chunks by chunk-grid index (zarr-python 2 ``set_block_selection``)."""
+        await self._set_selection(BlockIndexer(selection, self.shape, self.chunks), value, fields=fields)
+
+    async def setitem(self, selection: Any, value: Any) -> None:
+        """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
+        fields, pure = pop_fields(selection)
+        if is_pure_fancy_indexing(pure, self.ndim):
+            await self.vindex.set(selection, value)
+        elif is_pure_orthogonal_indexing(pure, self.ndim):
+            await self.set_orthogonal_selection(pure, value, fields=fields)
+        else:
+            await self.set_basic_selection(pure, value, fields=fields)
+
+    async def _set_selection(self, indexer: Any, value: Any, *, fields: Fields) -> None:
+        self._check_writable()
+        fields = fields or None
+        value_dtype = check_fields(fields, self.dtype)
+        values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
+
+        async def write_chunk(projection: ChunkProjection) -> None:
+            key = self._chunk_key(projection.chunk_coords)
+            complete = projection.is_complete_chunk and fields is None
+            data = None if complete else await self._get_chunk_bytes(key)
+            encoded = await run_in_codec_pool(self._update_chunk, data, key, projection, values, fields)
+            async with self._budget:
+                if encoded is None:
+                    await self._store.delete(key)
+                else:
+                    await self._store.set(key, encoded)
+
+        await bounded_map(write_chunk, indexer, self._budget.max_requests)
+
+    def _update_chunk(
+        self,
+        data: bytes | None,
+        key: str,
+        projection: ChunkProjection,
+        values: np.ndarray[Any, Any],
+        fields: Fields,
+    ) -> bytes | None:
+        """Merge new values into one chunk and encode it (runs in the codec pool).
+
+        Returns None when the chunk should be deleted (all fill_value with
+        ``write_empty_chunks=False``).
+        """
+        if data is None:
+            chunk = self._codec.fill_chunk(self.fill_value)
+        else:
+            chunk = self._codec.decode(data, key=key)
+            if not chunk.flags.writeable:
+                chunk = chunk.copy(order=self.order)  # type: ignore[arg-type]
+        target = chunk if fields is None else chunk[fields]
+        target[projection.chunk_selection] = values[projection.out_selection]
+        if not self._write_empty_chunks and self._codec.is_fill_chunk(chunk, self.fill_value):
+            return None
+        return self._codec.encode(chunk, key=key)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"array {self.name!r} in {self._store.url} is read-only")
+
+    # ---------------------------------------------------------------- shape changes
+    async def resize(self, *shape: int | tuple[int, ...]) -> None:
+        """Change the shape; chunks wholly outside the new shape are deleted.
+
+        Zarr-python 2 ``Array.resize``: data in chunks that stay keeps its
+        place; growing exposes ``fill_value`` in new chunks. Accepts
+        ``resize(10, 20)`` and ``resize((10, 20))``.
+
+        Raises
+        ------
+        ValueError
+            The number of dimensions changes.
+        ReadOnlyError
+            The array is read-only.
+        """
+        from azarr.core._normalize import normalize_shape
+
+        self._check_writable()
+        new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        if len(new_shape) != self.ndim:
+            raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
+        new_metadata = self._metadata.replace(shape=new_shape)
+        await self._store.set(node_key(self._path, ZARRAY), new_metadata.to_json())
+        self._metadata = new_metadata
+        grid = new_metadata.cdata_shape
+        stale = [
+            key
+            async for coords, key in self._stored_chunk_coords()
+            if any(c >= n for c, n in zip(coords, grid, strict=True))
+        ]
+        await bounded_map(self._delete_chunk, stale, self._budget.max_requests)
+
+    async def _delete_chunk(self, key: str) -> None:
+        async with self._budget:
+            await self._store.delete(key)
+
+    async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Append ``data`` along ``axis``, growing the array (zarr-python 2 ``Array.append``).
+
+        Returns
+        -------
+        tuple of int
+            The new shape.
+
+        Raises
+        ------
+        ValueError
+            ``data`` differs from the array in rank, or in extent on another axis.
+        """
+        data = np.asanyarray(data)
+        if self.ndim == 0:
+            raise ValueError("cannot append to a 0-d array")
+        axis = axis + self.ndim if axis < 0 else axis
+        if not 0 <= axis < self.ndim:
+            raise ValueError(f"axis {axis} is out of range for a {self.ndim}-d array")
+        if data.ndim != self.ndim or any(
+            a != b for i, (a, b) in enumerate(zip(data.shape, self.shape, strict=True)) if i != axis
+        ):
+            raise ValueError(
+                f"cannot append data of shape {data.shape} to array of shape {self.shape} along axis {axis}: "
+                "all other dimensions must match"
+            )
+        old = self.shape[axis]
+        new_shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(self.shape))
+        await self.resize(new_shape)
+        selection = tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))
+        await self.set_basic_selection(selection, data)
+        return new_shape
+
+    async def update_attributes(self, new_attributes: dict[str, Any]) -> None:
+        """Merge ``new_attributes`` into ``.zattrs`` (zarr-python 3 name; same as ``attrs.update``)."""
+        await self._attrs.update(new_attributes)
+
+    # ---------------------------------------------------------------- accessors
+    @property
+    def oindex(self) -> OIndex:
+        """Orthogonal indexing: ``await arr.oindex[sel]``, ``await arr.oindex.set(sel, value)``."""
+        from azarr.core.accessors import OIndex
+
+        return OIndex(self)
+
+    @property
+    def vindex(self) -> VIndex:
+        """Coordinate/mask indexing: ``await arr.vindex[sel]``, ``await arr.vindex.set(sel, value)``."""
+        from azarr.core.accessors import VIndex
+
+        return VIndex(self)
+
+    @property
+    def blocks(self) -> BlockIndex:
+        """Block indexing by chunk grid: ``await arr.blocks[i, j]``, ``await arr.blocks.set(sel, value)``."""
+        from azarr.core.accessors import BlockIndex
+
+        return BlockIndex(self)
+
+
+# -------------------------------------------------------------------- helpers
+def _is_ellipsis(selection: Any) -> bool:
+    return selection is Ellipsis or (isinstance(selection, tuple) and selection == (Ellipsis,))
+
+
+def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, but the selection has shape {shape}")
+    if out.dtype != dtype:
+        raise ValueError(f"out has dtype {out.dtype}, but the selection has dtype {dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+    return out
+
+
+def _is_scalar(value: Any, dtype: np.dtype[Any]) -> bool:
+    """Zarr-python 2 ``is_scalar``, except that lists fill object arrays element-wise."""
+    if np.isscalar(value) or value is None:
+        return True
+    if isinstance(value, np.ndarray) or hasattr(value, "__array__"):
+        return getattr(value, "shape", None) == ()
+    if isinstance(value, tuple) and dtype.names is not None and len(value) == len(dtype.names):
+        return True
+    return dtype.kind == "O" and not isinstance(value, (list, tuple))
+
+
+def _prepare_value(
+    value: Any, shape: tuple[int, ...], result_shape: tuple[int, ...], dtype: np.dtype[Any]
+) -> np.ndarray[Any, Any]:
+    """``value`` as an array of the indexer's allocation ``shape`` (broadcast, not copied, where possible)."""
+    if dtype.subdtype is not None:
+        # A subarray field: each element is an array of the field's shape.
+        base, sub = dtype.subdtype
+        return _prepare_value(value, shape + sub, result_shape + sub, base)
+    if result_shape == () or _is_scalar(value, dtype):
+        # A 0-d holder keeps sequences (a VLenArray element, a structured tuple) as one element.
+        holder = np.empty((), dtype=dtype)
+        holder[()] = value
+        return np.broadcast_to(holder, shape)
+    array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=dtype)
+    try:
+        array = np.broadcast_to(array, result_shape)
+    except ValueError:
+        raise ValueError(
+            f"value of shape {array.shape} does not match the selection of shape {result_shape} "
+            "(and cannot be broadcast to it)"
+        ) from None
+    return array if shape == result_shape else array.reshape(shape)
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("", "K", "M", "G", "T"):
+        if size < 1024 or unit == "T":
+            return f"{size:.1f}{unit}" if unit else f"{int(size)}"
+        size /= 1024
+    return str(n)
+
+
+def _format_info(items: list[tuple[str, str]]) -> str:
+    # zarr-python 2 aligns on its longest label, "Chunks initialized" (18).
+    width = max(18, *(len(k) for k, _ in items))
+    return "\n".join(f"{k:<{width}} : {v}" for k, v in items) + "\n"

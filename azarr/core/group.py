@@ -1,0 +1,375 @@
+"""``AsyncGroup``: a Zarr v2 group, its members and its attributes, with coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from azarr.core._hierarchy import contains_array, contains_group, prepare_node_path
+from azarr.core._paths import basename, join_path, node_key, normalize_path
+from azarr.core.array import AsyncArray
+from azarr.core.attributes import Attributes
+from azarr.errors import ContainsArrayError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
+from azarr.metadata import ZATTRS, ZGROUP, GroupMetadata, parse_attributes
+from azarr.storage import Store
+
+
+class AsyncGroup:
+    """A Zarr v2 group whose I/O methods are coroutines.
+
+    Open or create one with :func:`azarr.open_group` / :func:`azarr.group`.
+    Methods mirror zarr-python 2's ``zarr.hierarchy.Group``, awaited;
+    iteration over members is ``async for``.
+
+    Parameters
+    ----------
+    store : Store
+        Where the group lives.
+    path : str
+        Node path (``""`` for the root).
+    attributes : dict
+        The parsed ``.zattrs`` document.
+    read_only : bool
+        Refuse changes with :class:`~azarr.errors.ReadOnlyError`.
+    allow_pickle : bool, optional
+        Passed on to arrays opened through this group.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        path: str = "",
+        attributes: dict[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._read_only = read_only or store.read_only
+        self._allow_pickle = allow_pickle
+        self._attrs = Attributes(
+            store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
+        )
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    async def open(
+        cls, store: Store, path: str = "", *, read_only: bool = False, allow_pickle: bool | None = None
+    ) -> AsyncGroup:
+        """Open the group at ``path`` (reads ``.zgroup`` and ``.zattrs`` concurrently).
+
+        Raises
+        ------
+        GroupNotFoundError
+            No ``.zgroup`` at ``path``.
+        MetadataError
+            ``.zgroup`` or ``.zattrs`` is invalid.
+        """
+        path = normalize_path(path)
+        group_key, attrs_key = node_key(path, ZGROUP), node_key(path, ZATTRS)
+        raw_group, raw_attrs = await asyncio.gather(store.get(group_key), store.get(attrs_key))
+        if raw_group is None:
+            raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({group_key!r} is missing)")
+        GroupMetadata.from_json(raw_group, key=group_key)
+        attributes = {} if raw_attrs is None else parse_attributes(raw_attrs, key=attrs_key)
+        return cls(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
+
+    @classmethod
+    async def init(
+        cls,
+        store: Store,
+        path: str = "",
+        *,
+        overwrite: bool = False,
+        attributes: dict[str, Any] | None = None,
+        allow_pickle: bool | None = None,
+    ) -> AsyncGroup:
+        """Create a group at ``path``, with any missing ancestor groups (zarr-python 2 ``init_group``).
+
+        Raises
+        ------
+        ContainsArrayError, ContainsGroupError
+            A node exists at ``path`` and ``overwrite`` is False.
+        """
+        path = normalize_path(path)
+        if store.read_only:
+            raise ReadOnlyError(f"cannot create group {path!r}: store {store.url} is read-only")
+        await prepare_node_path(store, path, overwrite=overwrite)
+        await store.set(node_key(path, ZGROUP), GroupMetadata().to_json())
+        group = cls(store, path, allow_pickle=allow_pickle)
+        if attributes:
+            await group.attrs.put(attributes)
+        return group
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def store(self) -> Store:
+        """The store holding the group."""
+        return self._store
+
+    @property
+    def path(self) -> str:
+        """Path within the store (``""`` for the root)."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """Absolute name, e.g. ``"/"`` or ``"/a/b"``."""
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        """Last segment of the name (``""`` for the root)."""
+        return basename(self._path)
+
+    @property
+    def read_only(self) -> bool:
+        """True if changes are refused."""
+        return self._read_only
+
+    @property
+    def attrs(self) -> Attributes:
+        """User attributes (``.zattrs``); update with ``await group.attrs.update(...)``."""
+        return self._attrs
+
+    def __repr__(self) -> str:
+        return f"<azarr.AsyncGroup {self.name!r}{' read-only' if self.read_only else ''}>"
+
+    async def update_attributes(self, new_attributes: dict[str, Any]) -> None:
+        """Merge ``new_attributes`` into ``.zattrs``."""
+        await self._attrs.update(new_attributes)
+
+    # ---------------------------------------------------------------- members
+    async def get(self, name: str) -> AsyncArray | AsyncGroup:
+        """The array or group at ``name`` (relative, may contain ``/``), like ``group[name]``.
+
+        Raises
+        ------
+        NodeNotFoundError
+            Neither an array nor a group exists there (a ``KeyError``).
+        """
+        path = join_path(self._path, name)
+        is_array, is_group = await asyncio.gather(
+            contains_array(self._store, path), contains_group(self._store, path)
+        )
+        if is_array:
+            return await AsyncArray.open(
+                self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
+            )
+        if is_group:
+            return await AsyncGroup.open(
+                self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
+            )
+        raise NodeNotFoundError(
+            f"no array or group named {name!r} in group {self.name!r} of {self._store.url}"
+        )
+
+    async def contains(self, name: str) -> bool:
+        """True if an array or group exists at ``name`` (zarr-python 2 ``name in group``)."""
+        path = join_path(self._path, name)
+        found = await asyncio.gather(contains_array(self._store, path), contains_group(self._store, path))
+        return any(found)
+
+    async def _member_kinds(self) -> list[tuple[str, str]]:
+        """Sorted (name, "array"|"group") of the direct members."""
+        names = sorted({n async for n in self._store.list_dir(self._path) if not n.startswith(".")})
+        paths = [join_path(self._path, n) for n in names]
+        kinds = await asyncio.gather(
+            *(asyncio.gather(contains_array(self._store, p), contains_group(self._store, p)) for p in paths)
+        )
+        members = []
+        for name, (is_array, is_group) in zip(names, kinds, strict=True):
+            if is_array:
+                members.append((name, "array"))
+            elif is_group:
+                members.append((name, "group"))
+        return members
+
+    async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """Yield ``(name, node)`` for each direct member, sorted by name (zarr-python 3 ``members``)."""
+        for name, _ in await self._member_kinds():
+            yield name, await self.get(name)
+
+    async def keys(self) -> AsyncIterator[str]:
+        """Yield the names of the direct members, sorted."""
+        for name, _ in await self._member_kinds():
+            yield name
+
+    async def group_keys(self) -> AsyncIterator[str]:
+        """Yield the names of child groups, sorted (zarr-python 2 ``group_keys``)."""
+        for name, kind in await self._member_kinds():
+            if kind == "group":
+                yield name
+
+    async def array_keys(self) -> AsyncIterator[str]:
+        """Yield the names of child arrays, sorted (zarr-python 2 ``array_keys``)."""
+        for name, kind in await self._member_kinds():
+            if kind == "array":
+                yield name
+
+    async def groups(self) -> AsyncIterator[tuple[str, AsyncGroup]]:
+        """Yield ``(name, group)`` for child groups."""
+        async for name in self.group_keys():
+            node = await self.get(name)
+            assert isinstance(node, AsyncGroup)
+            yield name, node
+
+    async def arrays(self) -> AsyncIterator[tuple[str, AsyncArray]]:
+        """Yield ``(name, array)`` for child arrays."""
+        async for name in self.array_keys():
+            node = await self.get(name)
+            assert isinstance(node, AsyncArray)
+            yield name, node
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self.keys()
+
+    async def tree(self, level: int | None = None) -> str:
+        """Text rendering of the hierarchy below this group, like zarr-python 2's ``Group.tree()``::
+
+            /
+             ├── bar
+             │   └── baz (100,) float64
+             └── foo
+
+        Parameters
+        ----------
+        level : int, optional
+            Maximum depth to descend.
+        """
+        lines = [self.name if self._path else "/"]
+        lines.extend(await _tree_lines(self, "", level))
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------- creation
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"group {self.name!r} in {self._store.url} is read-only")
+
+    async def create_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
+        """Create a child group (intermediate groups too).
+
+        Raises
+        ------
+        ContainsArrayError, ContainsGroupError
+            A node exists at ``name`` and ``overwrite`` is False.
+        """
+        self._check_writable()
+        return await AsyncGroup.init(
+            self._store, join_path(self._path, name), overwrite=overwrite, allow_pickle=self._allow_pickle
+        )
+
+    async def require_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
+        """Open the child group ``name``, creating it if missing (zarr-python 2 ``require_group``).
+
+        Raises
+        ------
+        ContainsArrayError
+            An array exists at ``name``.
+        """
+        path = join_path(self._path, name)
+        if not overwrite and await contains_group(self._store, path):
+            return await AsyncGroup.open(
+                self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
+            )
+        if not overwrite and await contains_array(self._store, path):
+            raise ContainsArrayError(
+                f"cannot require group {path!r}: an array exists there in {self._store.url}"
+            )
+        return await self.create_group(name, overwrite=overwrite)
+
+    async def create_dataset(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create an array ``name``; keyword arguments as :func:`azarr.create` (``data=`` writes it).
+
+        Zarr-python 2 ``Group.create_dataset`` (h5py-compatible name).
+        """
+        from azarr.api.creation import array, create
+
+        self._check_writable()
+        path = join_path(self._path, name)
+        kwargs.setdefault("allow_pickle", self._allow_pickle)
+        data = kwargs.pop("data", None)
+        if data is not None:
+            return await array(data, store=self._store, path=path, **kwargs)
+        return await create(store=self._store, path=path, **kwargs)
+
+    async def create(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create an array ``name`` (zarr-python 2 ``Group.create``); see :func:`azarr.create`."""
+        return await self.create_dataset(name, **kwargs)
+
+    async def require_dataset(
+        self, name: str, shape: Any, dtype: Any = None, *, exact: bool = False, **kwargs: Any
+    ) -> AsyncArray:
+        """Open array ``name`` if it exists with a compatible shape and dtype, else create it.
+
+        Zarr-python 2 ``Group.require_dataset``: shapes must match exactly;
+        dtypes must be equal with ``exact=True``, else castable.
+
+        Raises
+        ------
+        TypeError
+            An existing array has another shape or an incompatible dtype.
+        """
+        import numpy as np
+
+        from azarr.core._normalize import normalize_shape
+
+        path = join_path(self._path, name)
+        if not await contains_array(self._store, path):
+            return await self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
+        existing = await AsyncArray.open(
+            self._store,
+            path,
+            read_only=self._read_only,
+            allow_pickle=kwargs.get("allow_pickle", self._allow_pickle),
+        )
+        wanted_shape = normalize_shape(shape)
+        if existing.shape != wanted_shape:
+            raise TypeError(f"array {path!r} exists with shape {existing.shape}, not {wanted_shape}")
+        if dtype is not None:
+            wanted = np.dtype(dtype)
+            ok = existing.dtype == wanted if exact else np.can_cast(wanted, existing.dtype)
+            if not ok:
+                raise TypeError(
+                    f"array {path!r} exists with dtype {existing.dtype}, incompatible with {wanted}"
+                )
+        return existing
+
+    async def zeros(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` filled with 0 (see :func:`azarr.zeros`)."""
+        return await self.create_dataset(name, fill_value=0, **kwargs)
+
+    async def ones(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` filled with 1 (see :func:`azarr.ones`)."""
+        return await self.create_dataset(name, fill_value=1, **kwargs)
+
+    async def empty(self, name: str, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` with no fill value (see :func:`azarr.empty`)."""
+        return await self.create_dataset(name, fill_value=None, **kwargs)
+
+    async def full(self, name: str, fill_value: Any, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` filled with ``fill_value`` (see :func:`azarr.full`)."""
+        return await self.create_dataset(name, fill_value=fill_value, **kwargs)
+
+    async def array(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` holding ``data`` (see :func:`azarr.array`)."""
+        return await self.create_dataset(name, data=data, **kwargs)
+
+
+async def _tree_lines(group: AsyncGroup, indent: str, level: int | None) -> list[str]:
+    if level is not None and level <= 0:
+        return []
+    members = [(name, node) async for name, node in group.members()]
+    lines: list[str] = []
+    for i, (name, node) in enumerate(members):
+        last = i == len(members) - 1
+        branch = " └── " if last else " ├── "
+        if isinstance(node, AsyncArray):
+            lines.append(f"{indent}{branch}{name} {node.shape} {node.dtype}")
+        else:
+            lines.append(f"{indent}{branch}{name}")
+            child_indent = indent + ("    " if last else " │  ")
+            lines.extend(await _tree_lines(node, child_indent, None if level is None else level - 1))
+    return lines

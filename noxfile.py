@@ -1,0 +1,50 @@
+"""Developer sessions: ``nox -s tests lint typecheck interop`` (``bench`` is never run by default)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """The default test suite (servers started by fixtures), as CI runs it."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"})
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "azarr", "tests", "examples", "noxfile.py")
+    session.run("ruff", "format", "--check", "azarr", "tests", "examples", "noxfile.py")
+
+
+@nox.session(python="3.11")
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on azarr/."""
+    session.install("-e", ".[dev]")
+    session.run("mypy")
+
+
+@nox.session(python="3.11")
+def interop(session: nox.Session) -> None:
+    """Interop with zarr-python 2.18 / xarray in both directions.
+
+    The reference implementation lives in its own venv (zarr 2.18 needs
+    numcodecs < 0.16), built by the tests under ``.cache/ref-zarr218``.
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/interop",
+        "-m",
+        "interop",
+        *session.posargs,
+        env={"AWS_EC2_METADATA_DISABLED": "true"},
+    )

@@ -1,0 +1,172 @@
+"""Groups, open modes and consolidated metadata on every store kind."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+import azarr
+from azarr.errors import (
+    ArrayNotFoundError,
+    ConsolidatedMetadataNotFoundError,
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
+from azarr.storage import MemoryStore, Store
+from tests.util import RecordingStore
+
+
+def reopen(store: Store) -> Store:
+    return pickle.loads(pickle.dumps(store))
+
+
+async def test_hierarchy_ancestors_members_and_tree(store: Store) -> None:
+    root = await azarr.group(store)
+    await root.attrs.update(title="root")
+    await root.create_group("foo")
+    bar = await root.create_group("bar")
+    await bar.create_group("baz")
+    quux = await bar.require_group("quux")
+    await quux.zeros("baz", shape=(100,), chunks=10)
+    # A deep array creates its ancestors as groups, as the spec requires.
+    await root.create_dataset("x/y/z", shape=(2, 3), dtype="i2")
+    assert await store.exists("x/.zgroup") and await store.exists("x/y/.zgroup")
+
+    fresh = await azarr.open_group(reopen(store), mode="r")
+    assert fresh.attrs["title"] == "root"
+    assert [k async for k in fresh.group_keys()] == ["bar", "foo", "x"]
+    assert [k async for k in fresh.array_keys()] == []
+    assert [k async for k in (await fresh.get("bar/quux")).array_keys()] == ["baz"]  # type: ignore[union-attr]
+    node = await fresh.get("bar/quux/baz")
+    assert isinstance(node, azarr.AsyncArray) and node.shape == (100,) and node.read_only
+    assert await fresh.contains("x/y/z") and not await fresh.contains("nope")
+    with pytest.raises(NodeNotFoundError, match="nope"):
+        await fresh.get("nope")
+    members = [(name, type(n).__name__) async for name, n in fresh.members()]
+    assert members == [("bar", "AsyncGroup"), ("foo", "AsyncGroup"), ("x", "AsyncGroup")]
+    assert await fresh.tree() == "\n".join(
+        [
+            "/",
+            " ├── bar",
+            " │   ├── baz",
+            " │   └── quux",
+            " │       └── baz (100,) float64",
+            " ├── foo",
+            " └── x",
+            "     └── y",
+            "         └── z (2, 3) int16",
+        ]
+    )
+    with pytest.raises(ReadOnlyError):
+        await fresh.create_group("new")
+
+
+async def test_require_dataset_and_creation_errors(store: Store) -> None:
+    root = await azarr.group(store)
+    a = await root.require_dataset("a", shape=(4,), dtype="f4")
+    again = await root.require_dataset("a", shape=(4,), dtype="f4")
+    assert again.path == a.path == "a"
+    with pytest.raises(TypeError, match="shape"):
+        await root.require_dataset("a", shape=(5,), dtype="f4")
+    with pytest.raises(TypeError, match="dtype"):
+        await root.require_dataset("a", shape=(4,), dtype="f8", exact=True)
+    with pytest.raises(ContainsArrayError):
+        await root.create_dataset("a", shape=(4,))
+    with pytest.raises(ContainsArrayError):
+        await root.require_group("a")
+    with pytest.raises(ContainsArrayError, match="ancestor 'a'"):
+        await root.create_group("a/inside")
+    await root.create_group("g")
+    with pytest.raises(ContainsGroupError):
+        await root.create_group("g")
+    replaced = await root.create_dataset("g", shape=(2,), overwrite=True)
+    assert replaced.shape == (2,)
+    filled = await root.full("f", fill_value=2.5, shape=(3,))
+    np.testing.assert_array_equal(await filled.get_basic_selection(), [2.5] * 3)
+    arr = await root.array("d", np.arange(5))
+    np.testing.assert_array_equal(await arr.get_basic_selection(), np.arange(5))
+
+
+async def test_open_modes(store: Store) -> None:
+    with pytest.raises(ArrayNotFoundError):
+        await azarr.open_array(store, mode="r")
+    with pytest.raises(GroupNotFoundError):
+        await azarr.open_group(store, mode="r+")
+    with pytest.raises(TypeError, match="shape"):
+        await azarr.open_array(store, mode="a")
+    arr = await azarr.open_array(store, mode="a", shape=(5,), chunks=2, dtype="i4", path="arr")
+    await arr.set_basic_selection(..., np.arange(5))
+    with pytest.raises(ContainsArrayError):
+        await azarr.open_array(store, mode="w-", shape=(5,), path="arr")
+    opened = await azarr.open(store, mode="r", path="arr")
+    assert isinstance(opened, azarr.AsyncArray)
+    np.testing.assert_array_equal(await opened.get_basic_selection(), np.arange(5))
+    with pytest.raises(ContainsArrayError):
+        await azarr.open_group(store, mode="a", path="arr")
+    assert isinstance(await azarr.open(store, mode="r"), azarr.AsyncGroup)  # implicit root group
+    with pytest.raises(ContainsGroupError):
+        await azarr.open_array(store, mode="r")
+    overwritten = await azarr.open_array(store, mode="w", shape=(2,), dtype="u1", path="arr")
+    np.testing.assert_array_equal(await overwritten.get_basic_selection(), [0, 0])
+    assert await overwritten.nchunks_initialized() == 0  # old chunks are gone
+    with pytest.raises(FileNotFoundError):
+        await azarr.open(store, mode="r", path="missing")
+    assert isinstance(await azarr.open(store, mode="a", path="new/group"), azarr.AsyncGroup)
+    with pytest.raises(ValueError, match="mode"):
+        await azarr.open(store, mode="rw")
+
+
+async def test_urls_and_paths_open_the_right_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "data.zarr"
+    arr = await azarr.zeros((3,), store=str(target), path="a", dtype="u2")
+    await arr.set_basic_selection(..., 7)
+    assert (target / "a" / ".zarray").exists() and (target / ".zgroup").exists()
+    again = await azarr.open_array(f"file://{target}", mode="r", path="a")
+    np.testing.assert_array_equal(await again.get_basic_selection(), [7, 7, 7])
+    mapping: dict[str, bytes] = {}
+    await azarr.zeros(2, store=mapping)
+    assert ".zarray" in mapping
+
+
+async def test_consolidated_open_uses_one_read(store: Store) -> None:
+    root = await azarr.group(store)
+    await root.attrs.update(title="c")
+    for i in range(5):
+        g = await root.create_group(f"g{i}")
+        arr = await g.array("data", np.arange(10) * i, chunks=4)
+        await arr.attrs.update(index=i)
+    consolidated = await azarr.consolidate_metadata(store)
+    assert isinstance(consolidated, azarr.AsyncGroup)
+    document = json.loads(await store.get(".zmetadata") or b"")
+    assert document["zarr_consolidated_format"] == 1
+    assert document["metadata"]["g3/data/.zattrs"] == {"index": 3}
+    assert ".zgroup" in document["metadata"] and ".zattrs" in document["metadata"]
+
+    recording = RecordingStore(reopen(store))
+    opened = await azarr.open_consolidated(recording)
+    assert dict(recording.gets) == {".zmetadata": 1}
+    assert isinstance(opened, azarr.AsyncGroup)
+    assert [k async for k in opened.group_keys()] == [f"g{i}" for i in range(5)]
+    arr = await opened.get("g4/data")
+    assert isinstance(arr, azarr.AsyncArray) and arr.attrs["index"] == 4
+    assert (
+        dict(recording.gets) == {".zmetadata": 1} and recording.lists == 0
+    )  # structure came from .zmetadata
+    np.testing.assert_array_equal(await arr.get_basic_selection(), np.arange(10) * 4)
+    with pytest.raises(ReadOnlyError):
+        await arr.attrs.update(x=1)
+    with pytest.raises(ReadOnlyError):
+        await arr.set_basic_selection(0, 1)
+    writable = await azarr.open_consolidated(reopen(store), mode="r+")
+    data_arr = await writable.get("g1/data")  # type: ignore[union-attr]
+    await data_arr.set_basic_selection(0, 99)  # chunk data stays writable in r+
+    with pytest.raises(ReadOnlyError, match="consolidated"):
+        await writable.create_group("new")  # type: ignore[union-attr]
+    with pytest.raises(ConsolidatedMetadataNotFoundError):
+        await azarr.open_consolidated(MemoryStore())

@@ -1,0 +1,61 @@
+"""Test helpers: a store wrapper that records every request (a real store underneath, not a mock)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+
+from azarr.storage import ByteRange, Store
+
+
+class RecordingStore(Store):
+    """Delegates to ``inner`` and counts requests per operation and key."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(read_only=inner.read_only)
+        self.inner = inner
+        self.gets: Counter[str] = Counter()
+        self.sets: Counter[str] = Counter()
+        self.deletes: Counter[str] = Counter()
+        self.lists = 0
+        self.is_local = inner.is_local
+
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
+    @property
+    def requests(self) -> int:
+        return sum(self.gets.values()) + sum(self.sets.values()) + sum(self.deletes.values()) + self.lists
+
+    def reset(self) -> None:
+        self.gets.clear()
+        self.sets.clear()
+        self.deletes.clear()
+        self.lists = 0
+
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        self.gets[key] += 1
+        return await self.inner.get(key, byte_range)
+
+    async def _exists(self, key: str) -> bool:
+        self.gets[key] += 1
+        return await self.inner.exists(key)
+
+    async def _set(self, key: str, value: bytes) -> None:
+        self.sets[key] += 1
+        await self.inner.set(key, value)
+
+    async def _delete(self, key: str) -> None:
+        self.deletes[key] += 1
+        await self.inner.delete(key)
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        self.lists += 1
+        async for key in self.inner.list_prefix(prefix):
+            yield key
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        self.lists += 1
+        async for key in self.inner.list_dir(prefix):
+            yield key
