@@ -1,0 +1,148 @@
+"""Fixtures for the zarr-python 2.18 interop tests.
+
+``zarr2_python``  the reference interpreter (cached venv, see ``refenv.py``; ``AZARR_REF_PYTHON`` overrides).
+``zarr2_corpus``  a corpus written by zarr 2.18 (``ref_scripts/write_corpus.py``), once per session.
+``run_ref_script``  run a ``ref_scripts/*.py`` file with the reference interpreter.
+``s3_corpus``  the corpus stores uploaded to a SeaweedFS bucket (``seaweedfs`` from tests/conftest.py).
+
+A reference environment that cannot be built FAILS the tests: CI must run them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .refenv import RefEnvError, ensure_reference_python
+
+REF_SCRIPTS = Path(__file__).resolve().parent / "ref_scripts"
+SCRIPT_TIMEOUT_S = 180.0
+
+
+def _uncaptured(config: pytest.Config) -> AbstractContextManager[Any]:
+    """Let progress lines through pytest's output capture (the venv build takes a while)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    return capman.global_and_fixture_disabled() if capman is not None else nullcontext()
+
+
+@pytest.fixture(scope="session")
+def zarr2_python(pytestconfig: pytest.Config) -> Path:
+    """Path of a python interpreter with zarr 2.18 (built on first use, then cached)."""
+
+    def report(msg: str) -> None:
+        with _uncaptured(pytestconfig):
+            print(msg, flush=True)
+
+    try:
+        return ensure_reference_python(report)
+    except RefEnvError as exc:
+        error = str(exc)
+    pytest.fail(f"zarr 2.18 reference environment unavailable:\n{error}", pytrace=False)
+
+
+@dataclass(frozen=True)
+class RefResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def report(self) -> str:
+        return (
+            f"exit {self.returncode} after {self.seconds:.1f} s\n"
+            f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}"
+        )
+
+
+RunRef = Callable[..., RefResult]
+
+
+@pytest.fixture(scope="session")
+def run_ref_script(zarr2_python: Path) -> RunRef:
+    """``run_ref_script("write_corpus.py", target)`` runs a reference script and returns its result."""
+
+    def run(script: str, *args: str | Path, timeout: float = SCRIPT_TIMEOUT_S) -> RefResult:
+        start = time.monotonic()
+        proc = subprocess.run(
+            # -E -s: ignore PYTHONPATH & co and the user site, so nothing of azarr's env leaks in
+            [str(zarr2_python), "-E", "-s", str(REF_SCRIPTS / script), *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=REF_SCRIPTS,
+            stdin=subprocess.DEVNULL,
+        )
+        return RefResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+    return run
+
+
+@dataclass(frozen=True)
+class RefCorpus:
+    """A directory written by ``write_corpus.py``: stores, ``expected/*.npy`` and ``manifest.json``."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    @property
+    def arrays(self) -> list[dict[str, Any]]:
+        return list(self.manifest["arrays"])
+
+    @property
+    def groups(self) -> list[dict[str, Any]]:
+        return list(self.manifest["groups"])
+
+    def array(self, case_id: str) -> dict[str, Any]:
+        for entry in self.manifest["arrays"]:
+            if entry["id"] == case_id:
+                return dict(entry)
+        raise KeyError(f"no array {case_id!r} in the corpus manifest")
+
+
+@pytest.fixture(scope="session")
+def zarr2_corpus(run_ref_script: RunRef, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefCorpus]:
+    """The zarr 2.18 corpus, written once per session into a temporary directory."""
+    target = tmp_path_factory.mktemp("zarr218-corpus") / "corpus"
+    result = run_ref_script("write_corpus.py", target)
+    if result.returncode != 0:
+        pytest.fail(f"write_corpus.py failed:\n{result.report}", pytrace=False)
+    yield RefCorpus(target, json.loads((target / "manifest.json").read_text()))
+
+
+@dataclass(frozen=True)
+class S3Corpus:
+    """The corpus stores under ``s3://{prefix}/<store name>`` on SeaweedFS."""
+
+    prefix: str  # "bucket/corpus"
+    storage_options: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def s3_corpus(zarr2_corpus: RefCorpus, seaweedfs: Any) -> S3Corpus:
+    """Upload the zarr 2.18 stores (not the expected files) to a fresh bucket, once per session."""
+    import s3fs
+
+    bucket = seaweedfs.create_bucket()
+    prefix = f"{bucket}/corpus"
+    fs = s3fs.S3FileSystem(**seaweedfs.storage_options, skip_instance_cache=True)
+    files: dict[str, bytes] = {}
+    for store_name in zarr2_corpus.manifest["stores"]:
+        store_dir = zarr2_corpus.root / store_name
+        for file in store_dir.rglob("*"):
+            if file.is_file():
+                files[f"{prefix}/{store_name}/{file.relative_to(store_dir).as_posix()}"] = file.read_bytes()
+    fs.pipe(files)
+    listed = set(fs.find(prefix))
+    missing = sorted(set(files) - listed)
+    assert not missing, f"upload to SeaweedFS lost {len(missing)} objects, e.g. {missing[:5]}"
+    return S3Corpus(prefix, dict(seaweedfs.storage_options))

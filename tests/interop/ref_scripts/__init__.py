@@ -1,0 +1,1 @@
+"""Scripts run by the zarr-python 2.18 reference interpreter, and the comparison helpers both sides share."""
