@@ -190,9 +190,9 @@ def build_array_metadata(
 
 def _is_plain_object_dtype(dtype: Any) -> bool:
     if dtype in (str, bytes) or isinstance(dtype, str):
-        return dtype in ("O", "|O", "object")
+        return bool(dtype in ("O", "|O", "object"))
     try:
-        return np.dtype(dtype).kind == "O"
+        return bool(np.dtype(dtype).kind == "O")
     except TypeError:
         return False
 

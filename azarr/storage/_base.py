@@ -1,0 +1,326 @@
+"""The one async store protocol every azarr store implements.
+
+A store maps string keys (``"a/b/.zarray"``, ``"a/b/0.0"``) to bytes. Everything
+above it (scheduler, codecs, arrays) speaks only this interface, so the same
+code runs on memory, a local directory, S3, GCS or HTTP. Modelled on
+zarr-python 3's ``zarr.abc.store.Store`` with zarr-python 2's key rules.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from azarr.errors import InvalidKeyError, ReadOnlyError
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """A byte range of a stored value: ``[start, end)``.
+
+    Parameters
+    ----------
+    start : int
+        First byte, >= 0. A negative ``start`` with ``end=None`` means a suffix
+        (the last ``-start`` bytes), like HTTP ``Range: bytes=-N``.
+    end : int or None
+        One past the last byte; ``None`` reads to the end of the value.
+    """
+
+    start: int = 0
+    end: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.end is not None and (self.start < 0 or self.end < self.start):
+            raise ValueError(f"invalid byte range [{self.start}, {self.end})")
+
+    @property
+    def is_suffix(self) -> bool:
+        """True for a suffix request (the last ``-start`` bytes)."""
+        return self.start < 0
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the range can only ever select zero bytes (``start == end``)."""
+        return self.end is not None and self.end == self.start
+
+    def slice(self) -> slice:
+        """The equivalent Python slice over the whole value."""
+        return slice(self.start, self.end)
+
+    def apply(self, value: bytes) -> bytes:
+        """Select this range from a whole ``value`` with every store's semantics.
+
+        Like Python slicing: a range reaching past the end is truncated, a range
+        starting at or past the end selects ``b""``, and a suffix longer than the
+        value selects all of it.
+        """
+        return value[self.slice()]
+
+
+def validate_key(key: str, *, allow_empty: bool = False) -> str:
+    """Check a store key against the Zarr v2 spec's "Logical storage paths" rules.
+
+    Parameters
+    ----------
+    key : str
+        ``/``-separated key such as ``"group/array/0.0"``.
+    allow_empty : bool
+        Accept ``""`` (the root prefix) — used by listing, never by get/set.
+
+    Returns
+    -------
+    str
+        The key unchanged.
+
+    Raises
+    ------
+    InvalidKeyError
+        Empty key, leading ``/`` (absolute), backslash, empty segment (``a//b``),
+        ``.`` or ``..`` segment, or a NUL character. The message names the key.
+    """
+    if not isinstance(key, str):
+        raise InvalidKeyError(f"store key must be a str, got {type(key).__name__}: {key!r}")
+    if key == "":
+        if allow_empty:
+            return key
+        raise InvalidKeyError("store key must not be empty")
+    if key.startswith("/"):
+        raise InvalidKeyError(f"unsafe store key {key!r}: absolute paths are not allowed")
+    if "\\" in key:
+        raise InvalidKeyError(f"unsafe store key {key!r}: backslashes are not allowed")
+    if "\x00" in key:
+        raise InvalidKeyError(f"unsafe store key {key!r}: NUL characters are not allowed")
+    body = key[:-1] if (allow_empty and key.endswith("/")) else key
+    for segment in body.split("/"):
+        if segment == "":
+            raise InvalidKeyError(f"unsafe store key {key!r}: empty path segment")
+        if segment in (".", ".."):
+            raise InvalidKeyError(f"unsafe store key {key!r}: '{segment}' segments are not allowed")
+    return key
+
+
+def normalize_prefix(prefix: str) -> str:
+    """Normalize a listing prefix to ``""`` or ``"a/b/"`` (validated, trailing slash)."""
+    prefix = prefix.strip("/") if prefix not in ("", "/") else ""
+    if prefix:
+        validate_key(prefix)
+        prefix += "/"
+    return prefix
+
+
+class Store(ABC):
+    """Abstract async key-value store holding a Zarr hierarchy.
+
+    Subclasses implement the ``_get``/``_set``/... primitives; the public
+    methods here validate keys and enforce read-only mode, so every store
+    shares the same safety rules.
+
+    Attributes
+    ----------
+    read_only : bool
+        True when writes raise :class:`~azarr.errors.ReadOnlyError`.
+    supports_writes, supports_deletes, supports_listing : bool
+        Capability flags (``False`` for e.g. HTTP stores without listings).
+    url : str
+        Human-readable location used in error messages (``"s3://bucket/x.zarr"``).
+    """
+
+    supports_writes: bool = True
+    supports_deletes: bool = True
+    supports_listing: bool = True
+    #: True for stores on this machine (memory, local files): they get a smaller
+    #: default request budget (``azarr.config`` ``max_concurrency_local``).
+    is_local: bool = False
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        self.read_only = read_only
+
+    # ------------------------------------------------------------------ identity
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Location of the store root, for messages (no credentials)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r}{', read_only=True' if self.read_only else ''})"
+
+    # ------------------------------------------------------------------ public API
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Read the value stored at ``key``.
+
+        Parameters
+        ----------
+        key : str
+            Store key (validated, see :func:`validate_key`).
+        byte_range : ByteRange, optional
+            Read only part of the value (bytes ``[start, end)``, or the last
+            ``-start`` bytes). Out-of-range requests follow Python slicing
+            (:meth:`ByteRange.apply`): truncated, or ``b""`` -- never an error.
+
+        Returns
+        -------
+        bytes or None
+            The value (or the requested part of it); ``None`` if the key is missing.
+
+        Raises
+        ------
+        InvalidKeyError
+            The key is unsafe.
+        StoreError
+            The backend failed; the message names the key and store URL.
+        """
+        validate_key(key)
+        return await self._get(key, byte_range)
+
+    async def set(self, key: str, value: bytes) -> None:
+        """Store ``value`` at ``key``, replacing any previous value atomically.
+
+        Raises
+        ------
+        ReadOnlyError
+            The store was opened read-only.
+        InvalidKeyError
+            The key is unsafe.
+        """
+        self._check_writable(key)
+        validate_key(key)
+        await self._set(key, bytes(value) if not isinstance(value, bytes) else value)
+
+    async def delete(self, key: str) -> None:
+        """Delete ``key``; deleting a missing key is not an error."""
+        self._check_writable(key)
+        validate_key(key)
+        await self._delete(key)
+
+    async def delete_prefix(self, prefix: str) -> None:
+        """Delete every key under ``prefix`` (``""`` clears the store).
+
+        Like :meth:`list_prefix`, ``"a"`` means the keys ``a/...``: a value stored at
+        ``"a"`` itself, and keys under ``"ab/"``, are kept.
+
+        Raises
+        ------
+        ReadOnlyError
+            The store was opened read-only.
+        InvalidKeyError
+            The prefix is unsafe.
+        """
+        self._check_writable(prefix)
+        prefix = normalize_prefix(prefix)
+        await self._delete_prefix(prefix)
+
+    async def exists(self, key: str) -> bool:
+        """True if ``key`` holds a value."""
+        validate_key(key)
+        return await self._exists(key)
+
+    async def getsize(self, key: str) -> int:
+        """Size of the value at ``key`` in bytes.
+
+        Raises
+        ------
+        FileNotFoundError
+            The key is missing.
+        """
+        validate_key(key)
+        return await self._getsize(key)
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield every key (full key, not relative) that starts with ``prefix``.
+
+        ``prefix`` is a path: ``"a"`` lists ``a/...`` but not ``ab/...``; ``""`` lists everything.
+        """
+        norm = normalize_prefix(prefix)
+        async for key in self._list_prefix(norm):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Yield the immediate children of ``prefix`` (names relative to it, no slash).
+
+        A child is a key directly under the prefix, or a "directory" name that has
+        keys beneath it — like ``os.listdir`` / zarr-python 2 ``listdir``.
+        """
+        norm = normalize_prefix(prefix)
+        async for name in self._list_dir(norm):
+            yield name
+
+    async def close(self) -> None:  # noqa: B027 - optional hook: stores without sessions need nothing
+        """Release connections and sessions. The store can be reopened by using it again."""
+
+    def with_read_only(self, read_only: bool = True) -> Self:
+        """A copy of this store sharing its data and connections, with another ``read_only``.
+
+        Equivalent of zarr-python 3's ``Store.with_read_only``. The copy is cheap (no I/O).
+        """
+        # Not copy.copy(): stores define __getstate__ for pickling (dropping live
+        # sessions, copying memory data), and this copy must share both.
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.read_only = read_only
+        return clone
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def budget_owner(self) -> Store:
+        """The store whose request budget this store's requests count against.
+
+        A wrapper (consolidated-metadata overlay, cache) returns the store it
+        wraps, so wrapping never multiplies the connection limit.
+        """
+        return self
+
+    def _check_writable(self, key: str) -> None:
+        if self.read_only or not self.supports_writes:
+            raise ReadOnlyError(f"cannot write {key!r}: store {self.url} is read-only")
+
+    # ------------------------------------------------------------------ primitives
+    @abstractmethod
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None: ...
+
+    @abstractmethod
+    async def _set(self, key: str, value: bytes) -> None: ...
+
+    @abstractmethod
+    async def _delete(self, key: str) -> None: ...
+
+    async def _exists(self, key: str) -> bool:
+        return (await self._get(key, None)) is not None
+
+    async def _getsize(self, key: str) -> int:
+        value = await self._get(key, None)
+        if value is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        return len(value)
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        """Default: list, then delete key by key. Backends override with bulk deletes."""
+        keys = [k async for k in self._list_prefix(prefix)]
+        for k in keys:
+            await self._delete(k)
+
+    @abstractmethod
+    def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Yield full keys starting with ``prefix`` (already normalized: ``""`` or ``"a/"``)."""
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Default: derive children from a recursive listing. Backends override with a delimiter listing."""
+        seen: set[str] = set()
+        async for key in self._list_prefix(prefix):
+            child = key[len(prefix) :].split("/", 1)[0]
+            if child and child not in seen:
+                seen.add(child)
+                yield child

@@ -1,0 +1,525 @@
+"""A store over any fsspec ``AsyncFileSystem`` (S3, GCS, Azure, HTTP, ...)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from azarr.errors import AzarrError, PermissionDeniedError, StoreError, StoreUnavailableError
+from azarr.storage._base import ByteRange, Store
+
+# Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
+_PERMISSION_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "InvalidClientTokenId",
+        "AuthorizationHeaderMalformed",
+        "401",
+        "403",
+    }
+)
+_UNAVAILABLE_CODES = frozenset({"NoSuchBucket", "PermanentRedirect"})
+_INVALID_RANGE_CODES = frozenset({"InvalidRange", "416"})
+# Exception class names (anywhere in the MRO) meaning "could not reach the backend":
+# botocore, aiohttp and the builtins. Matched by name so no backend must be importable.
+_UNREACHABLE_TYPES = frozenset(
+    {
+        "ConnectionError",  # builtins and botocore.exceptions
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ProxyConnectionError",
+        "ClientConnectionError",  # aiohttp: refused, reset, server disconnected
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+    }
+)
+# Concurrent single-key deletes for backends without a bulk delete.
+_DELETE_CONCURRENCY = 32
+_HTTP_PROTOCOLS = frozenset({"http", "https"})
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (``__cause__``/``__context__``)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _codes(exc: BaseException) -> set[str]:
+    """Backend error codes found along the chain (S3 codes, HTTP statuses)."""
+    codes: set[str] = set()
+    for e in _chain(exc):
+        response = getattr(e, "response", None)
+        if isinstance(response, Mapping):  # botocore ClientError
+            code = response.get("Error", {}).get("Code")
+            if code:
+                codes.add(str(code))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status:
+                codes.add(str(status))
+        status = getattr(e, "status", None)  # aiohttp ClientResponseError
+        if isinstance(status, int):
+            codes.add(str(status))
+        elif isinstance(code := getattr(e, "code", None), int):  # gcsfs HttpError
+            # (elif: aiohttp deprecates .code, an alias of .status)
+            codes.add(str(code))
+    return codes
+
+
+def _unreachable(exc: BaseException) -> bool:
+    return any(
+        cls.__name__ in _UNREACHABLE_TYPES
+        for e in _chain(exc)
+        for cls in type(e).__mro__
+        if cls is not object
+    )
+
+
+def _no_such_bucket(exc: BaseException) -> bool:
+    return "NoSuchBucket" in _codes(exc)
+
+
+def _invalid_range(exc: BaseException) -> bool:
+    return bool(_codes(exc) & _INVALID_RANGE_CODES)
+
+
+@dataclass(eq=False)
+class _LoopState:
+    """The filesystem instance serving one event loop."""
+
+    fs: Any
+    guard: AsyncGenerator[None, None] | None = None
+    abandoned: bool = False  # its loop closed without letting us close the session
+
+
+async def _session_guard(
+    state: _LoopState, close: Callable[[Any], Awaitable[None]]
+) -> AsyncGenerator[None, None]:
+    """Close ``state.fs`` when its event loop shuts down.
+
+    An async generator iterated once is tracked by its loop, and ``asyncio.run`` /
+    ``asyncio.Runner`` close every such generator before closing the loop
+    (``loop.shutdown_asyncgens``). Its ``finally`` is therefore a reliable "this loop
+    is ending" hook: sessions get closed on the right loop even when the caller
+    never calls :meth:`Store.close`. It references no store, so dropping the store
+    lets the loop close the generator (and the session) too.
+    """
+    try:
+        yield
+    finally:
+        if not state.abandoned:
+            with contextlib.suppress(Exception):  # best effort at shutdown
+                await close(state.fs)
+
+
+def _finish_sync(guard: AsyncGenerator[None, None]) -> None:
+    """Finish a guard whose loop is already closed, without any event loop.
+
+    With ``state.abandoned`` set its ``finally`` awaits nothing, so one ``send``
+    completes ``aclose()``; a finished generator then never asks its dead loop to
+    finalize it (which would raise "Event loop is closed" during garbage collection).
+    """
+    closing = guard.aclose()
+    try:
+        closing.send(None)
+    except StopIteration:
+        pass
+    except Exception:  # pragma: no cover - defensive: never raise from cleanup
+        closing.close()
+
+
+class FsspecStore(Store):
+    """A store over an fsspec asynchronous filesystem (zarr-python 2 ``FSStore``, zarr 3 ``FsspecStore``).
+
+    Parameters
+    ----------
+    fs : fsspec.asyn.AsyncFileSystem, optional
+        A filesystem to copy the class and options from. The store makes its own
+        instances from them -- one per running event loop, so it works from any
+        number of ``asyncio.run`` calls and threads -- and never uses or closes
+        ``fs`` itself. Omit it to build from ``protocol`` and ``storage_options``.
+    path : str
+        Root of the hierarchy inside the filesystem (``"bucket/data.zarr"``); a
+        protocol prefix (``"s3://"``) is stripped.
+    read_only : bool
+        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+    storage_options : dict, optional
+        Filesystem constructor options (override those taken from ``fs``).
+    protocol : str, optional
+        fsspec protocol when ``fs`` is omitted; defaults to the one in ``path``.
+
+    Raises
+    ------
+    TypeError
+        The filesystem is synchronous-only (not an ``AsyncFileSystem``).
+    ValueError
+        Neither ``fs`` nor a protocol was given.
+
+    Notes
+    -----
+    Backend errors become azarr errors naming the store URL and key, chained to
+    the original (``raise ... from``): ``PermissionError``/HTTP 403/``AccessDenied`` ->
+    :class:`~azarr.errors.PermissionDeniedError`; connection refused, unreachable
+    host, missing bucket -> :class:`~azarr.errors.StoreUnavailableError`; anything
+    else -> :class:`~azarr.errors.StoreError`. A missing key reads as ``None``.
+
+    Call ``await store.close()`` (or use ``async with store``) to release the
+    connections of the running loop; sessions left open are closed when their
+    loop is shut down by ``asyncio.run``. Pickling keeps only the configuration.
+    """
+
+    # Extra keyword arguments for ``fs._cat_file`` (S3Store skips s3fs's size probe).
+    _cat_kwargs: ClassVar[dict[str, Any]] = {}
+
+    def __init__(
+        self,
+        fs: Any = None,
+        path: str = "",
+        *,
+        read_only: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        protocol: str | None = None,
+    ) -> None:
+        import fsspec
+        from fsspec.asyn import AsyncFileSystem
+
+        super().__init__(read_only=read_only)
+        options: dict[str, Any] = {}
+        args: tuple[Any, ...] = ()
+        if fs is not None:
+            if not isinstance(fs, AsyncFileSystem):
+                raise TypeError(
+                    f"FsspecStore needs an fsspec AsyncFileSystem, got {type(fs).__module__}."
+                    f"{type(fs).__qualname__}, which is synchronous-only"
+                )
+            cls: type[Any] = type(fs)
+            options.update(getattr(fs, "storage_options", {}) or {})
+            args = tuple(getattr(fs, "storage_args", ()) or ())
+            if protocol is None:
+                protocol = cls.protocol if isinstance(cls.protocol, str) else cls.protocol[0]
+        else:
+            if protocol is None:
+                protocol, _ = fsspec.core.split_protocol(path)
+            if protocol is None:
+                raise ValueError(
+                    f"FsspecStore({path!r}): give a filesystem, a protocol, or a path with one ('s3://...')"
+                )
+            cls = fsspec.get_filesystem_class(protocol)
+            if not issubclass(cls, AsyncFileSystem):
+                raise TypeError(
+                    f"fsspec filesystem {protocol!r} ({cls.__module__}.{cls.__qualname__}) is "
+                    "synchronous-only; azarr needs an fsspec AsyncFileSystem"
+                )
+            if path:
+                # Options some filesystems read from the URL itself (as fsspec.url_to_fs does).
+                options.update(cls._get_kwargs_from_urls(path))
+        options.update(storage_options or {})
+        for managed in ("asynchronous", "loop", "skip_instance_cache"):
+            options.pop(managed, None)
+        self.protocol: str = protocol
+        self._fs_cls = cls
+        self._fs_args = args
+        self.storage_options: dict[str, Any] = options
+        stripped = cls._strip_protocol(path) if path else ""
+        self.path: str = stripped.rstrip("/") if isinstance(stripped, str) else ""
+        if protocol in _HTTP_PROTOCOLS:
+            # fsspec's HTTP filesystem cannot write or delete.
+            self.supports_writes = False
+            self.supports_deletes = False
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def url(self) -> str:
+        if "://" in self.path:  # HTTP paths keep their scheme
+            return self.path
+        return f"{self.protocol}://{self.path}"
+
+    def _where(self) -> str:
+        """Store location for error messages (subclasses add e.g. the endpoint)."""
+        return self.url
+
+    def _full(self, key: str) -> str:
+        return f"{self.path}/{key}" if self.path else key
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_states"], state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ per-loop filesystems
+    def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:
+        return self._fs_cls(
+            *self._fs_args,
+            **self.storage_options,
+            asynchronous=True,
+            loop=loop,
+            skip_instance_cache=True,
+        )
+
+    async def _open_session(self, fs: Any) -> None:
+        """Create the connection pool now rather than on the first request."""
+        set_session = getattr(fs, "set_session", None)
+        if set_session is not None:
+            await set_session()
+
+    @classmethod
+    async def _close_fs(cls, fs: Any) -> None:
+        """Close the connections of ``fs``; idempotent, duck-typed over backends."""
+        # s3fs keeps the aiobotocore client context in _s3creator (a ClientCreatorContext,
+        # or an S3BucketRegionCache with cache_regions=True); exiting it closes the
+        # aiohttp session, and both exits are idempotent.
+        creator = getattr(fs, "_s3creator", None)
+        if creator is not None:
+            await creator.__aexit__(None, None, None)
+        elif getattr(fs, "_s3", None) is not None:
+            await fs._s3.close()
+        # aiohttp-based filesystems (HTTP, gcsfs, adlfs, ...) hold a ClientSession.
+        session = getattr(fs, "_session", None)
+        if session is not None and hasattr(session, "close") and not getattr(session, "closed", True):
+            result = session.close()
+            if asyncio.iscoroutine(result):
+                await result
+
+    def _pop_closed_loops(self) -> list[_LoopState]:
+        # Caller holds self._lock.
+        dead = [loop for loop in self._states if loop.is_closed()]
+        return [self._states.pop(loop) for loop in dead]
+
+    @staticmethod
+    def _abandon(states: list[_LoopState]) -> None:
+        for state in states:
+            state.abandoned = True
+            if state.guard is not None:
+                _finish_sync(state.guard)
+
+    async def filesystem(self) -> Any:
+        """The filesystem instance serving the running event loop (created on first use).
+
+        For advanced use (e.g. backend features azarr does not wrap); the store owns it.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.get(loop)
+            created = state is None
+            if state is None:
+                stale = self._pop_closed_loops()
+                state = self._states[loop] = _LoopState(self._new_fs(loop))
+            else:
+                stale = []
+        self._abandon(stale)
+        if created:
+            guard = _session_guard(state, type(self)._close_fs)
+            await guard.__anext__()  # first iteration: the loop now tracks the guard
+            state.guard = guard
+            try:
+                await self._open_session(state.fs)
+            except Exception as exc:
+                raise self._translate(exc, "connect to", "") from exc
+        return state.fs
+
+    async def close(self) -> None:
+        """Close the connections of the running loop; the store stays usable.
+
+        Sessions of other loops are closed by those loops (or when they shut down).
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.pop(loop, None)
+            stale = self._pop_closed_loops()
+        self._abandon(stale)
+        if state is None:
+            return
+        if state.guard is not None:
+            await state.guard.aclose()  # its finally closes the session
+        else:
+            await self._close_fs(state.fs)
+
+    # ------------------------------------------------------------------ errors
+    def _translate(self, exc: BaseException, op: str, key: str) -> StoreError:
+        """Map a backend exception to the azarr error tree, naming URL and key."""
+        if isinstance(exc, StoreError):
+            return exc
+        what = f"{op} {key!r} in {self._where()}" if key else f"{op} {self._where()}"
+        detail = f"{type(exc).__name__}: {exc}"
+        codes = _codes(exc)
+        if "NoSuchBucket" in codes:
+            return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
+        if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:
+            return PermissionDeniedError(f"permission denied: {what}: {detail}")
+        if _unreachable(exc) or codes & _UNAVAILABLE_CODES:
+            return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
+        return StoreError(f"{what} failed: {detail}")
+
+    def _missing(self, exc: BaseException, op: str, key: str) -> StoreError | None:
+        """``None`` if ``exc`` means "no such key"; else the error to raise."""
+        if isinstance(exc, FileNotFoundError) and not _no_such_bucket(exc):
+            return None
+        return self._translate(exc, op, key)
+
+    # ------------------------------------------------------------------ primitives
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        if byte_range is not None and byte_range.is_empty:
+            return b"" if await self._exists(key) else None
+        start: int | None = None
+        end: int | None = None
+        if byte_range is not None:
+            start = byte_range.start or None
+            end = byte_range.end
+        fs = await self.filesystem()
+        try:
+            data = await fs._cat_file(self._full(key), start=start, end=end, **self._cat_kwargs)
+        except AzarrError:
+            raise
+        except Exception as exc:
+            if _invalid_range(exc):
+                # HTTP 416: the value exists but the range starts at/after its end
+                # (or the value is empty). Python slicing gives b"", and so do we.
+                return b""
+            err = self._missing(exc, "get", key)
+            if err is None:
+                return None
+            raise err from exc
+        return bytes(data)
+
+    async def _set(self, key: str, value: bytes) -> None:
+        fs = await self.filesystem()
+        path = self._full(key)
+        try:
+            await fs._pipe_file(path, value)
+        except AzarrError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, "set", key) from exc
+        finally:
+            fs.invalidate_cache(path)
+
+    async def _delete(self, key: str) -> None:
+        fs = await self.filesystem()
+        path = self._full(key)
+        try:
+            await fs._rm_file(path)
+        except AzarrError:
+            raise
+        except Exception as exc:
+            err = self._missing(exc, "delete", key)
+            if err is not None:
+                raise err from exc
+        finally:
+            fs.invalidate_cache(path)
+
+    async def _info(self, key: str, op: str) -> dict[str, Any] | None:
+        """Metadata of the value at ``key``; ``None`` if there is none (or it is a "directory")."""
+        fs = await self.filesystem()
+        try:
+            info: dict[str, Any] = await fs._info(self._full(key))
+        except AzarrError:
+            raise
+        except Exception as exc:
+            err = self._missing(exc, op, key)
+            if err is None:
+                return None
+            raise err from exc
+        if info.get("type", "file") != "file":
+            return None
+        return info
+
+    async def _exists(self, key: str) -> bool:
+        return (await self._info(key, "exists")) is not None
+
+    async def _getsize(self, key: str) -> int:
+        info = await self._info(key, "getsize")
+        if info is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        return int(info["size"])
+
+    def _relative(self, name: str, base: str) -> str | None:
+        """``name`` relative to ``base`` (``""`` or ``"x/"``), if it is a key below it."""
+        if not name.startswith(base) or name.endswith("/"):
+            return None
+        rel = name[len(base) :]
+        return rel or None
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        fs = await self.filesystem()
+        target = self._full(prefix.rstrip("/")) if prefix else self.path
+        root = f"{self.path}/" if self.path else ""
+        fs.invalidate_cache(target)
+        try:
+            names = await fs._find(target, withdirs=False)
+        except AzarrError:
+            raise
+        except Exception as exc:
+            err = self._missing(exc, "list", prefix)
+            if err is not None:
+                raise err from exc
+            names = []
+        keys = []
+        for name in names:
+            rel = self._relative(name, root)
+            if rel is not None and rel.startswith(prefix):
+                keys.append(rel)
+        for key in sorted(keys):
+            yield key
+
+    async def _ls_children(self, prefix: str) -> tuple[set[str], set[str]]:
+        """Names directly under ``prefix``: (values, "directories"), from one listing call."""
+        fs = await self.filesystem()
+        target = self._full(prefix.rstrip("/")) if prefix else self.path
+        base = f"{target}/" if target else ""
+        fs.invalidate_cache(target)
+        try:
+            entries = await fs._ls(target, detail=True)
+        except AzarrError:
+            raise
+        except Exception as exc:
+            err = self._missing(exc, "list_dir", prefix)
+            if err is not None:
+                raise err from exc
+            entries = []
+        values: set[str] = set()
+        dirs: set[str] = set()
+        for entry in entries:
+            name = entry["name"] if isinstance(entry, Mapping) else str(entry)
+            rel = self._relative(name.rstrip("/"), base)
+            if rel is None or "/" in rel:
+                continue
+            is_dir = isinstance(entry, Mapping) and entry.get("type") == "directory"
+            (dirs if is_dir else values).add(rel)
+        return values, dirs
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        values, dirs = await self._ls_children(prefix)
+        for child in sorted(values | dirs):
+            yield child
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        keys = [k async for k in self._list_prefix(prefix)]
+        sem = asyncio.Semaphore(_DELETE_CONCURRENCY)
+
+        async def one(key: str) -> None:
+            async with sem:
+                await self._delete(key)
+
+        await asyncio.gather(*(one(k) for k in keys))

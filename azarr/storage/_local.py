@@ -1,0 +1,263 @@
+"""A store over a local directory: one file per key, nested keys as directories."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from azarr.errors import PermissionDeniedError, StoreError
+from azarr.storage._base import ByteRange, Store
+
+_T = TypeVar("_T")
+
+# Writes go to ``.<name>.azarr-tmp-<32 hex>`` beside the target, then os.replace().
+_TMP_MARK = ".azarr-tmp-"
+_TMP_RE = re.compile(r"^\..*\.azarr-tmp-[0-9a-f]{32}$", re.DOTALL)
+# Leave room for the marker within the usual 255-byte NAME_MAX.
+_TMP_NAME_KEEP = 180
+# set() retries when a concurrent delete() pruned the directory it had just created.
+_MKDIR_RETRIES = 8
+
+
+def _is_tmp(name: str) -> bool:
+    return _TMP_MARK in name and _TMP_RE.match(name) is not None
+
+
+class LocalStore(Store):
+    """Keys as files under a root directory (zarr-python 2 ``DirectoryStore``/``NestedDirectoryStore``).
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        Directory holding the hierarchy; made absolute at construction. It need not
+        exist: reads then find nothing, and the first write creates it.
+    read_only : bool
+        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+    auto_mkdir : bool
+        Create missing parent directories on write (default). When False, writing
+        a key whose directory is missing raises :class:`~azarr.errors.StoreError`.
+
+    Notes
+    -----
+    * File I/O runs in worker threads (``asyncio.to_thread``), never on the event loop.
+    * Writes are atomic: the value goes to a temporary file in the target's directory,
+      which then replaces the target with ``os.replace``. Readers see the old or the
+      new value, never part of one, and a crashed process never leaves a torn value.
+      (Durability across power loss would additionally need ``fsync``; not done, as in
+      zarr-python 2.) Temporary files never appear in listings.
+    * A key ``a/0/0`` (``dimension_separator="/"``) is the file ``root/a/0/0``.
+    * Deleting a key removes directories left empty up to (not including) ``root``,
+      so listings match object stores, where a "directory" exists only while keys
+      are under it. zarr-python 2's ``DirectoryStore`` leaves them behind.
+    """
+
+    is_local = True
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, read_only: bool = False, auto_mkdir: bool = True
+    ) -> None:
+        super().__init__(read_only=read_only)
+        self.root = Path(os.path.abspath(os.fspath(root)))
+        self.auto_mkdir = auto_mkdir
+
+    @property
+    def url(self) -> str:
+        return self.root.as_uri()
+
+    # ------------------------------------------------------------------ helpers
+    def _path(self, key: str) -> Path:
+        # Keys were validated by Store (no '..', no absolute paths), so this stays under root.
+        return self.root.joinpath(*key.split("/"))
+
+    def _error(self, exc: OSError, op: str, key: str) -> StoreError:
+        where = f"{op} {key!r} in {self.url}"
+        if isinstance(exc, PermissionError):
+            return PermissionDeniedError(f"permission denied: {where}: {exc.strerror or exc}")
+        return StoreError(f"{where} failed: {type(exc).__name__}: {exc.strerror or exc}")
+
+    async def _run(self, op: str, key: str, fn: Any, *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise self._error(exc, op, key) from exc
+
+    # ------------------------------------------------------------------ sync bodies (worker threads)
+    @staticmethod
+    def _read(path: Path, byte_range: ByteRange | None) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                if byte_range is None:
+                    return f.read()
+                if byte_range.is_suffix:
+                    size = os.fstat(f.fileno()).st_size
+                    f.seek(max(size + byte_range.start, 0))
+                    return f.read()
+                f.seek(byte_range.start)
+                if byte_range.end is None:
+                    return f.read()
+                return f.read(byte_range.end - byte_range.start)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            # Missing file, a "directory" key, or a parent that is a file: no value here.
+            return None
+
+    def _write(self, path: Path, value: bytes) -> None:
+        parent = path.parent
+        # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
+        stem = path.name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
+        tmp = parent / f".{stem}{_TMP_MARK}{uuid.uuid4().hex}"
+        for attempt in range(_MKDIR_RETRIES):
+            if self.auto_mkdir:
+                parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                break
+            except FileNotFoundError:
+                # A concurrent delete pruned the freshly made directory: make it again.
+                if not self.auto_mkdir or attempt == _MKDIR_RETRIES - 1:
+                    raise
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(value)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def _prune(self, directory: Path) -> None:
+        """Remove ``directory`` and its parents while empty, stopping at root."""
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:
+                return  # not empty (ENOTEMPTY/EEXIST), already gone, or not ours
+            directory = directory.parent
+
+    def _unlink(self, path: Path) -> None:
+        try:
+            path.unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except IsADirectoryError:
+            return  # a "directory" is not a value; delete() of it is a no-op
+        except PermissionError:
+            # Linux reports unlink() of a directory as EISDIR, other systems as EPERM.
+            if path.is_dir():
+                return
+            raise
+        self._prune(path.parent)
+
+    @staticmethod
+    def _isfile(path: Path) -> bool:
+        return path.is_file()
+
+    @staticmethod
+    def _size(path: Path) -> int | None:
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not path.is_file():
+            return None
+        return st.st_size
+
+    def _walk(self, prefix: str) -> list[str]:
+        base = self._path(prefix[:-1]) if prefix else self.root
+        keys: list[str] = []
+
+        def onerror(exc: OSError) -> None:
+            # The tree may change while we walk (concurrent deletes): skip what vanished.
+            if not isinstance(exc, FileNotFoundError | NotADirectoryError):
+                raise exc
+
+        for dirpath, _dirnames, filenames in os.walk(base, onerror=onerror):
+            rel = os.path.relpath(dirpath, self.root)
+            head = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            keys.extend(head + name for name in filenames if not _is_tmp(name))
+        keys.sort()
+        return keys
+
+    def _scandir(self, prefix: str) -> list[str]:
+        base = self._path(prefix[:-1]) if prefix else self.root
+        try:
+            with os.scandir(base) as it:
+                return sorted(e.name for e in it if not _is_tmp(e.name))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def _rmtree(self, prefix: str) -> None:
+        if not prefix:
+            try:
+                entries = list(os.scandir(self.root))
+            except FileNotFoundError:
+                return
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    _rmtree_tolerant(entry.path)
+                elif not _is_tmp(entry.name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+            return
+        base = self._path(prefix[:-1])
+        if base.is_dir() and not base.is_symlink():
+            _rmtree_tolerant(base)
+            self._prune(base.parent)
+
+    # ------------------------------------------------------------------ primitives
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        result: bytes | None = await self._run("get", key, self._read, self._path(key), byte_range)
+        return result
+
+    async def _set(self, key: str, value: bytes) -> None:
+        await self._run("set", key, self._write, self._path(key), value)
+
+    async def _delete(self, key: str) -> None:
+        await self._run("delete", key, self._unlink, self._path(key))
+
+    async def _exists(self, key: str) -> bool:
+        result: bool = await self._run("exists", key, self._isfile, self._path(key))
+        return result
+
+    async def _getsize(self, key: str) -> int:
+        size: int | None = await self._run("getsize", key, self._size, self._path(key))
+        if size is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        return size
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        keys: list[str] = await self._run("list", prefix, self._walk, prefix)
+        for key in keys:
+            yield key
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        names: list[str] = await self._run("list_dir", prefix, self._scandir, prefix)
+        for name in names:
+            yield name
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        await self._run("delete_prefix", prefix, self._rmtree, prefix)
+
+
+def _rmtree_tolerant(path: str | os.PathLike[str]) -> None:
+    """``shutil.rmtree`` that ignores entries another task deleted meanwhile."""
+
+    def onerror(func: Any, p: str, exc_info: Any) -> None:
+        exc = exc_info[1] if isinstance(exc_info, tuple) else exc_info
+        if isinstance(exc, FileNotFoundError):
+            return
+        raise exc
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=onerror)
+    else:  # pragma: no cover - Python 3.11 only has the (later deprecated) onerror hook
+        shutil.rmtree(path, onerror=onerror)

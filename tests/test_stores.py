@@ -1,0 +1,763 @@
+"""Store conformance suite (one shared ``StoreTests``) plus backend-specific tests.
+
+Like zarr-python 3's ``zarr.testing.store.StoreTests``: every store class runs the
+same behavioural tests through a three-line subclass that says how to make one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import pickle
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+import fsspec
+import pytest
+from servers import S3Server, free_port
+
+from azarr.errors import (
+    InvalidKeyError,
+    PermissionDeniedError,
+    ReadOnlyError,
+    StoreError,
+    StoreUnavailableError,
+)
+from azarr.storage import (
+    ByteRange,
+    FsspecStore,
+    LocalStore,
+    MemoryStore,
+    S3Store,
+    Store,
+    from_url,
+    make_store,
+    validate_key,
+)
+
+UNSAFE_KEYS = ["../x", "/abs", "a/../b", "a\\b", "a//b", ".", "..", "", "a/./b", "a/", "x\x00y"]
+KEYS = ["a", ".zarray", "g/.zattrs", "g/arr/0.0", "g/arr/0/0", "données/ü/0", "with space/k", "star*?[x]"]
+VALUE = b"0123456789"
+RANGES = [
+    (0, 3),
+    (2, 5),
+    (5, None),
+    (0, None),
+    (-3, None),
+    (-10, None),
+    (-30, None),
+    (8, 100),
+    (9, 10),
+    (10, None),
+    (10, 20),
+    (20, 30),
+    (0, 0),
+    (4, 4),
+    (12, 12),
+]
+
+
+async def collect(it: AsyncIterator[str]) -> list[str]:
+    return sorted([x async for x in it])
+
+
+class StoreTests:
+    """Behaviour every :class:`Store` must have. Subclasses provide ``make_store``."""
+
+    # Subclasses may lower this for slow backends.
+    concurrency: ClassVar[int] = 200
+    # False where unpickling makes an independent copy (an unnamed MemoryStore).
+    pickle_keeps_url: ClassVar[bool] = True
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[], Store]:  # pragma: no cover - always overridden
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, make_store: Callable[[], Store]) -> Store:
+        return make_store()
+
+    def reopen(self, store: Store, *, read_only: bool) -> Store:
+        """A new instance over the same data (not a copy of ``store``)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ basics
+    def test_repr_and_url(self, store: Store) -> None:
+        assert store.url in repr(store)
+        assert "://" in store.url
+        assert not store.read_only
+
+    @pytest.mark.parametrize("key", KEYS)
+    async def test_set_get_roundtrip(self, store: Store, key: str) -> None:
+        assert await store.get(key) is None
+        await store.set(key, VALUE)
+        assert await store.get(key) == VALUE
+        assert await store.exists(key)
+        assert await store.getsize(key) == len(VALUE)
+        assert await collect(store.list_prefix("")) == [key]
+
+    async def test_get_missing(self, store: Store) -> None:
+        assert await store.get("nope") is None
+        assert await store.get("no/such/deep/key") is None
+        assert await store.get("nope", ByteRange(0, 4)) is None
+        assert await store.get("nope", ByteRange(-4)) is None
+        assert await store.get("nope", ByteRange(3, 3)) is None
+        assert not await store.exists("nope")
+        with pytest.raises(FileNotFoundError):
+            await store.getsize("nope")
+
+    async def test_overwrite(self, store: Store) -> None:
+        await store.set("k", b"first value, longer")
+        await store.set("k", b"second")
+        assert await store.get("k") == b"second"
+        assert await store.getsize("k") == 6
+
+    async def test_empty_value(self, store: Store) -> None:
+        await store.set("empty", b"")
+        assert await store.get("empty") == b""
+        assert await store.exists("empty")
+        assert await store.getsize("empty") == 0
+        assert await store.get("empty", ByteRange(0, 5)) == b""
+        assert await store.get("empty", ByteRange(-5)) == b""
+        assert await store.get("empty", ByteRange(2)) == b""
+        assert await collect(store.list_prefix("")) == ["empty"]
+
+    async def test_accepts_bytes_like(self, store: Store) -> None:
+        await store.set("ba", bytearray(b"xyz"))
+        await store.set("mv", memoryview(b"abcdef")[1:4])
+        assert await store.get("ba") == b"xyz"
+        assert await store.get("mv") == b"bcd"
+        assert type(await store.get("ba")) is bytes
+
+    @pytest.mark.parametrize(("start", "end"), RANGES)
+    async def test_byte_ranges(self, store: Store, start: int, end: int | None) -> None:
+        await store.set("r/k", VALUE)
+        rng = ByteRange(start, end)
+        assert await store.get("r/k", rng) == rng.apply(VALUE) == VALUE[start:end]
+
+    def test_byte_range_validation(self) -> None:
+        with pytest.raises(ValueError):
+            ByteRange(5, 2)
+        with pytest.raises(ValueError):
+            ByteRange(-2, 5)
+
+    # ------------------------------------------------------------------ keys
+    @pytest.mark.parametrize("key", UNSAFE_KEYS)
+    async def test_unsafe_keys_rejected(self, store: Store, key: str) -> None:
+        with pytest.raises(InvalidKeyError) as info:
+            await store.set(key, b"x")
+        assert isinstance(info.value, ValueError)
+        for op in (store.get, store.exists, store.getsize, store.delete):
+            with pytest.raises(InvalidKeyError):
+                await op(key)
+        assert await collect(store.list_prefix("")) == []
+
+    # A leading "/" on a prefix is tolerated ("/" means the root), unlike on keys.
+    @pytest.mark.parametrize("prefix", ["../x", "a/../b", "a\\b", "a//b", "a/./b"])
+    async def test_unsafe_prefixes_rejected(self, store: Store, prefix: str) -> None:
+        with pytest.raises(InvalidKeyError):
+            await collect(store.list_prefix(prefix))
+        with pytest.raises(InvalidKeyError):
+            await collect(store.list_dir(prefix))
+        with pytest.raises(InvalidKeyError):
+            await store.delete_prefix(prefix)
+
+    def test_validate_key(self) -> None:
+        assert validate_key("a/b/0.0") == "a/b/0.0"
+        assert validate_key("", allow_empty=True) == ""
+
+    # ------------------------------------------------------------------ delete
+    async def test_delete(self, store: Store) -> None:
+        await store.set("d/k", b"1")
+        await store.set("d/j", b"2")
+        await store.delete("d/k")
+        assert await store.get("d/k") is None
+        assert not await store.exists("d/k")
+        assert await store.get("d/j") == b"2"
+        await store.delete("d/k")  # deleting a missing key is fine
+        await store.delete("never/was")
+        assert await collect(store.list_prefix("")) == ["d/j"]
+        await store.delete("d/j")
+        assert await collect(store.list_prefix("")) == []
+        assert await collect(store.list_dir("")) == []
+
+    async def test_delete_prefix(self, store: Store) -> None:
+        # (No value at "a" itself: a directory store cannot hold both "a" and "a/0".)
+        keys = ["a/0", "a/b/0", "a/b/c/1", "ab/0", "ab.json", "b/0", "a*?[/x"]
+        for k in keys:
+            await store.set(k, k.encode())
+        await store.delete_prefix("a")
+        assert await collect(store.list_prefix("")) == ["a*?[/x", "ab.json", "ab/0", "b/0"]
+        await store.delete_prefix("a*?[")
+        assert await collect(store.list_prefix("")) == ["ab.json", "ab/0", "b/0"]
+        await store.delete_prefix("nothing/here")
+        await store.delete_prefix("b/")
+        assert await collect(store.list_dir("")) == ["ab", "ab.json"]
+        await store.delete_prefix("")
+        assert await collect(store.list_prefix("")) == []
+        assert await collect(store.list_dir("")) == []
+        assert await store.get("ab.json") is None
+
+    # ------------------------------------------------------------------ listing
+    async def test_list_prefix_and_dir(self, store: Store) -> None:
+        keys = [".zgroup", "a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup", "ab/.zarray", "ab/0"]
+        for k in keys:
+            await store.set(k, b"x")
+        assert await collect(store.list_prefix("")) == sorted(keys)
+        expected_a = ["a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup"]
+        assert await collect(store.list_prefix("a")) == expected_a
+        assert await collect(store.list_prefix("a/")) == expected_a
+        assert await collect(store.list_prefix("a/sub")) == ["a/sub/.zgroup"]
+        assert await collect(store.list_prefix("zzz")) == []
+        assert await collect(store.list_dir("")) == [".zgroup", "a", "ab"]
+        assert await collect(store.list_dir("a")) == [".zarray", "0.0", "0.1", "sub"]
+        assert await collect(store.list_dir("a/")) == [".zarray", "0.0", "0.1", "sub"]
+        assert await collect(store.list_dir("a/sub")) == [".zgroup"]
+        assert await collect(store.list_dir("a/.zarray")) == []  # a value, not a directory
+        assert await collect(store.list_dir("missing")) == []
+        # Directory-like names are not values.
+        assert not await store.exists("a")
+        assert await store.get("a") is None
+        with pytest.raises(FileNotFoundError):
+            await store.getsize("a")
+
+    async def test_listing_is_fresh_after_writes(self, store: Store) -> None:
+        assert await collect(store.list_dir("g")) == []
+        await store.set("g/0", b"x")
+        assert await collect(store.list_dir("g")) == ["0"]
+        assert await collect(store.list_prefix("g")) == ["g/0"]
+        await store.set("g/1", b"x")
+        assert await collect(store.list_dir("g")) == ["0", "1"]
+        assert await collect(store.list_prefix("g")) == ["g/0", "g/1"]
+        await store.delete("g/0")
+        assert await collect(store.list_dir("g")) == ["1"]
+        assert await collect(store.list_prefix("")) == ["g/1"]
+
+    async def test_empty_store_lists_nothing(self, store: Store) -> None:
+        assert await collect(store.list_prefix("")) == []
+        assert await collect(store.list_dir("")) == []
+
+    # ------------------------------------------------------------------ volume
+    async def test_large_value(self, store: Store) -> None:
+        value = random.Random(0).randbytes(16 * 2**20 + 12345)
+        await store.set("big/0", value)
+        assert await store.get("big/0") == value
+        assert await store.getsize("big/0") == len(value)
+        mid = 8 * 2**20
+        assert await store.get("big/0", ByteRange(mid, mid + 1000)) == value[mid : mid + 1000]
+        assert await store.get("big/0", ByteRange(-777)) == value[-777:]
+
+    async def test_concurrent_sets(self, store: Store) -> None:
+        n = self.concurrency
+        items = {f"c/{i // 20}/{i}": f"value {i}".encode() * (i % 7 + 1) for i in range(n)}
+        await asyncio.gather(*(store.set(k, v) for k, v in items.items()))
+        got = await asyncio.gather(*(store.get(k) for k in items))
+        assert dict(zip(items, got, strict=True)) == items
+        assert await collect(store.list_prefix("c")) == sorted(items)
+        assert len(await collect(store.list_dir("c"))) == (n + 19) // 20
+
+    async def test_concurrent_overwrites_of_one_key(self, store: Store) -> None:
+        values = [bytes([i]) * (1000 + i) for i in range(50)]
+        await asyncio.gather(*(store.set("same", v) for v in values))
+        assert await store.get("same") in values
+        assert await collect(store.list_prefix("")) == ["same"]
+
+    # ------------------------------------------------------------------ modes
+    async def test_read_only(self, store: Store) -> None:
+        await store.set("k", b"v")
+        for ro in (self.reopen(store, read_only=True), store.with_read_only()):
+            assert ro.read_only
+            assert await ro.get("k") == b"v"
+            assert await collect(ro.list_prefix("")) == ["k"]
+            with pytest.raises(ReadOnlyError) as info:
+                await ro.set("k", b"w")
+            assert isinstance(info.value, PermissionError)
+            assert ro.url in str(info.value)
+            with pytest.raises(ReadOnlyError):
+                await ro.set("new", b"w")
+            with pytest.raises(ReadOnlyError):
+                await ro.delete("k")
+            with pytest.raises(ReadOnlyError):
+                await ro.delete_prefix("")
+            await ro.close()
+        assert await store.get("k") == b"v"
+        assert not store.read_only
+        assert await collect(store.list_prefix("")) == ["k"]
+
+    async def test_close_and_reuse(self, store: Store) -> None:
+        await store.set("k", b"v")
+        await store.close()
+        assert await store.get("k") == b"v"
+        await store.set("k2", b"w")
+        await store.close()
+        await store.close()  # idempotent
+        async with store as s:
+            assert s is store
+            assert await s.get("k2") == b"w"
+        assert await store.get("k") == b"v"
+
+    def test_used_from_two_event_loops(self, store: Store) -> None:
+        async def write() -> None:
+            await store.set("loop/k", b"v1")
+
+        async def read_and_close() -> bytes | None:
+            try:
+                return await store.get("loop/k")
+            finally:
+                await store.close()
+
+        asyncio.run(write())  # no close(): the loop's shutdown must clean up
+        assert asyncio.run(read_and_close()) == b"v1"
+        assert asyncio.run(read_and_close()) == b"v1"
+        gc.collect()
+
+    def test_used_from_two_threads_at_once(self, store: Store) -> None:
+        async def work(tag: int) -> list[bytes | None]:
+            try:
+                await asyncio.gather(*(store.set(f"t{tag}/{i}", bytes([tag, i])) for i in range(20)))
+                return await asyncio.gather(*(store.get(f"t{tag}/{i}") for i in range(20)))
+            finally:
+                await store.close()
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda tag: asyncio.run(work(tag)), [1, 2]))
+        assert results == [[bytes([tag, i]) for i in range(20)] for tag in (1, 2)]
+
+    async def test_pickle_roundtrip(self, store: Store) -> None:
+        await store.set("p/k", b"pickled")
+        clone = pickle.loads(pickle.dumps(store))
+        assert type(clone) is type(store)
+        if self.pickle_keeps_url:
+            assert clone.url == store.url
+        assert clone.read_only == store.read_only
+        assert await clone.get("p/k") == b"pickled"
+        await clone.close()
+
+
+# ---------------------------------------------------------------------- memory
+class TestMemoryStore(StoreTests):
+    pickle_keeps_url = False
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[], Store]:
+        return MemoryStore
+
+    def reopen(self, store: Store, *, read_only: bool) -> Store:
+        assert isinstance(store, MemoryStore)
+        return MemoryStore(store.data, read_only=read_only)
+
+    async def test_wraps_given_dict(self) -> None:
+        data = {"a/.zgroup": b"{}"}
+        store = MemoryStore(data)
+        assert await store.get("a/.zgroup") == b"{}"
+        await store.set("b", b"1")
+        assert data["b"] == b"1"
+
+    async def test_named_stores_are_shared(self) -> None:
+        one, two = from_url("memory://shared-test"), from_url("memory://shared-test")
+        other = from_url("memory://other-test")
+        await one.set("k", b"v")
+        assert await two.get("k") == b"v"
+        assert await other.get("k") is None
+        assert one.url == "memory://shared-test"
+        clone = pickle.loads(pickle.dumps(one))
+        await clone.set("k2", b"w")
+        assert await two.get("k2") == b"w"
+
+
+# ---------------------------------------------------------------------- local
+class TestLocalStore(StoreTests):
+    @pytest.fixture
+    def make_store(self, tmp_path: Path) -> Callable[[], Store]:
+        counter = iter(range(10**6))
+        return lambda: LocalStore(tmp_path / f"store-{next(counter)}")
+
+    def reopen(self, store: Store, *, read_only: bool) -> Store:
+        assert isinstance(store, LocalStore)
+        return LocalStore(store.root, read_only=read_only)
+
+    @staticmethod
+    def all_files(root: Path) -> list[str]:
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    async def test_nested_keys_are_directories(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s")
+        await store.set("a/0/0", b"x")
+        await store.set("a/.zarray", b"{}")
+        assert (tmp_path / "s" / "a" / "0" / "0").read_bytes() == b"x"
+        assert store.url == (tmp_path / "s").as_uri()
+        await store.delete("a/0/0")
+        # Emptied directories go away (like object stores), non-empty ones and root stay.
+        assert not (tmp_path / "s" / "a" / "0").exists()
+        assert (tmp_path / "s" / "a" / ".zarray").exists()
+        await store.delete("a/.zarray")
+        assert not (tmp_path / "s" / "a").exists()
+        assert (tmp_path / "s").is_dir()
+
+    async def test_atomic_writes_leave_no_temp_files(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s")
+        await asyncio.gather(*(store.set(f"k/{i % 10}", bytes(1000 * i)) for i in range(100)))
+        assert self.all_files(tmp_path / "s") == sorted(f"k/{i}" for i in range(10))
+
+    async def test_failed_write_keeps_old_value(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        store = LocalStore(tmp_path / "s")
+        await store.set("k", b"old")
+
+        def crash(src: Any, dst: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "replace", crash)
+        with pytest.raises(StoreError, match="No space left") as info:
+            await store.set("k", b"new value")
+        assert "'k'" in str(info.value) and store.url in str(info.value)
+        monkeypatch.undo()
+        assert await store.get("k") == b"old"
+        assert self.all_files(tmp_path / "s") == ["k"]
+
+    async def test_long_unicode_names(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s")
+        key = "é" * 127  # 254 bytes: at the NAME_MAX limit, the temp name must still fit
+        await store.set(key, b"v")
+        assert await store.get(key) == b"v"
+        assert self.all_files(tmp_path / "s") == [key]
+
+    async def test_temp_files_are_not_listed(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s")
+        await store.set("a/k", b"v")
+        (tmp_path / "s" / "a" / f".k.azarr-tmp-{'0' * 32}").write_bytes(b"partial")
+        (tmp_path / "s" / f".x.azarr-tmp-{'f' * 32}").write_bytes(b"partial")
+        assert await collect(store.list_prefix("")) == ["a/k"]
+        assert await collect(store.list_dir("a")) == ["k"]
+        assert await collect(store.list_dir("")) == ["a"]
+
+    async def test_readers_never_see_partial_values(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s")
+        values = [bytes([i]) * (2 * 2**20) for i in range(1, 6)]
+        await store.set("k", values[0])
+        seen: list[bytes | None] = []
+
+        async def writer() -> None:
+            for v in values * 3:
+                await store.set("k", v)
+
+        async def reader() -> None:
+            for _ in range(40):
+                seen.append(await store.get("k"))
+
+        await asyncio.gather(writer(), reader(), reader())
+        assert all(v in values for v in seen)
+
+    async def test_missing_root(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "nope", read_only=True)
+        assert await store.get("k") is None
+        assert await collect(store.list_prefix("")) == []
+        assert await collect(store.list_dir("")) == []
+        assert not await store.exists("k")
+        assert not (tmp_path / "nope").exists()
+        writable = LocalStore(tmp_path / "new" / "deep")
+        await writable.set("k", b"v")
+        assert (tmp_path / "new" / "deep" / "k").read_bytes() == b"v"
+
+    async def test_no_auto_mkdir(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s", auto_mkdir=False)
+        with pytest.raises(StoreError):
+            await store.set("a/k", b"v")
+        (tmp_path / "s").mkdir()
+        await store.set("k", b"v")
+        assert await store.get("k") == b"v"
+
+    async def test_key_is_a_file_parent(self, tmp_path: Path) -> None:
+        store = LocalStore(tmp_path / "s")
+        await store.set("a", b"file")
+        assert await store.get("a/b") is None
+        with pytest.raises(StoreError, match="'a/b'"):
+            await store.set("a/b", b"x")
+
+    async def test_permission_denied(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        # Simulated: chmod does not stop root, and CI containers often run as root.
+        store = LocalStore(tmp_path / "s")
+        await store.set("k", b"v")
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(os, "open", refuse)
+        with pytest.raises(PermissionDeniedError, match="'k2'") as info:
+            await store.set("k2", b"v")
+        assert store.url in str(info.value)
+        assert isinstance(info.value.__cause__, PermissionError)
+
+    async def test_relative_root_is_made_absolute(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        store = LocalStore("rel")
+        await store.set("k", b"v")
+        assert store.root == tmp_path / "rel"
+        monkeypatch.chdir("/")
+        assert await store.get("k") == b"v"
+
+
+# ---------------------------------------------------------------------- S3
+def s3_open_filesystems(store: FsspecStore) -> int:
+    return sum(1 for st in store._states.values() if not st.abandoned)
+
+
+class S3StoreTests(StoreTests):
+    server_fixture: ClassVar[str]
+
+    @pytest.fixture
+    def server(self, request: pytest.FixtureRequest) -> S3Server:
+        server: S3Server = request.getfixturevalue(self.server_fixture)
+        return server
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def bucket(cls, request: pytest.FixtureRequest) -> str:
+        # One bucket per class, a fresh path per store: SeaweedFS spends ~0.2 s
+        # allocating a volume on the first write to each new bucket.
+        server: S3Server = request.getfixturevalue(cls.server_fixture)
+        return server.create_bucket()
+
+    @pytest.fixture
+    async def make_store(self, server: S3Server, bucket: str) -> AsyncIterator[Callable[[], Store]]:
+        made: list[Store] = []
+
+        def make() -> Store:
+            store = S3Store(f"{bucket}/store-{uuid.uuid4().hex}", storage_options=server.storage_options)
+            made.append(store)
+            return store
+
+        yield make
+        for store in made:
+            await store.close()
+
+    def reopen(self, store: Store, *, read_only: bool) -> Store:
+        assert isinstance(store, S3Store)
+        return S3Store(store.path, storage_options=store.storage_options, read_only=read_only)
+
+    async def test_sessions_closed_when_loop_ends(self, store: Store) -> None:
+        assert isinstance(store, S3Store)
+
+        async def use() -> Any:
+            await store.set("k", b"v")
+            return await store.filesystem()
+
+        fs = await asyncio.to_thread(asyncio.run, use())
+        # asyncio.run shut the loop down: the guard closed the aiohttp session.
+        assert fs._s3._endpoint.http_session._sessions is None
+        assert await store.get("k") == b"v"  # this loop gets its own filesystem
+        assert s3_open_filesystems(store) == 1
+
+    async def test_generic_fsspec_store_from_filesystem(self, server: S3Server, bucket: str) -> None:
+        import s3fs
+
+        template = s3fs.S3FileSystem(asynchronous=True, skip_instance_cache=True, **server.storage_options)
+        path = f"{bucket}/generic-{uuid.uuid4().hex}"
+        store = FsspecStore(template, f"s3://{path}")
+        assert store.url == f"s3://{path}"
+        try:
+            await store.set("a/b", b"v")
+            assert await store.get("a/b") == b"v"
+            assert await store.get("a/b", ByteRange(1)) == b""
+            assert await collect(store.list_dir("a")) == ["b"]
+            assert await store.filesystem() is not template
+            clone = pickle.loads(pickle.dumps(store))
+            assert await clone.get("a/b") == b"v"
+            await clone.close()
+        finally:
+            await store.close()
+
+    async def test_missing_bucket(self, server: S3Server) -> None:
+        store = S3Store("azarr-no-such-bucket/x", storage_options=server.storage_options)
+        try:
+            for op in (
+                lambda: store.get("k"),
+                lambda: store.set("k", b"v"),
+                lambda: collect(store.list_prefix("")),
+            ):
+                with pytest.raises(StoreUnavailableError, match="bucket does not exist") as info:
+                    await op()
+                assert "s3://azarr-no-such-bucket/x" in str(info.value)
+                assert isinstance(info.value.__cause__, Exception)
+        finally:
+            await store.close()
+
+
+@pytest.mark.s3
+class TestS3StoreSeaweedFS(S3StoreTests):
+    server_fixture = "seaweedfs"
+
+    async def test_wrong_secret(self, seaweedfs: S3Server, bucket: str) -> None:
+        options = dict(seaweedfs.storage_options, secret="not-the-secret")
+        store = S3Store(f"{bucket}/x", storage_options=options)
+        try:
+            for op in (
+                lambda: store.get("k"),
+                lambda: store.set("k", b"v"),
+                lambda: collect(store.list_prefix("")),
+                lambda: store.exists("k"),
+            ):
+                with pytest.raises(PermissionDeniedError) as info:
+                    await op()
+                assert f"s3://{bucket}/x" in str(info.value)
+                assert seaweedfs.endpoint_url in str(info.value)
+                assert "not-the-secret" not in str(info.value)
+                assert info.value.__cause__ is not None
+        finally:
+            await store.close()
+
+    async def test_anonymous_can_read_not_write(self, seaweedfs: S3Server, store: Store) -> None:
+        assert isinstance(store, S3Store)
+        await store.set("k", b"public")
+        anon = S3Store(store.path, storage_options={"endpoint_url": seaweedfs.endpoint_url, "anon": True})
+        try:
+            assert await anon.get("k") == b"public"
+            with pytest.raises(PermissionDeniedError):
+                await anon.set("k", b"vandalism")
+        finally:
+            await anon.close()
+        assert await store.get("k") == b"public"
+
+    async def test_bulk_delete_prefix(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        import azarr.storage._s3
+
+        # Several DeleteObjects batches without writing 1000+ objects.
+        monkeypatch.setattr(azarr.storage._s3, "_BULK_DELETE", 7)
+        n = 45
+        await asyncio.gather(*(store.set(f"many/{i}", b"x") for i in range(n)))
+        await store.set("keep", b"k")
+        assert len(await collect(store.list_prefix("many"))) == n
+        await store.delete_prefix("many")
+        assert await collect(store.list_prefix("")) == ["keep"]
+
+
+@pytest.mark.s3
+class TestS3StoreMoto(S3StoreTests):
+    server_fixture = "moto_server"
+
+
+async def test_s3_unreachable_endpoint() -> None:
+    """Connection refused -> StoreUnavailableError, quickly (no server needed)."""
+    port = free_port()  # nothing listens there
+    store = S3Store(
+        "bucket/x",
+        storage_options={
+            "endpoint_url": f"http://127.0.0.1:{port}",
+            "key": "k",
+            "secret": "s",
+            "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}},
+        },
+    )
+    try:
+        for op in (lambda: store.get("k"), lambda: store.set("k", b"v"), lambda: store.exists("k")):
+            t0 = time.monotonic()
+            with pytest.raises(StoreUnavailableError) as info:
+                await op()
+            assert time.monotonic() - t0 < 10
+            assert f"127.0.0.1:{port}" in str(info.value)
+            assert "s3://bucket/x" in str(info.value)
+            assert isinstance(info.value, ConnectionError)
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------- from_url / make_store
+class _SyncOnlyFS(fsspec.AbstractFileSystem):
+    protocol = "azarrsynctest"
+
+
+fsspec.register_implementation("azarrsynctest", _SyncOnlyFS, clobber=True)
+
+
+class TestFromUrl:
+    def test_local_paths(self, tmp_path: Path) -> None:
+        for target in (str(tmp_path / "x"), tmp_path / "x", f"file://{tmp_path}/x", f"local://{tmp_path}/x"):
+            store = from_url(target)
+            assert isinstance(store, LocalStore)
+            assert store.root == tmp_path / "x"
+        ro = from_url(tmp_path / "x", read_only=True)
+        assert ro.read_only
+        assert isinstance(from_url(tmp_path, storage_options={"auto_mkdir": False}), LocalStore)
+        with pytest.raises(TypeError, match="storage_options"):
+            from_url(tmp_path, storage_options={"anon": True})
+
+    def test_memory(self) -> None:
+        store = from_url("memory://from-url-test")
+        assert isinstance(store, MemoryStore)
+        assert from_url("memory://from-url-test").data is store.data
+        with pytest.raises(TypeError):
+            from_url("memory://x", storage_options={"a": 1})
+
+    def test_s3(self) -> None:
+        store = from_url("s3://bucket/data.zarr/", storage_options={"anon": True}, read_only=True)
+        assert isinstance(store, S3Store)
+        assert store.url == "s3://bucket/data.zarr"
+        assert store.bucket == "bucket"
+        assert store.read_only
+        assert store.storage_options["config_kwargs"]["max_pool_connections"] == 64
+        custom = S3Store("b", storage_options={"config_kwargs": {"max_pool_connections": 8}})
+        assert custom.storage_options["config_kwargs"]["max_pool_connections"] == 8
+        with pytest.raises(ValueError):
+            S3Store("s3://")
+
+    def test_other_async_protocol(self) -> None:
+        store = from_url("https://example.invalid/data.zarr")
+        assert isinstance(store, FsspecStore)
+        assert store.url == "https://example.invalid/data.zarr"
+        assert not store.supports_writes
+
+    async def test_http_store_refuses_writes(self) -> None:
+        store = from_url("https://example.invalid/data.zarr")
+        with pytest.raises(ReadOnlyError):
+            await store.set("k", b"v")
+
+    def test_sync_only_filesystem(self) -> None:
+        with pytest.raises(TypeError, match="synchronous-only"):
+            from_url("azarrsynctest://x/y")
+        with pytest.raises(TypeError, match="synchronous-only"):
+            FsspecStore(_SyncOnlyFS(), "x")
+
+    def test_bad_urls(self) -> None:
+        with pytest.raises(ValueError, match="chained"):
+            from_url("simplecache::s3://bucket/x")
+        with pytest.raises(ValueError, match="no-such-protocol"):
+            from_url("no-such-protocol://x")
+
+    def test_make_store(self, tmp_path: Path) -> None:
+        mem = MemoryStore()
+        assert make_store(mem) is mem
+        ro = make_store(mem, read_only=True)
+        assert ro.read_only and not mem.read_only
+        assert isinstance(ro, MemoryStore) and ro.data is mem.data
+        data: dict[str, bytes] = {}
+        wrapped = make_store(data)
+        assert isinstance(wrapped, MemoryStore) and wrapped.data is data
+        assert isinstance(make_store(str(tmp_path)), LocalStore)
+        assert isinstance(make_store(tmp_path, read_only=True), LocalStore)
+        with pytest.raises(TypeError):
+            make_store(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            make_store(mem, storage_options={"anon": True})
+
+
+# ---------------------------------------------------------------------- conftest fixtures
+async def test_store_fixture_gives_empty_stores(store_factory: Callable[[], Store]) -> None:
+    one, two = store_factory(), store_factory()
+    assert one.url != two.url
+    await one.set("k", b"v")
+    assert await two.get("k") is None
+    assert await collect(two.list_prefix("")) == []
+
+
+async def test_store_fixture(store: Store) -> None:
+    await store.set("a/b", b"v")
+    assert await store.get("a/b") == b"v"
