@@ -11,7 +11,13 @@ Callers catch at the level they care about (the httpx pattern)::
     │   ├── InvalidKeyError      unsafe or malformed key (also a ValueError)
     │   ├── ReadOnlyError        write attempted on a read-only store / array / group
     │   ├── PermissionDeniedError  the backend refused (HTTP 403, EACCES)
-    │   └── StoreUnavailableError  server down, bucket missing, connection refused
+    │   ├── StoreUnavailableError  server down, bucket missing, connection refused
+    │   └── TransientStoreError    worth retrying: HTTP 5xx/408, connection reset, read timeout
+    │       ├── ThrottledError     the backend asked us to slow down (S3 503 SlowDown, GCS 429)
+    │       ├── StoreTimeoutError  a request exceeded azarr's per-request timeout
+    │       └── ConnectionFailedError  connection refused/reset (also a StoreUnavailableError)
+    │   └── KeyExistsError         copy_store found keys in the destination (if_exists="raise")
+    ├── RetriesExhaustedError    a transient error persisted through every retry (chains the last one)
     ├── ContainsArrayError       a node that must not exist is an array (zarr-python 2 name)
     ├── ContainsGroupError       a node that must not exist is a group (zarr-python 2 name)
     ├── ArrayNotFoundError       no array at a path (also a KeyError-free FileNotFoundError)
@@ -75,6 +81,39 @@ class PermissionDeniedError(StoreError, PermissionError):
 
 class StoreUnavailableError(StoreError, ConnectionError):
     """The backend cannot be reached or does not exist (server down, missing bucket)."""
+
+
+class TransientStoreError(StoreError):
+    """A store request failed in a way that may succeed when retried.
+
+    HTTP 5xx and 408 responses, dropped connections, read timeouts. The
+    scheduler retries these with exponential backoff and full jitter
+    (``azarr.scheduler.RetryPolicy``); other store errors fail at once.
+    """
+
+
+class ThrottledError(TransientStoreError):
+    """The backend asked the client to slow down (S3 ``503 SlowDown``, GCS/HTTP ``429``)."""
+
+
+class StoreTimeoutError(TransientStoreError, TimeoutError):
+    """A request took longer than the per-request timeout (a stalled or slow server)."""
+
+
+class ConnectionFailedError(TransientStoreError, StoreUnavailableError):
+    """The connection to the backend was refused or dropped; retried, then reported as unavailable."""
+
+
+class RetriesExhaustedError(StoreError):
+    """A transient store error persisted through every attempt of the retry policy.
+
+    The message names the key, the number of attempts and the last error,
+    which is also chained as ``__cause__``.
+    """
+
+
+class KeyExistsError(StoreError, FileExistsError):
+    """A key to be written already exists and overwriting was not asked for (``copy_store``)."""
 
 
 class ContainsArrayError(AzarrError, FileExistsError):

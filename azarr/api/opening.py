@@ -21,9 +21,16 @@ from azarr.errors import (
     ContainsGroupError,
     GroupNotFoundError,
 )
-from azarr.storage import StoreLike
+from azarr.storage import Store, StoreLike
 
 _MODES = ("r", "r+", "a", "w", "w-", "x")
+
+
+async def _revalidate(store: Store) -> None:
+    """Let a caching store (``LRUStoreCache``, policy ``"open"``) re-fetch what it cached before this open."""
+    revalidate = getattr(store, "revalidate", None)
+    if revalidate is not None:
+        await revalidate()
 
 
 def _check_mode(mode: str) -> str:
@@ -75,6 +82,7 @@ async def open_array(
     """
     mode = _check_mode(mode)
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
+    await _revalidate(the_store)
     node_path = normalize_path(path)
     open_kwargs: dict[str, Any] = {"allow_pickle": allow_pickle, "write_empty_chunks": write_empty_chunks}
     if mode in ("r", "r+", "a"):
@@ -115,6 +123,7 @@ async def open_group(
     """
     mode = _check_mode(mode)
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
+    await _revalidate(the_store)
     node_path = normalize_path(path)
     if mode in ("r", "r+", "a"):
         is_array, is_group = await asyncio.gather(
@@ -151,6 +160,7 @@ async def open(
     """
     mode = _check_mode(mode)
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
+    await _revalidate(the_store)
     node_path = normalize_path(path)
     group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
     if mode in ("r", "r+", "a"):
@@ -184,6 +194,7 @@ async def group(
         An array is at ``path`` and ``overwrite`` is False.
     """
     the_store = resolve_store(store, storage_options)
+    await _revalidate(the_store)
     node_path = normalize_path(path)
     if not overwrite and await contains_group(the_store, node_path):
         return await AsyncGroup.open(the_store, node_path, allow_pickle=allow_pickle)

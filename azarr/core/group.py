@@ -357,6 +357,27 @@ class AsyncGroup:
         """Create array ``name`` holding ``data`` (see :func:`azarr.array`)."""
         return await self.create_dataset(name, data=data, **kwargs)
 
+    # ---------------------------------------------------------------- pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the group as configuration: store (itself pickled as configuration), path, attributes, options."""
+        return {
+            "store": self._store,
+            "path": self._path,
+            "attributes": self._attrs.asdict(),
+            "read_only": self._read_only,
+            "allow_pickle": self._allow_pickle,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        AsyncGroup.__init__(
+            self,
+            state["store"],
+            state["path"],
+            state["attributes"],
+            read_only=state["read_only"],
+            allow_pickle=state["allow_pickle"],
+        )
+
 
 async def _tree_lines(group: AsyncGroup, indent: str, level: int | None) -> list[str]:
     if level is not None and level <= 0:

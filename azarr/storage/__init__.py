@@ -10,27 +10,45 @@ Store               Backed by                              zarr-python 2 equival
 :class:`MemoryStore`  a ``dict``                           ``MemoryStore`` / ``KVStore``
 :class:`LocalStore`   a directory, atomic writes           ``DirectoryStore``
 :class:`S3Store`      s3fs (AWS, MinIO, SeaweedFS, ...)    ``FSStore("s3://...")``
+:class:`GCSStore`     gcsfs (GCS, fake-gcs-server)         ``FSStore("gs://...")``
+:class:`HTTPStore`    aiohttp, read-only                   ``FSStore("https://...")``
 :class:`FsspecStore`  any fsspec ``AsyncFileSystem``       ``FSStore``
+:class:`SyncFsspecStore`  a synchronous fsspec filesystem  ``FSStore("simplecache::s3://...")``
+:class:`ZipStore`     one zip file, write-once             ``ZipStore``
+:class:`MappingStore`  any ``MutableMapping`` (dbm, ...)   ``DBMStore``, ``LMDBStore``, ``KVStore``
+:class:`LRUStoreCache`  an in-memory LRU over a store      ``LRUStoreCache``
 ==================  =====================================  ================================
 
 :func:`from_url` and :func:`make_store` turn URLs, paths and mappings into stores.
 """
 
 from azarr.storage._base import ByteRange, Store, validate_key
+from azarr.storage._cache import LRUStoreCache
 from azarr.storage._fsspec import FsspecStore
+from azarr.storage._fsspec_sync import SyncFsspecStore
+from azarr.storage._gcs import GCSStore
+from azarr.storage._http import HTTPStore
 from azarr.storage._local import LocalStore
+from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
 from azarr.storage._s3 import S3Store
 from azarr.storage._url import StoreLike, from_url, make_store
+from azarr.storage._zip import ZipStore
 
 __all__ = [
     "ByteRange",
     "FsspecStore",
+    "GCSStore",
+    "HTTPStore",
+    "LRUStoreCache",
     "LocalStore",
+    "MappingStore",
     "MemoryStore",
     "S3Store",
     "Store",
     "StoreLike",
+    "SyncFsspecStore",
+    "ZipStore",
     "from_url",
     "make_store",
     "validate_key",

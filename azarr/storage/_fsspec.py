@@ -9,7 +9,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from azarr.errors import AzarrError, PermissionDeniedError, StoreError, StoreUnavailableError
+from azarr.errors import (
+    AzarrError,
+    ConnectionFailedError,
+    PermissionDeniedError,
+    StoreError,
+    StoreUnavailableError,
+    ThrottledError,
+    TransientStoreError,
+)
 from azarr.storage._base import ByteRange, Store
 
 # Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
@@ -28,6 +36,17 @@ _PERMISSION_CODES = frozenset(
     }
 )
 _UNAVAILABLE_CODES = frozenset({"NoSuchBucket", "PermanentRedirect"})
+# Backend codes meaning "slow down" (retried with backoff) and "try again" (5xx, 408).
+_THROTTLED_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "429"}
+)
+_TRANSIENT_CODES = frozenset(
+    {"InternalError", "ServiceUnavailable", "RequestTimeout", "500", "502", "503", "504", "408"}
+)
+# Exception class names meaning the request timed out or the connection broke mid-transfer.
+_TRANSIENT_TYPES = frozenset(
+    {"ReadTimeoutError", "ServerTimeoutError", "TimeoutError", "ClientPayloadError", "IncompleteReadError"}
+)
 _INVALID_RANGE_CODES = frozenset({"InvalidRange", "416"})
 # Exception class names (anywhere in the MRO) meaning "could not reach the backend":
 # botocore, aiohttp and the builtins. Matched by name so no backend must be importable.
@@ -78,13 +97,13 @@ def _codes(exc: BaseException) -> set[str]:
     return codes
 
 
+def _has_type(exc: BaseException, names: frozenset[str]) -> bool:
+    """True if an exception along the chain has a class (in its MRO) named in ``names``."""
+    return any(cls.__name__ in names for e in _chain(exc) for cls in type(e).__mro__ if cls is not object)
+
+
 def _unreachable(exc: BaseException) -> bool:
-    return any(
-        cls.__name__ in _UNREACHABLE_TYPES
-        for e in _chain(exc)
-        for cls in type(e).__mro__
-        if cls is not object
-    )
+    return _has_type(exc, _UNREACHABLE_TYPES)
 
 
 def _no_such_bucket(exc: BaseException) -> bool:
@@ -368,8 +387,16 @@ class FsspecStore(Store):
             return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
         if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:
             return PermissionDeniedError(f"permission denied: {what}: {detail}")
-        if _unreachable(exc) or codes & _UNAVAILABLE_CODES:
+        if codes & _UNAVAILABLE_CODES:
             return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
+        if codes & _THROTTLED_CODES:
+            return ThrottledError(f"{what} was throttled by the backend ({detail})")
+        if codes & _TRANSIENT_CODES:
+            return TransientStoreError(f"{what} failed with a transient error ({detail})")
+        if _unreachable(exc):
+            return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
+        if _has_type(exc, _TRANSIENT_TYPES):
+            return TransientStoreError(f"{what} failed with a transient error ({detail})")
         return StoreError(f"{what} failed: {detail}")
 
     def _missing(self, exc: BaseException, op: str, key: str) -> StoreError | None:

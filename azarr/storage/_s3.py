@@ -8,6 +8,8 @@ import inspect
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
+import botocore.handlers
+
 from azarr.errors import AzarrError
 from azarr.storage._fsspec import FsspecStore
 
@@ -50,6 +52,11 @@ class S3Store(FsspecStore):
       botocore's per-request CRC work (20-35 % faster reads with s3fs) and the
       ``aws-chunked`` uploads some S3-compatible servers reject. TCP and TLS
       already protect transfers; checksums still go where the API requires them.
+    * ``config_kwargs["retries"] = {"mode": "standard", "total_max_attempts": 1}``
+      and s3fs's own retries off: azarr's scheduler retries transient errors
+      (throttling, 5xx, resets, timeouts) with backoff and counts them; stacked
+      retry layers would multiply the attempts. Direct ``store.get`` calls are
+      therefore not retried; array I/O is.
     * ``use_listings_cache=False``: s3fs would otherwise cache listings, and list
       results would miss keys written after the first listing.
 
@@ -63,8 +70,7 @@ class S3Store(FsspecStore):
     Errors: a wrong key/secret or a denied policy raises
     :class:`~azarr.errors.PermissionDeniedError`; a missing bucket or an endpoint
     that refuses connections raises :class:`~azarr.errors.StoreUnavailableError`
-    (after botocore's and s3fs's retries: lower them through
-    ``config_kwargs={"connect_timeout": ..., "retries": {"max_attempts": ...}}``).
+    (lower the wait through ``config_kwargs={"connect_timeout": ...}``).
 
     Examples
     --------
@@ -94,6 +100,10 @@ class S3Store(FsspecStore):
         options = dict(storage_options or {})
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("max_pool_connections", _DEFAULT_POOL)
+        # azarr's scheduler retries transient errors itself, with backoff, jitter,
+        # a deadline and counters (azarr.scheduler.StoreIO). botocore's own retries
+        # would multiply with it (measured: 25 requests per GET under 503 SlowDown).
+        config.setdefault("retries", {"mode": "standard", "total_max_attempts": 1})
         for option in ("response_checksum_validation", "request_checksum_calculation"):
             # Only botocore >= 1.36 has (and needs) these; older ones reject unknown options.
             if option in _botocore_options():
@@ -131,13 +141,20 @@ class S3Store(FsspecStore):
         extra = {k: v for k, v in self.storage_options.items() if k not in _s3fs_parameters()}
         session = AioSession(**extra)
         session.register_component("data_loader", _shared_loader())
-        return self._fs_cls(
+        # botocore sends PUT bodies with "Expect: 100-continue", and aiohttp waits for
+        # the 100 with no timeout: a stalled server would hang the PUT indefinitely.
+        session.unregister("before-call.s3", botocore.handlers.add_expect_header)
+        fs = self._fs_cls(
             **self.storage_options,
             session=session,
             asynchronous=True,
             loop=loop,
             skip_instance_cache=True,
         )
+        # s3fs retries SlowDown and broken reads on top of botocore (a class
+        # attribute, not a constructor option); the scheduler owns retrying.
+        fs.retries = 1
+        return fs
 
     def _key_prefix(self, prefix: str) -> str:
         """The S3 object-key prefix (inside the bucket) of a normalized store prefix."""

@@ -4,6 +4,8 @@
 ``zarr2_corpus``  a corpus written by zarr 2.18 (``ref_scripts/write_corpus.py``), once per session.
 ``run_ref_script``  run a ``ref_scripts/*.py`` file with the reference interpreter.
 ``s3_corpus``  the corpus stores uploaded to a SeaweedFS bucket (``seaweedfs`` from tests/conftest.py).
+``gcs_corpus``  the same on fake-gcs-server (``fake_gcs``).
+``http_corpus``  the corpus stores published by the static-file server (``http_server``).
 
 A reference environment that cannot be built FAILS the tests: CI must run them.
 """
@@ -11,6 +13,7 @@ A reference environment that cannot be built FAILS the tests: CI must run them.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -146,3 +149,52 @@ def s3_corpus(zarr2_corpus: RefCorpus, seaweedfs: Any) -> S3Corpus:
     missing = sorted(set(files) - listed)
     assert not missing, f"upload to SeaweedFS lost {len(missing)} objects, e.g. {missing[:5]}"
     return S3Corpus(prefix, dict(seaweedfs.storage_options))
+
+
+@dataclass(frozen=True)
+class GCSCorpus:
+    """The corpus stores under ``gs://{prefix}/<store name>`` on fake-gcs-server."""
+
+    prefix: str  # "bucket/corpus"
+    storage_options: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def gcs_corpus(zarr2_corpus: RefCorpus, fake_gcs: Any) -> GCSCorpus:
+    """Upload the zarr 2.18 stores (not the expected files) to a fresh fake-gcs bucket, once per session."""
+    bucket = fake_gcs.create_bucket()
+    prefix = f"{bucket}/corpus"
+    fs = fake_gcs.filesystem()
+    files: dict[str, bytes] = {}
+    for store_name in zarr2_corpus.manifest["stores"]:
+        store_dir = zarr2_corpus.root / store_name
+        for file in store_dir.rglob("*"):
+            if file.is_file():
+                files[f"{prefix}/{store_name}/{file.relative_to(store_dir).as_posix()}"] = file.read_bytes()
+    fs.pipe(files)
+    listed = set(fs.find(prefix))
+    missing = sorted(set(files) - listed)
+    assert not missing, f"upload to fake-gcs-server lost {len(missing)} objects, e.g. {missing[:5]}"
+    return GCSCorpus(prefix, dict(fake_gcs.storage_options))
+
+
+@dataclass(frozen=True)
+class HTTPCorpus:
+    """The corpus stores published by the static-file server (tests/http_server.py)."""
+
+    server_url: str
+    directory: str  # below the served root
+
+    def url(self, store_name: str, *, listings: bool = True) -> str:
+        """URL of a corpus store; ``listings=False`` serves it without directory indexes."""
+        via = "" if listings else "/_nolist"
+        return f"{self.server_url}{via}/{self.directory}/{store_name}"
+
+
+@pytest.fixture(scope="session")
+def http_corpus(zarr2_corpus: RefCorpus, http_server: Any) -> HTTPCorpus:
+    """Copy the zarr 2.18 stores into the HTTP server's directory, once per session."""
+    directory = "zarr218-corpus"
+    for store_name in zarr2_corpus.manifest["stores"]:
+        shutil.copytree(zarr2_corpus.root / store_name, http_server.root / directory / store_name)
+    return HTTPCorpus(http_server.url, directory)

@@ -1,4 +1,4 @@
-"""azarr reads what zarr-python 2.18 wrote: every corpus array, bit for bit, from disk and from S3.
+"""azarr reads what zarr-python 2.18 wrote: every corpus array, bit for bit, from disk, S3, GCS and HTTP.
 
 The corpus is written once per session by ``ref_scripts/write_corpus.py`` in the reference venv;
 ``manifest.json`` lists each array with its metadata as zarr 2.18 sees it, and ``expected/*.npy``
@@ -20,9 +20,9 @@ import pytest_asyncio
 
 import azarr
 from azarr.errors import UnsafeCodecError
-from azarr.storage import LocalStore, S3Store, Store
+from azarr.storage import GCSStore, HTTPStore, LocalStore, S3Store, Store
 
-from .conftest import RefCorpus, S3Corpus
+from .conftest import GCSCorpus, HTTPCorpus, RefCorpus, S3Corpus
 from .ref_scripts.compare import array_problems, config_problems, fill_value_problems, load_npy
 from .ref_scripts.write_corpus import declare_corpus, list_cases
 
@@ -31,7 +31,12 @@ pytestmark = [pytest.mark.interop, pytest.mark.asyncio(loop_scope="module")]
 
 CASES = list_cases()
 GROUPS = ["corpus/" + path for path, _ in declare_corpus().groups] + ["xarray/"]
-BACKENDS = ["local", pytest.param("s3", marks=pytest.mark.s3)]
+BACKENDS = [
+    "local",
+    pytest.param("s3", marks=pytest.mark.s3),
+    pytest.param("gcs", marks=pytest.mark.gcs),
+    pytest.param("http", marks=pytest.mark.http),
+]
 PICKLE_CASE = "corpus/objects/pickle"
 
 StoreMaker = Callable[[str], Store]
@@ -99,7 +104,7 @@ async def store_cache() -> AsyncIterator[dict[tuple[str, str], Store]]:
 def make_store(
     request: pytest.FixtureRequest, zarr2_corpus: RefCorpus, store_cache: dict[tuple[str, str], Store]
 ) -> StoreMaker:
-    """``make_store(store_name)``: a read-only azarr store on the corpus, local or on SeaweedFS."""
+    """``make_store(store_name)``: a read-only azarr store on the corpus: local, S3, GCS or HTTP."""
     backend: str = request.param
 
     def make(store_name: str) -> Store:
@@ -107,6 +112,14 @@ def make_store(
         if key not in store_cache:
             if backend == "local":
                 store_cache[key] = LocalStore(zarr2_corpus.root / store_name, read_only=True)
+            elif backend == "gcs":
+                gcs: GCSCorpus = request.getfixturevalue("gcs_corpus")
+                store_cache[key] = GCSStore(
+                    f"{gcs.prefix}/{store_name}", storage_options=gcs.storage_options, read_only=True
+                )
+            elif backend == "http":
+                http: HTTPCorpus = request.getfixturevalue("http_corpus")
+                store_cache[key] = HTTPStore(http.url(store_name))
             else:
                 s3: S3Corpus = request.getfixturevalue("s3_corpus")
                 store_cache[key] = S3Store(
@@ -215,13 +228,18 @@ async def test_open_consolidated(
 ) -> None:
     """Open the hierarchy from ``.zmetadata`` and read every node through it.
 
-    Locally the per-node documents are deleted first, so everything must come from ``.zmetadata``.
+    Locally the per-node documents are deleted first, so everything must come from ``.zmetadata``;
+    over HTTP the server gives no directory listings, so nothing can come from listing.
     """
-    local = request.node.callspec.params["make_store"] == "local"
-    if local:
+    backend = request.node.callspec.params["make_store"]
+    made_here = backend in ("local", "http")  # not from the module's cache: close it here
+    if backend == "local":
         stripped = tmp_path / store_name
         _strip_node_metadata(zarr2_corpus.root / store_name, stripped)
         store: Store = LocalStore(stripped, read_only=True)
+    elif backend == "http":
+        http: HTTPCorpus = request.getfixturevalue("http_corpus")
+        store = HTTPStore(http.url(store_name, listings=False))
     else:
         store = make_store(store_name)
     try:
@@ -247,7 +265,7 @@ async def test_open_consolidated(
         report = "\n".join(f"{path}:\n  " + "\n  ".join(p) for path, p in failures.items())
         assert not failures, f"{len(failures)} node(s) differ through open_consolidated:\n{report}"
     finally:
-        if local:
+        if made_here:
             await store.close()
 
 

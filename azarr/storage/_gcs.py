@@ -1,0 +1,259 @@
+"""A store on Google Cloud Storage and GCS emulators (fake-gcs-server), via gcsfs."""
+
+from __future__ import annotations
+
+import os
+
+# gcsfs >= 2026.10 replaces ``gcsfs.GCSFileSystem`` by an experimental "zonal /
+# hierarchical namespace" filesystem unless this is false *when gcsfs is imported*.
+# That class asks the bucket for its layout over gRPC before writes, which hangs
+# against emulators and adds a round trip on real GCS. setdefault: a user who opts
+# in explicitly keeps their choice. GCSStore uses the plain class either way.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from azarr.errors import (
+    AzarrError,
+    PermissionDeniedError,
+    StoreError,
+    StoreUnavailableError,
+)
+from azarr.storage._base import ByteRange
+from azarr.storage._fsspec import FsspecStore, _codes
+
+_SCHEMES = ("gs://", "gcs://")
+
+
+class GCSStore(FsspecStore):
+    """A Zarr hierarchy under ``gs://bucket/path`` (zarr-python 2 ``FSStore("gs://...")``).
+
+    Parameters
+    ----------
+    bucket_and_path : str
+        ``"bucket/path/to/data.zarr"`` (a ``gs://`` or ``gcs://`` prefix is accepted).
+        The bucket must exist; the path need not.
+    storage_options : dict, optional
+        :class:`gcsfs.GCSFileSystem` options exactly as gcsfs users pass them, e.g.
+        ``{"project": "my-project", "token": "anon"}`` (``token`` also takes
+        ``"google_default"``, ``"cloud"``, a service-account JSON path or a
+        credentials object), ``{"requester_pays": True}``, or
+        ``{"endpoint_url": "http://127.0.0.1:4443", "token": "anon"}`` for an
+        emulator. One azarr option is added:
+
+        ``retries`` : int
+            Attempts per HTTP request inside gcsfs (``GCSFileSystem.retries``).
+            azarr's default is 1: its scheduler retries array I/O itself, with
+            backoff, a deadline and counters, and stacked retry layers multiply.
+            gcsfs fixes that number for the class; azarr applies it per store.
+    read_only : bool
+        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+
+    Raises
+    ------
+    ValueError
+        No bucket name, or ``retries`` is not a positive integer.
+
+    Notes
+    -----
+    Defaults azarr adds unless given: ``use_listings_cache=False`` (a cached listing
+    would miss keys written after it).
+
+    Each event loop gets its own ``GCSFileSystem`` and aiohttp session, closed by
+    :meth:`close` or when that loop shuts down (see :class:`FsspecStore`). Pickling
+    keeps only the configuration. ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT`` is set to
+    ``false`` (unless already set) when this module is imported, and azarr always
+    uses ``gcsfs.core.GCSFileSystem``, never the experimental zonal-bucket class.
+
+    Errors name the store URL (and the endpoint, if not Google's) and the key:
+
+    * HTTP 401/403 (bad or missing credentials, no IAM permission) ->
+      :class:`~azarr.errors.PermissionDeniedError`;
+    * a missing bucket, or an endpoint that cannot be reached (after the retries
+      above) -> :class:`~azarr.errors.StoreUnavailableError`;
+    * anything else -> :class:`~azarr.errors.StoreError`.
+
+    A missing key reads as ``None``. GCS answers a missing bucket with the same bare
+    404 as a missing object, and gcsfs drops the body that tells them apart; so the
+    first time a key reads as missing (or a listing comes back empty, or a write
+    fails with 404), the store asks once for the bucket's metadata. A 404 there
+    raises :class:`~azarr.errors.StoreUnavailableError`; 401/403 (anonymous access
+    to a public bucket often may read objects but not bucket metadata) counts as
+    "the bucket exists". The answer is remembered for the store's lifetime.
+
+    Examples
+    --------
+    >>> store = GCSStore("bucket/data.zarr", storage_options={"token": "anon"})
+    >>> store.url
+    'gs://bucket/data.zarr'
+    """
+
+    def __init__(
+        self,
+        bucket_and_path: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        read_only: bool = False,
+    ) -> None:
+        path = bucket_and_path
+        for scheme in _SCHEMES:
+            if path.startswith(scheme):
+                path = path[len(scheme) :]
+        path = path.strip("/")
+        if not path or path.split("/", 1)[0] == "":
+            raise ValueError(f"GCSStore needs 'bucket' or 'bucket/path', got {bucket_and_path!r}")
+        options = dict(storage_options or {})
+        retries = options.get("retries")
+        if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool) or retries < 1):
+            raise ValueError(f"GCSStore storage option 'retries' must be an int >= 1, got {retries!r}")
+        # azarr's scheduler retries transient errors (with counters and a deadline);
+        # gcsfs's own 6 attempts would stack on top of it.
+        options.setdefault("retries", 1)
+        options.setdefault("use_listings_cache", False)
+        super().__init__(None, path, protocol="gs", storage_options=options, read_only=read_only)
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        # Whether the bucket is known to exist (see the class notes): runtime state,
+        # so a pickled copy checks again.
+        self._bucket_known = False
+
+    @property
+    def bucket(self) -> str:
+        """The bucket name."""
+        return self.path.split("/", 1)[0]
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The custom endpoint (an emulator), if any (``None`` means Google)."""
+        endpoint = self.storage_options.get("endpoint_url")
+        return str(endpoint) if endpoint is not None else None
+
+    def _where(self) -> str:
+        endpoint = self.endpoint_url
+        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
+
+    # ------------------------------------------------------------------ per-loop filesystems
+    def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:
+        # Not self._fs_cls (fsspec's registry entry): if gcsfs was imported before azarr
+        # with the experimental flag on, that is the zonal-bucket subclass.
+        return _filesystem_class()(
+            **self.storage_options, asynchronous=True, loop=loop, skip_instance_cache=True
+        )
+
+    async def _open_session(self, fs: Any) -> None:
+        # gcsfs names it _set_session (s3fs and HTTPFileSystem: set_session).
+        await fs._set_session()
+
+    # ------------------------------------------------------------------ errors
+    def _translate(self, exc: BaseException, op: str, key: str) -> StoreError:
+        if isinstance(exc, StoreError):
+            return exc
+        what = f"{op} {key!r} in {self._where()}" if key else f"{op} {self._where()}"
+        detail = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, FileNotFoundError):
+            # Only reached where a missing key is not the answer (writes): the 404
+            # is about the bucket.
+            return StoreUnavailableError(
+                f"{what} failed: the bucket {self.bucket!r} does not exist ({detail})"
+            )
+        if _forbidden(exc):
+            return PermissionDeniedError(f"permission denied: {what}: {detail}")
+        return super()._translate(exc, op, key)
+
+    async def _check_bucket(self, op: str, key: str) -> None:
+        """Raise StoreUnavailableError if the bucket does not exist (checked once per store)."""
+        if self._bucket_known:
+            return
+        fs = await self.filesystem()
+        try:
+            await fs._call("GET", "b/{}", self.bucket, json_out=True)
+        except AzarrError:
+            raise
+        except FileNotFoundError as exc:
+            raise self._translate(exc, op, key) from exc
+        except Exception as exc:
+            if not _forbidden(exc):
+                raise self._translate(exc, op, key) from exc
+            # May read objects but not bucket metadata: the bucket exists.
+        self._bucket_known = True
+
+    # ------------------------------------------------------------------ primitives
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        value = await super()._get(key, byte_range)
+        if value is None:
+            await self._check_bucket("get", key)
+        return value
+
+    async def _exists(self, key: str) -> bool:
+        found = await super()._exists(key)
+        if not found:
+            await self._check_bucket("exists", key)
+        return found
+
+    async def _getsize(self, key: str) -> int:
+        try:
+            return await super()._getsize(key)
+        except FileNotFoundError:
+            await self._check_bucket("getsize", key)
+            raise
+
+    async def _delete(self, key: str) -> None:
+        await super()._delete(key)  # a missing key is fine, a missing bucket is not
+        await self._check_bucket("delete", key)
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        empty = True
+        async for key in super()._list_prefix(prefix):
+            empty = False
+            yield key
+        if empty:
+            await self._check_bucket("list", prefix)
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        empty = True
+        async for name in super()._list_dir(prefix):
+            empty = False
+            yield name
+        if empty:
+            await self._check_bucket("list_dir", prefix)
+
+
+def _forbidden(exc: BaseException) -> bool:
+    """gcsfs raises a plain ``OSError("Forbidden: ...")`` for 403 and ``HttpError`` (code 401) for 401."""
+    if isinstance(exc, PermissionError) or _codes(exc) & {"401", "403"}:
+        return True
+    return type(exc) is OSError and str(exc).startswith("Forbidden")
+
+
+@functools.cache
+def _filesystem_class() -> type[Any]:
+    """``gcsfs.core.GCSFileSystem`` with a per-instance ``retries`` option (built on first use).
+
+    gcsfs applies ``retries`` when the class is defined (``@retry_request(retries=6)``
+    on ``_request``), so it cannot be changed per instance. This subclass re-applies
+    gcsfs's own ``retry_request`` to the undecorated method with the instance's count:
+    the retry rules (which errors, the backoff) stay gcsfs's.
+    """
+    from gcsfs.core import GCSFileSystem
+    from gcsfs.retry import retry_request
+
+    undecorated = getattr(GCSFileSystem._request, "__wrapped__", None)
+
+    class AzarrGCSFileSystem(GCSFileSystem):  # type: ignore[misc]
+        def __init__(self, *args: Any, retries: int | None = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._azarr_request: Any = None
+            if retries is not None and undecorated is not None:
+                self._azarr_request = retry_request(retries=retries)(undecorated)
+
+        async def _request(self, *args: Any, **kwargs: Any) -> Any:
+            if self._azarr_request is None:  # gcsfs's default, or a gcsfs without __wrapped__
+                return await super()._request(*args, **kwargs)
+            return await self._azarr_request(self, *args, **kwargs)
+
+    AzarrGCSFileSystem.__module__ = __name__
+    return AzarrGCSFileSystem

@@ -1,0 +1,602 @@
+"""A read-only store over plain HTTP(S): static file servers, CDNs, public buckets.
+
+Built on aiohttp directly rather than fsspec's ``HTTPFileSystem``: azarr needs the
+status of every response (404 = missing key, 403 = denied, 416 = past the end),
+exact ``Range`` handling (fsspec silently accepts a server that ignores ``Range``)
+and one connection pool per event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import re
+import threading
+from collections.abc import AsyncIterator, Mapping
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import quote, unquote, urljoin, urlsplit
+
+from azarr.errors import (
+    ConnectionFailedError,
+    InvalidKeyError,
+    PermissionDeniedError,
+    StoreError,
+    ThrottledError,
+    TransientStoreError,
+)
+from azarr.storage._base import ByteRange, Store, validate_key
+from azarr.storage._fsspec import _finish_sync, _LoopState, _session_guard
+
+if TYPE_CHECKING:
+    import aiohttp
+    from multidict import CIMultiDictProxy
+    from yarl import URL
+
+_OPTIONS = frozenset({"headers", "client_kwargs", "timeout", "max_connections", "listings"})
+# ClientSession arguments the store manages itself (one pool per event loop, status handling).
+_MANAGED_CLIENT_KWARGS = frozenset({"connector", "connector_owner", "loop", "raise_for_status"})
+# Directory indexes fetched at once while walking a tree for list_prefix.
+_LIST_CONCURRENCY = 16
+# Deeper than any Zarr hierarchy: a server following a symlink loop would list forever.
+_MAX_LIST_DEPTH = 256
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+
+
+class _Reply(NamedTuple):
+    status: int
+    reason: str
+    headers: CIMultiDictProxy[str]
+    body: bytes
+    url: URL  # after redirects
+
+
+class HTTPStore(Store):
+    """A Zarr hierarchy published under an ``http://`` or ``https://`` URL (read-only).
+
+    zarr-python 2 reads such URLs through ``FSStore`` on fsspec's ``HTTPFileSystem``;
+    this store talks to the server itself with aiohttp.
+
+    Parameters
+    ----------
+    url : str
+        URL of the hierarchy's root, e.g. ``"https://example.org/data/x.zarr"``. Keys
+        are appended as URL-quoted paths (``"données/0.0"`` ->
+        ``".../donn%C3%A9es/0.0"``). Credentials in the URL (``https://user:pw@...``)
+        are sent as basic auth and never shown in messages.
+    storage_options : dict, optional
+        ``headers`` : dict
+            Sent with every request (e.g. ``{"Authorization": "Bearer ..."}``).
+        ``client_kwargs`` : dict
+            Passed to :class:`aiohttp.ClientSession` (``auth``, ``trust_env``,
+            ``timeout`` as an :class:`aiohttp.ClientTimeout`, ...). ``connector``,
+            ``loop`` and ``raise_for_status`` are managed by the store.
+        ``timeout`` : float
+            Seconds allowed to connect, and between two received pieces of a
+            response (a large download that keeps receiving data does not time
+            out). Default: aiohttp's (300 s per request, 30 s to connect).
+        ``max_connections`` : int
+            Size of each event loop's keep-alive pool (default: the
+            ``max_concurrency`` setting, 64).
+        ``listings`` : bool
+            ``False`` never requests directory listings (``supports_listing`` is
+            then False and listing yields nothing). Default True.
+
+    Raises
+    ------
+    ValueError
+        Not an http(s) URL, no host, or a query string/fragment (keys are appended
+        to the path, so a query would end up in the wrong place).
+    TypeError
+        An unknown storage option, or a managed ``client_kwargs`` entry.
+
+    Notes
+    -----
+    * Reads are ``GET`` requests; byte ranges are sent as ``Range: bytes=a-b`` or
+      ``bytes=-n`` (suffix), with ``Accept-Encoding: identity`` so the range applies
+      to the stored bytes. A ``206`` must carry a ``Content-Range`` that matches the
+      request (else :class:`~azarr.errors.StoreError`); a server that ignores
+      ``Range`` and answers ``200`` gets the range sliced locally; ``416`` means a
+      range past the end and reads as ``b""`` (Python slicing, like every store).
+    * ``exists`` and ``getsize`` use ``HEAD`` (``Content-Length``); a server that
+      refuses ``HEAD`` (405/501) gets a ``GET`` instead.
+    * A URL that redirects to itself plus ``/`` (nginx, Apache, ``http.server``) is a
+      directory, not a value: it reads as missing.
+    * Listing parses HTML directory indexes (nginx ``autoindex``, Apache
+      ``mod_autoindex``, ``python -m http.server``, aiohttp ``show_index``) the way
+      fsspec's ``HTTPFileSystem._ls_real`` does: every ``<a href>`` that resolves to
+      a path directly below the directory is an entry, a directory when the link or
+      its text ends in ``/``; parent links and query links (sort columns) are
+      skipped. ``list_prefix`` walks the tree. Without indexes (object stores, CDNs)
+      listing yields nothing: if the root itself has none (404, 403, 405, or not
+      HTML), ``supports_listing`` becomes False for this store and later listings
+      send no request. Open such data with consolidated metadata
+      (``azarr.open_consolidated``), which needs no listing.
+    * Errors name the store URL and the key, and the HTTP status: 404 -> missing
+      (``None``); 401/403 -> :class:`~azarr.errors.PermissionDeniedError`; 429 ->
+      :class:`~azarr.errors.ThrottledError`; 5xx and 408 ->
+      :class:`~azarr.errors.TransientStoreError`; other statuses ->
+      :class:`~azarr.errors.StoreError`; connection refused, DNS failure, reset or
+      timeout -> :class:`~azarr.errors.ConnectionFailedError` (a
+      :class:`~azarr.errors.StoreUnavailableError`); a body cut short ->
+      :class:`~azarr.errors.TransientStoreError`. The store itself does not retry:
+      azarr's scheduler retries the transient ones (aiohttp itself retries an
+      idempotent request once when a kept-alive connection turns out to be closed).
+    * One :class:`aiohttp.ClientSession` and ``TCPConnector`` per event loop, created
+      on first use there and closed by :meth:`close` or when that loop shuts down
+      (``asyncio.run``); the store can be used from any number of loops and threads.
+      Pickling keeps only the configuration.
+
+    Examples
+    --------
+    >>> store = HTTPStore("https://example.org/data.zarr/")
+    >>> store.url
+    'https://example.org/data.zarr'
+    >>> store.supports_writes
+    False
+    """
+
+    supports_writes = False
+    supports_deletes = False
+
+    def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(read_only=True)
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"HTTPStore needs an http:// or https:// URL with a host, got {url!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(
+                f"HTTPStore URL {url!r} has a query string or fragment; give the root URL of the hierarchy"
+            )
+        options = dict(storage_options or {})
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown HTTPStore storage_options {unknown}; valid: {sorted(_OPTIONS)}")
+        managed = sorted(set(options.get("client_kwargs") or {}) & _MANAGED_CLIENT_KWARGS)
+        if managed:
+            raise TypeError(f"HTTPStore manages client_kwargs {managed} itself (one pool per event loop)")
+        timeout = options.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ValueError(f"HTTPStore timeout must be a positive number of seconds, got {timeout!r}")
+        limit = options.get("max_connections")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"HTTPStore max_connections must be an int >= 1, got {limit!r}")
+        self.storage_options: dict[str, Any] = options
+        # The root as given (requests use it, credentials included) and as shown.
+        self._root = url.rstrip("/")
+        netloc = parts.hostname + (f":{parts.port}" if parts.port is not None else "")
+        if ":" in parts.hostname:  # IPv6 literal
+            netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port is not None else "")
+        self._display = parts._replace(netloc=netloc).geturl().rstrip("/")
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        self._lock = threading.Lock()
+        self.supports_listing = bool(self.storage_options.get("listings", True))
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def url(self) -> str:
+        return self._display
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_states"], state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def _key_url(self, key: str, *, directory: bool = False) -> URL:
+        """Absolute URL of ``key`` (or of the directory ``key``, with a trailing slash)."""
+        from yarl import URL
+
+        # safe="/": keep the separators, quote everything else that is not unreserved
+        # ('?', '#', '%', spaces, UTF-8 bytes of non-ASCII characters).
+        path = quote(key, safe="/")
+        if directory and path and not path.endswith("/"):
+            path += "/"
+        return URL(f"{self._root_encoded}/{path}", encoded=True)
+
+    @functools.cached_property
+    def _root_encoded(self) -> str:
+        """The root URL with what the user left unquoted quoted (yarl keeps %-escapes)."""
+        from yarl import URL
+
+        return str(URL(self._root))
+
+    # ------------------------------------------------------------------ sessions
+    def _new_session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        from azarr import config
+
+        kwargs = dict(self.storage_options.get("client_kwargs") or {})
+        timeout = self.storage_options.get("timeout")
+        if timeout is not None:
+            kwargs.setdefault(
+                "timeout", aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+            )
+        limit = self.storage_options.get("max_connections") or int(config.get("max_concurrency"))
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), **kwargs)
+
+    @staticmethod
+    async def _close_session(session: Any) -> None:
+        if not session.closed:
+            await session.close()
+
+    async def session(self) -> aiohttp.ClientSession:
+        """The aiohttp session serving the running event loop (created on first use).
+
+        For advanced use (requests azarr does not make); the store owns it.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.get(loop)
+            created = state is None
+            stale: list[_LoopState] = []
+            if state is None:
+                stale = self._pop_closed_loops()
+                state = self._states[loop] = _LoopState(self._new_session())
+        self._abandon(stale)
+        if created:
+            # Closes the session when the loop shuts down (see _fsspec._session_guard).
+            guard = _session_guard(state, self._close_session)
+            await guard.__anext__()
+            state.guard = guard
+        session: aiohttp.ClientSession = state.fs
+        return session
+
+    def _pop_closed_loops(self) -> list[_LoopState]:
+        # Caller holds self._lock.
+        dead = [loop for loop in self._states if loop.is_closed()]
+        return [self._states.pop(loop) for loop in dead]
+
+    @staticmethod
+    def _abandon(states: list[_LoopState]) -> None:
+        for state in states:
+            state.abandoned = True
+            if state.guard is not None:
+                _finish_sync(state.guard)
+
+    async def close(self) -> None:
+        """Close the running loop's connections; the store stays usable (a new pool is made)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self._states.pop(loop, None)
+            stale = self._pop_closed_loops()
+        self._abandon(stale)
+        if state is None:
+            return
+        if state.guard is not None:
+            await state.guard.aclose()  # its finally closes the session
+        else:
+            await self._close_session(state.fs)
+
+    # ------------------------------------------------------------------ requests
+    async def _send(self, op: str, key: str, method: str, url: URL, headers: Mapping[str, str]) -> _Reply:
+        """One request; transport failures become azarr errors naming URL and key."""
+        import aiohttp
+
+        session = await self.session()
+        all_headers = {**(self.storage_options.get("headers") or {}), **headers}
+        try:
+            async with session.request(method, url, headers=all_headers, allow_redirects=True) as resp:
+                # Read even error bodies (small): an unread body closes the connection
+                # instead of returning it to the keep-alive pool, and missing chunks
+                # (404) are routine in Zarr.
+                body = await resp.read()
+                return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
+        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+            # Refused, DNS failure, reset, server disconnected, connect/read timeouts: the
+            # server is unavailable (StoreUnavailableError), and worth retrying (transient).
+            raise ConnectionFailedError(
+                f"{op} {key!r} in {self.url} failed: server unreachable ({type(exc).__name__}: {exc})"
+            ) from exc
+        except aiohttp.ClientPayloadError as exc:  # the body broke off mid-transfer
+            raise TransientStoreError(
+                f"{op} {key!r} in {self.url} failed with a transient error ({type(exc).__name__}: {exc})"
+            ) from exc
+        except aiohttp.ClientError as exc:  # too many redirects, invalid URL, ...
+            raise StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _status_error(self, reply: _Reply, op: str, key: str) -> StoreError:
+        status = f"HTTP {reply.status} {reply.reason}".rstrip()
+        if reply.status in (401, 403):
+            return PermissionDeniedError(f"permission denied: {op} {key!r} in {self.url}: {status}")
+        if reply.status == 429:
+            return ThrottledError(f"{op} {key!r} in {self.url} was throttled by the server: {status}")
+        if reply.status >= 500 or reply.status == 408:
+            return TransientStoreError(f"{op} {key!r} in {self.url} failed: server error {status}")
+        return StoreError(f"{op} {key!r} in {self.url} failed: unexpected {status}")
+
+    @staticmethod
+    def _is_directory(requested: URL, reply: _Reply) -> bool:
+        """The server redirected ``.../name`` to ``.../name/``: a directory, not a value."""
+        return reply.url.path.endswith("/") and not requested.path.endswith("/")
+
+    # ------------------------------------------------------------------ primitives
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        if byte_range is not None and byte_range.is_empty:
+            return b"" if await self._exists(key) else None
+        if byte_range is not None and byte_range.start == 0 and byte_range.end is None:
+            byte_range = None  # the whole value: no Range header
+        headers = {}
+        if byte_range is not None:
+            headers["Range"] = _range_header(byte_range)
+            # A range of the stored bytes, not of a compressed transfer encoding.
+            headers["Accept-Encoding"] = "identity"
+        url = self._key_url(key)
+        reply = await self._send("get", key, "GET", url, headers)
+        if reply.status == 404:
+            return None
+        if reply.status == 416 and byte_range is not None:
+            # The value exists (no 404) and the range starts at or past its end.
+            return b""
+        if reply.status not in (200, 206):
+            raise self._status_error(reply, "get", key)
+        if self._is_directory(url, reply):
+            return None
+        if byte_range is None:
+            if reply.status == 206:
+                raise StoreError(
+                    f"get {key!r} in {self.url}: the server answered 206 Partial Content to a request "
+                    "without Range"
+                )
+            return reply.body
+        if reply.status == 200:
+            # The server ignores Range (e.g. python -m http.server): slice locally.
+            return byte_range.apply(reply.body)
+        self._check_content_range(reply, byte_range, key)
+        return reply.body
+
+    def _check_content_range(self, reply: _Reply, byte_range: ByteRange, key: str) -> None:
+        """Raise StoreError unless the 206 reply holds exactly the requested bytes."""
+        header = reply.headers.get("Content-Range", "")
+        match = _CONTENT_RANGE.fullmatch(header.strip())
+        problem = None
+        if match is None:
+            problem = f"missing or unparsable Content-Range {header!r}"
+        else:
+            first, last = int(match[1]), int(match[2])
+            total = None if match[3] == "*" else int(match[3])
+            n = len(reply.body)
+            if last < first or last - first + 1 != n:
+                problem = f"Content-Range {header!r} does not match the {n} bytes received"
+            elif byte_range.is_suffix:
+                if n > -byte_range.start or (total is not None and last != total - 1):
+                    problem = f"Content-Range {header!r} is not the last {-byte_range.start} bytes"
+            elif first != byte_range.start or (byte_range.end is not None and last >= byte_range.end):
+                problem = f"Content-Range {header!r} is not the requested {_range_header(byte_range)!r}"
+            elif total is not None and last != min(byte_range.end or total, total) - 1:
+                # Fewer bytes than asked for although the value has them.
+                problem = f"Content-Range {header!r} stops short of {_range_header(byte_range)!r}"
+        if problem is not None:
+            raise StoreError(f"get {key!r} in {self.url}: the server sent the wrong bytes: {problem}")
+
+    async def _head(self, op: str, key: str) -> tuple[URL, _Reply] | None:
+        """HEAD ``key``; ``None`` if the server does not allow HEAD (405/501)."""
+        url = self._key_url(key)
+        reply = await self._send(op, key, "HEAD", url, {"Accept-Encoding": "identity"})
+        if reply.status in (405, 501):
+            return None
+        return url, reply
+
+    async def _exists(self, key: str) -> bool:
+        head = await self._head("exists", key)
+        if head is None:
+            # One byte is enough to know (416: an empty value).
+            url = self._key_url(key)
+            reply = await self._send(
+                "exists", key, "GET", url, {"Range": "bytes=0-0", "Accept-Encoding": "identity"}
+            )
+            if reply.status == 416:
+                return True
+        else:
+            url, reply = head
+        if reply.status == 404:
+            return False
+        if reply.status not in (200, 206):
+            raise self._status_error(reply, "exists", key)
+        return not self._is_directory(url, reply)
+
+    async def _getsize(self, key: str) -> int:
+        head = await self._head("getsize", key)
+        if head is not None:
+            url, reply = head
+            if reply.status == 404 or (reply.status == 200 and self._is_directory(url, reply)):
+                raise FileNotFoundError(f"{key!r} not found in {self.url}")
+            if reply.status != 200:
+                raise self._status_error(reply, "getsize", key)
+            length = reply.headers.get("Content-Length")
+            if length is not None and length.isdigit():
+                return int(length)
+        # No HEAD, or no Content-Length (chunked): fetch the value.
+        value = await self._get(key, None)
+        if value is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        return len(value)
+
+    async def _set(self, key: str, value: bytes) -> None:  # pragma: no cover - set() refuses first
+        raise StoreError(f"cannot write {key!r}: HTTP store {self.url} is read-only")
+
+    async def _delete(self, key: str) -> None:  # pragma: no cover - delete() refuses first
+        raise StoreError(f"cannot delete {key!r}: HTTP store {self.url} is read-only")
+
+    # ------------------------------------------------------------------ listing
+    async def _index(self, prefix: str) -> tuple[set[str], set[str]] | None:
+        """(values, directories) directly under ``prefix`` from the server's HTML index.
+
+        ``None`` when there is no index there (missing directory, listings disabled,
+        forbidden, or not HTML). ``prefix`` is normalized (``""`` or ``"a/"``).
+        """
+        if not self.supports_listing:
+            return None
+        url = self._key_url(prefix, directory=True)
+        reply = await self._send("list", prefix, "GET", url, {})
+        content_type = reply.headers.get("Content-Type", "")
+        mimetype = content_type.partition(";")[0].strip().lower()
+        if reply.status == 401:
+            raise self._status_error(reply, "list", prefix)
+        if reply.status == 200 and mimetype in ("text/html", "application/xhtml+xml", ""):
+            charset = _charset(content_type) or "utf-8"
+            try:
+                text = reply.body.decode(charset, errors="replace")
+            except LookupError:  # unknown charset name
+                text = reply.body.decode("utf-8", errors="replace")
+            return parse_index(text, str(reply.url))
+        if reply.status in (404, 403, 405, 501) or reply.status == 200:
+            if not prefix:
+                # The root of a hierarchy exists; no index there means none anywhere.
+                self.supports_listing = False
+            return None
+        raise self._status_error(reply, "list", prefix)
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        index = await self._index(prefix)
+        if index is not None:
+            values, dirs = index
+            for name in sorted(values | dirs):
+                yield name
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        sem = asyncio.Semaphore(_LIST_CONCURRENCY)
+
+        async def index(p: str) -> tuple[set[str], set[str]] | None:
+            async with sem:
+                return await self._index(p)
+
+        keys: list[str] = []
+        level = [prefix]
+        depth = 0
+        while level:
+            depth += 1
+            if depth > _MAX_LIST_DEPTH:
+                raise StoreError(
+                    f"list {prefix!r} in {self.url}: directories nest deeper than {_MAX_LIST_DEPTH} "
+                    f"levels (a symlink loop on the server?), e.g. {level[0]!r}"
+                )
+            results = await asyncio.gather(*(index(p) for p in level))
+            below: list[str] = []
+            for p, result in zip(level, results, strict=True):
+                if result is not None:
+                    values, dirs = result
+                    keys += [p + v for v in values]
+                    below += [f"{p}{d}/" for d in sorted(dirs)]
+            level = below
+        for key in sorted(keys):
+            yield key
+
+
+def _range_header(byte_range: ByteRange) -> str:
+    """The HTTP ``Range`` value for a byte range (``bytes=a-b`` is inclusive)."""
+    if byte_range.is_suffix:
+        return f"bytes={byte_range.start}"  # "bytes=-N"
+    if byte_range.end is None:
+        return f"bytes={byte_range.start}-"
+    return f"bytes={byte_range.start}-{byte_range.end - 1}"
+
+
+def _charset(content_type: str) -> str | None:
+    for param in content_type.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"') or None
+    return None
+
+
+class _LinkParser(HTMLParser):
+    """Collects ``(href, link text)`` of every ``<a>``, and a ``<base href>``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[tuple[str, str]] = []
+        self.base: str | None = None
+        self._href: str | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._close_link()
+            self._href = dict(attrs).get("href")
+            self._text = []
+        elif tag == "base" and self.base is None:
+            self.base = dict(attrs).get("href")
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a":
+            self._close_link()
+
+    def _close_link(self) -> None:
+        if self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+        self._href = None
+        self._text = []
+
+    def close(self) -> None:
+        super().close()
+        self._close_link()
+
+
+def parse_index(html: str, page_url: str) -> tuple[set[str], set[str]]:
+    """Entries of an HTML directory index: (value names, directory names).
+
+    Follows fsspec ``HTTPFileSystem._ls_real``'s conventions: each ``<a href>`` is
+    resolved against the page URL (or ``<base href>``); it is an entry when it
+    names a path directly below the page's directory on the same host. A trailing
+    ``/`` on the link, or on its text (aiohttp's ``show_index`` links directories
+    without one), marks a directory. Parent links, links elsewhere, links with a
+    query (sort columns), and names that are not valid key segments are skipped.
+
+    Parameters
+    ----------
+    html : str
+        The page.
+    page_url : str
+        The URL of the listed directory (after redirects); a missing trailing ``/``
+        is assumed.
+
+    Returns
+    -------
+    tuple of (set of str, set of str)
+        Decoded names (``"ü"``, not ``"%C3%BC"``), without slashes.
+    """
+    parser = _LinkParser()
+    with contextlib.suppress(Exception):  # malformed HTML: keep what was parsed
+        parser.feed(html)
+        parser.close()
+    page = urlsplit(page_url)
+    if not page.path.endswith("/"):  # the page lists a directory, whatever its URL says
+        page = page._replace(path=page.path + "/")
+    page_url = page.geturl()
+    base = urljoin(page_url, parser.base) if parser.base else page_url
+    directory = unquote(page.path)
+    values: set[str] = set()
+    dirs: set[str] = set()
+    for href, text in parser.links:
+        target = urlsplit(urljoin(base, href.strip()))
+        if target.query or target.netloc.lower() != page.netloc.lower():
+            continue
+        path = unquote(target.path)
+        if not path.startswith(directory):
+            continue
+        rel = path[len(directory) :]
+        is_dir = rel.endswith("/") or text.endswith("/")
+        name = rel.rstrip("/")
+        if not name or "/" in name:
+            continue
+        try:
+            validate_key(name)
+        except InvalidKeyError:
+            continue
+        (dirs if is_dir else values).add(name)
+    return values, dirs

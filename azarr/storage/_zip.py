@@ -1,0 +1,366 @@
+"""A store inside one zip archive (zarr-python 2 ``ZipStore``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+import zipfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar, TypeVarTuple
+
+from azarr.errors import AzarrError, KeyExistsError, StoreError, StoreUnavailableError
+from azarr.storage._base import ByteRange, Store
+from azarr.storage._mapping import iter_keys
+from azarr.storage._threads import BlockingIO
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+ZipMode = Literal["r", "w", "x", "a"]
+_MODES = ("r", "w", "x", "a")
+# Reads and writes share one file handle under one lock, so more threads would only wait.
+_WORKERS = 1
+_MAX_CONCURRENCY = 4
+
+
+class _Archive:
+    """The open ``ZipFile`` of a :class:`ZipStore` and its lifecycle, shared by its read-only views.
+
+    All methods run on the store's worker thread (or, for :meth:`flush` during
+    pickling, the caller's) and hold ``lock`` for their whole duration: ``zipfile``
+    allows one writer and no reads while an entry is being written.
+    """
+
+    def __init__(self, store: ZipStore) -> None:
+        self.path = store.path
+        self.mode: ZipMode = store.mode
+        self.compression = store.compression
+        self.compresslevel = store.compresslevel
+        self.allow_zip64 = store.allowZip64
+        self.lock = threading.RLock()
+        self.pid = os.getpid()
+        # True in a forked child: the archive belongs to the parent, which alone may write it.
+        self.forked = False
+        self.zf: zipfile.ZipFile | None = None
+        # True once opened for writing: a later reopen (after flush) must append,
+        # not truncate ("w") or fail ("x").
+        self.started = False
+        # True after close() in a writing mode: the archive is final, reads reopen it "r".
+        self.finalized = False
+
+    @property
+    def writing(self) -> bool:
+        return self.mode != "r" and not self.finalized and not self.forked
+
+    def _locked(self) -> threading.RLock:
+        """The lock, after re-arming the archive if this is a forked child."""
+        if self.pid != os.getpid():
+            zf = self.zf
+            if zf is not None:
+                # The parent's handle shares its file offset with the parent: never use it
+                # here, and never close it (in a writing mode that writes a directory into
+                # the parent's archive). Only the child's copy of the descriptor is freed.
+                zf.fp = None
+            self.zf = None
+            self.lock = threading.RLock()
+            self.pid = os.getpid()
+            self.forked = True
+        return self.lock
+
+    def open(self) -> zipfile.ZipFile:
+        with self._locked():
+            if self.zf is not None:
+                return self.zf
+            mode: ZipMode
+            if not self.writing:
+                mode = "r"
+            elif self.started:
+                mode = "a"
+            else:
+                mode = self.mode
+            self.zf = zipfile.ZipFile(
+                self.path,
+                mode=mode,
+                compression=self.compression,
+                compresslevel=self.compresslevel,
+                allowZip64=self.allow_zip64,
+            )
+            if mode != "r":
+                self.started = True
+            return self.zf
+
+    def close(self, *, finalize: bool) -> None:
+        with self._locked():
+            if finalize and self.writing and not self.started:
+                self.open()  # close() of a never-used writing store still creates the (empty) archive
+            zf, self.zf = self.zf, None
+            if finalize and self.mode != "r":
+                self.finalized = True
+            if zf is not None:
+                zf.close()  # writes the central directory in writing modes
+
+    def flush(self) -> None:
+        with self._locked():
+            if self.writing and self.zf is not None:
+                self.close(finalize=False)
+                self.open()  # reopened with mode "a"
+
+    # ------------------------------------------------------------------ operations
+    def read(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        with self._locked():
+            zf = self.open()
+            try:
+                info = zf.getinfo(key)
+            except KeyError:
+                return None
+            if info.is_dir():
+                return None
+            if byte_range is None:
+                return zf.read(info)
+            size = info.file_size
+            start = max(size + byte_range.start, 0) if byte_range.is_suffix else min(byte_range.start, size)
+            end = size if byte_range.end is None else min(byte_range.end, size)
+            if end <= start:
+                return b""
+            # Seeking a stored (uncompressed) entry is a file seek; a compressed one is
+            # decompressed from its start up to `start`.
+            with zf.open(info) as f:
+                f.seek(start)
+                return f.read(end - start)
+
+    def write(self, key: str, value: bytes) -> None:
+        with self._locked():
+            if self.forked and self.mode != "r":
+                raise StoreError(
+                    f"cannot write {key!r}: ZipStore {self.path} was inherited by a forked process; "
+                    "only the process that opened it for writing may write to it"
+                )
+            if not self.writing:
+                raise StoreError(
+                    f"cannot write {key!r}: ZipStore {self.path} was closed, which finalized the "
+                    "archive; open a new ZipStore with mode='a' to add keys"
+                )
+            zf = self.open()
+            if key in zf.NameToInfo:
+                raise KeyExistsError(
+                    f"cannot write {key!r}: it already exists in {self.path}, and a zip archive "
+                    "holds each key once (ZipStore is write-once: rewrite into a new archive)"
+                )
+            info = zipfile.ZipInfo(filename=key, date_time=time.localtime(time.time())[:6])
+            info.compress_type = self.compression
+            info.external_attr = 0o644 << 16  # -rw-r--r--, as zarr-python 2 writes
+            zf.writestr(info, value, compresslevel=self.compresslevel)
+
+    def contains(self, key: str) -> bool:
+        with self._locked():
+            info = self.open().NameToInfo.get(key)
+            return info is not None and not info.is_dir()
+
+    def size(self, key: str) -> int | None:
+        with self._locked():
+            info = self.open().NameToInfo.get(key)
+            return None if info is None or info.is_dir() else info.file_size
+
+    def keys(self, prefix: str) -> list[str]:
+        with self._locked():
+            names = list(self.open().NameToInfo)
+        return iter_keys(names, prefix)
+
+
+class ZipStore(Store):
+    """A Zarr hierarchy inside one zip file (zarr-python 2 ``ZipStore``; ``zip::`` URLs).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The archive file; made absolute at construction.
+    mode : {"r", "w", "x", "a"}
+        ``"r"`` read an existing archive (read-only store); ``"w"`` create or
+        truncate; ``"x"`` create, failing if the file exists; ``"a"`` add keys to an
+        existing archive (or create it). As :class:`zipfile.ZipFile`.
+    compression : int
+        ``zipfile.ZIP_STORED`` (default, as zarr-python 2: chunks are usually
+        compressed by their codec already, and stored entries allow cheap byte-range
+        reads), ``ZIP_DEFLATED``, ``ZIP_BZIP2`` or ``ZIP_LZMA``.
+    compresslevel : int, optional
+        Level for the compression method (``zipfile`` semantics).
+    allowZip64 : bool
+        Allow archives and entries over 4 GiB (``zipfile`` name, as zarr-python 2).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``mode``.
+
+    Notes
+    -----
+    **Write-once.** A zip archive cannot replace or remove an entry, so writing a
+    key that is already in the archive raises :class:`~azarr.errors.KeyExistsError`
+    (zarr-python 2 appends a duplicate entry and warns; readers then disagree about
+    which one is current). ``delete`` of a key that is not there is a no-op, and of
+    one that is raises :class:`~azarr.errors.StoreError`. Write each chunk once:
+    create an array and write it in whole-chunk slices, e.g. ``azarr.array(data,
+    store=zip_store)``; partial updates of a written chunk fail.
+
+    **close() is required after writing.** The archive's central directory, which
+    lists its entries, is written by ``await store.close()`` (or leaving ``async with
+    store``); without it the file is unreadable. After ``close()`` a writing store
+    is final: reads still work (the archive is reopened read-only) and writes raise
+    :class:`~azarr.errors.StoreError`. ``await store.flush()`` writes the directory
+    and keeps the store writable (zarr-python 2 ``ZipStore.flush``). Closing a
+    read-mode store only releases the file handle.
+
+    **I/O.** One ``ZipFile`` handle per store, opened on first use, used on one
+    worker thread under a lock (``zipfile`` does not allow concurrent writes, nor
+    reads during a write); never on the event loop. Byte-range reads of stored
+    entries read only the requested bytes.
+
+    **Listing** comes from the archive's directory (its ``namelist``); directory
+    entries (``"a/"``) and names that are not valid store keys are left out.
+
+    **Pickling** keeps ``path``, ``mode`` and the compression settings; a writing
+    store is flushed first, and the copy opens the archive with mode ``"a"`` (never
+    ``"w"``, which would truncate it). Do not write through two copies at once: a
+    zip file has a single writer. A forked child process reopens the archive for
+    reading (the parent's file handle shares its file offset) and may not write;
+    flush or close in the parent before forking readers.
+
+    A missing archive in mode ``"r"`` raises
+    :class:`~azarr.errors.StoreUnavailableError`; a corrupt one
+    :class:`~azarr.errors.StoreError`.
+
+    Examples
+    --------
+    >>> import asyncio, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.zip")
+    >>> async def write() -> None:
+    ...     async with ZipStore(path, mode="w") as store:
+    ...         await store.set(".zgroup", b'{"zarr_format": 2}')
+    >>> asyncio.run(write())
+    >>> asyncio.run(ZipStore(path).get(".zgroup"))
+    b'{"zarr_format": 2}'
+    """
+
+    supports_deletes = False
+    is_local = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: ZipMode = "r",
+        compression: int = zipfile.ZIP_STORED,
+        compresslevel: int | None = None,
+        allowZip64: bool = True,  # zipfile's and zarr-python 2's spelling
+    ) -> None:
+        if mode not in _MODES:
+            raise ValueError(f"ZipStore mode must be one of {_MODES}, got {mode!r}")
+        super().__init__(read_only=mode == "r")
+        self.path = Path(os.path.abspath(os.fspath(path)))
+        self.mode: ZipMode = mode
+        self.compression = compression
+        self.compresslevel = compresslevel
+        self.allowZip64 = allowZip64
+        #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
+        self.max_concurrency = _MAX_CONCURRENCY
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._archive = _Archive(self)
+        self._io = BlockingIO(_WORKERS, "azarr-zip")
+
+    @property
+    def url(self) -> str:
+        return f"zip::{self.path.as_uri()}"
+
+    # ------------------------------------------------------------------ lifecycle
+    async def close(self) -> None:
+        """Finalize the archive (writing modes) and release the file handle.
+
+        Writing modes: writes the zip central directory; afterwards the store is
+        read-only in effect (writes raise :class:`~azarr.errors.StoreError`). Mode
+        ``"r"``: the next use reopens the file. Idempotent.
+        """
+        if self.read_only and self.mode != "r":
+            # A read-only view (with_read_only) of a writing store shares its archive:
+            # closing the view must not finalize the writer's archive.
+            return
+        await self._call("close", "", functools.partial(self._archive.close, finalize=True))
+
+    async def flush(self) -> None:
+        """Write the central directory now, keeping the store writable (zarr-python 2 ``flush``).
+
+        Afterwards the file on disk is a complete archive that other readers can open.
+        """
+        await self._call("flush", "", self._archive.flush)
+
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict[str, Any]:
+        # Flush so the copy (which appends) finds a complete archive; pickling is
+        # rare and the flush is one small write, so it runs on the caller's thread.
+        self._archive.flush()
+        state = self.__dict__.copy()
+        del state["_archive"], state["_io"]
+        if self.read_only:  # a read-only view of a writing store reads
+            state["mode"] = "r"
+        elif state["mode"] in ("w", "x"):
+            state["mode"] = "a"
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ helpers
+    async def _call(self, op: str, key: str, fn: Callable[[*Ts], T], *args: *Ts) -> T:
+        try:
+            return await self._io.run(fn, *args)
+        except AzarrError:
+            raise
+        except FileNotFoundError as exc:
+            raise StoreUnavailableError(
+                f"{op} {key!r} in {self.url} failed: the archive does not exist ({exc.strerror or exc})"
+            ) from exc
+        except FileExistsError as exc:
+            raise StoreError(
+                f"{op} {key!r} in {self.url} failed: mode 'x' and the archive exists already"
+            ) from exc
+        except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, RuntimeError) as exc:
+            raise StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}") from exc
+
+    # ------------------------------------------------------------------ primitives
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        return await self._call("get", key, self._archive.read, key, byte_range)
+
+    async def _set(self, key: str, value: bytes) -> None:
+        await self._call("set", key, self._archive.write, key, value)
+
+    async def _delete(self, key: str) -> None:
+        if await self._exists(key):
+            raise StoreError(
+                f"cannot delete {key!r} from {self.url}: entries of a zip archive cannot be removed"
+            )
+
+    async def _exists(self, key: str) -> bool:
+        return await self._call("exists", key, self._archive.contains, key)
+
+    async def _getsize(self, key: str) -> int:
+        size = await self._call("getsize", key, self._archive.size, key)
+        if size is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        return size
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        for key in await self._call("list", prefix, self._archive.keys, prefix):
+            yield key
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        keys = await self._call("delete_prefix", prefix, self._archive.keys, prefix)
+        if keys:
+            raise StoreError(
+                f"cannot delete {len(keys)} keys under {prefix!r} from {self.url}: "
+                "entries of a zip archive cannot be removed"
+            )
