@@ -17,11 +17,13 @@ Everything a user needs is re-exported here::
     block = await arr.get_orthogonal_selection((slice(0, 10), [3, 1, 4]))
 """
 
-from azarr import config, errors, storage
+from azarr import config, errors, scheduler, storage
 from azarr.api import (
     ConsolidatedStore,
+    CopyResult,
     array,
     consolidate_metadata,
+    copy_store,
     create,
     empty,
     empty_like,
@@ -47,6 +49,7 @@ __all__ = [
     "AsyncGroup",
     "Attributes",
     "ConsolidatedStore",
+    "CopyResult",
     "LocalStore",
     "MemoryStore",
     "Store",
@@ -54,6 +57,7 @@ __all__ = [
     "array",
     "config",
     "consolidate_metadata",
+    "copy_store",
     "create",
     "empty",
     "empty_like",
@@ -68,6 +72,7 @@ __all__ = [
     "open_array",
     "open_consolidated",
     "open_group",
+    "scheduler",
     "storage",
     "zeros",
     "zeros_like",

@@ -29,11 +29,43 @@ _DEFAULTS: dict[str, Any] = {
     "max_concurrency": 64,
     # Chunk requests in flight per store for local and memory stores (cores x 4).
     "max_concurrency_local": (os.cpu_count() or 1) * 4,
+    # Bytes of chunk payloads in flight per store (reads hold them until decoded).
+    "max_bytes_in_flight": 256 * 2**20,
+    # Seconds one store request may take (connect + transfer) before it is
+    # abandoned as stalled and retried. None disables it.
+    "request_timeout": 60.0,
+    # Retry policy for transient store errors (throttling, 5xx, resets, timeouts):
+    # attempts in total, first and largest backoff (seconds, full jitter), and a
+    # deadline (seconds) across all attempts of one request (None: no deadline).
+    "retry_max_attempts": 6,
+    "retry_initial_delay": 0.05,
+    "retry_max_delay": 5.0,
+    "retry_deadline": 300.0,
+    # Chunks larger than this (bytes) on remote stores are fetched as parallel
+    # byte ranges of ``large_chunk_part_size`` bytes.
+    "large_chunk_threshold": 32 * 2**20,
+    "large_chunk_part_size": 8 * 2**20,
+    # Hedged reads: after the observed p95 latency, send a backup GET and take
+    # the first answer (off by default: it costs extra requests).
+    "hedged_reads": False,
     # Let pickle-based codecs decode data. Off: unpickling untrusted data runs code.
     "allow_pickle": False,
     # Store chunks that equal fill_value (zarr-python 2 default: True).
     "write_empty_chunks": True,
 }
+
+# Settings that must be integers >= 1.
+_COUNTS = frozenset(
+    {
+        "codec_threads",
+        "max_concurrency",
+        "max_concurrency_local",
+        "max_bytes_in_flight",
+        "retry_max_attempts",
+        "large_chunk_threshold",
+        "large_chunk_part_size",
+    }
+)
 
 _lock = threading.Lock()
 _values: dict[str, Any] = dict(_DEFAULTS)
@@ -71,8 +103,13 @@ def set(**settings: Any) -> Any:
     ----------
     **settings
         ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
-        (int >= 1, requests in flight per store), ``allow_pickle`` (bool),
-        ``write_empty_chunks`` (bool).
+        (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
+        ``request_timeout`` (seconds or None), ``retry_max_attempts``,
+        ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
+        ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
+        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool).
+        Budgets are fixed when a store is first used; change a live store's with
+        :func:`azarr.scheduler.set_budget`.
 
     Raises
     ------
@@ -83,7 +120,7 @@ def set(**settings: Any) -> Any:
     """
     for name, value in settings.items():
         get(name)
-        if name in ("codec_threads", "max_concurrency", "max_concurrency_local") and int(value) < 1:
+        if name in _COUNTS and int(value) < 1:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
     with _lock:
         previous = {k: _values[k] for k in settings}

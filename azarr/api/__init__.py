@@ -1,6 +1,7 @@
 """Top-level functions: create, open and consolidate arrays and groups."""
 
 from azarr.api.consolidated import ConsolidatedStore, consolidate_metadata, open_consolidated
+from azarr.api.copy import CopyResult, copy_store
 from azarr.api.creation import (
     array,
     create,
@@ -17,8 +18,10 @@ from azarr.api.opening import group, open, open_array, open_group
 
 __all__ = [
     "ConsolidatedStore",
+    "CopyResult",
     "array",
     "consolidate_metadata",
+    "copy_store",
     "create",
     "empty",
     "empty_like",

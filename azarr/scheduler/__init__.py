@@ -1,6 +1,32 @@
-"""Scheduling of chunk I/O: bounded fan-out under a per-store request budget."""
+"""Scheduling of chunk I/O: one budget per store, retries, timeouts, fan-out, progress and stats.
 
-from azarr.scheduler._budget import RequestBudget, budget_for
+``StoreIO`` is the path every chunk request takes; ``bounded_map`` fans a
+selection's chunks out over a fixed number of workers; ``IOBudget`` (one per
+store, via ``budget_for``) caps requests and bytes in flight across every call
+on that store.
+"""
+
+from azarr.scheduler._budget import IOBudget, budget_for, set_budget
 from azarr.scheduler._fanout import bounded_map
+from azarr.scheduler._io import StoreIO
+from azarr.scheduler._progress import Progress, ProgressCallback, ProgressTracker, tqdm_progress
+from azarr.scheduler._retry import RetryPolicy, is_retryable, retry_call
+from azarr.scheduler._stats import LATENCY_BUCKETS, StoreStats, stats_for
 
-__all__ = ["RequestBudget", "bounded_map", "budget_for"]
+__all__ = [
+    "LATENCY_BUCKETS",
+    "IOBudget",
+    "Progress",
+    "ProgressCallback",
+    "ProgressTracker",
+    "RetryPolicy",
+    "StoreIO",
+    "StoreStats",
+    "bounded_map",
+    "budget_for",
+    "is_retryable",
+    "retry_call",
+    "set_budget",
+    "stats_for",
+    "tqdm_progress",
+]

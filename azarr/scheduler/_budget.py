@@ -1,77 +1,169 @@
-"""Per-store request budget: how many requests may be in flight on one store.
+"""Per-store I/O budget: requests in flight and bytes in flight.
 
 The budget belongs to the store, not to a call: every array, group and
-concurrent task using the same store shares it, so ten dask tasks reading ten
-arrays never open more than ``max_requests`` connections between them (the
-zarr-python 3 failure mode where each call builds its own semaphore).
-asyncio primitives are bound to one event loop, so the semaphore is kept per
-running loop; the limit itself is shared.
+concurrent task using one store shares it, so ten dask tasks reading ten arrays
+never hold more than ``max_requests`` connections or ``max_bytes`` of chunk
+buffers between them (the zarr-python 3 failure mode where each call builds its
+own semaphore). asyncio primitives are bound to one event loop, so the waiting
+state is kept per running loop; the limits themselves are shared.
+
+A chunk read holds its byte reservation from the request until its bytes are
+decoded into the output, so the peak memory of a read is about the output
+array plus ``max_bytes``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from types import TracebackType
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 from azarr import config
 from azarr.storage import Store
 
 
-class RequestBudget:
-    """Limit of concurrent store requests, shared by every user of one store.
+@dataclass
+class _LoopState:
+    """Waiting state of one event loop: free request slots and bytes."""
+
+    requests: asyncio.Semaphore
+    condition: asyncio.Condition = field(default_factory=asyncio.Condition)
+    bytes_in_flight: int = 0
+    requests_in_flight: int = 0
+    peak_requests: int = 0
+
+
+class IOBudget:
+    """Limits on a store's concurrent requests and bytes in flight.
 
     Parameters
     ----------
     max_requests : int
         Requests in flight at most (>= 1).
+    max_bytes : int
+        Bytes of request payloads (and their decoded-but-not-yet-scattered
+        buffers) in flight at most, in bytes (>= 1). A single request larger
+        than this is admitted alone, so it can never deadlock.
+
+    Notes
+    -----
+    Use :meth:`reserve` for a whole chunk operation (request + decode) and
+    :meth:`request` around each store call; both are async context managers.
     """
 
-    def __init__(self, max_requests: int) -> None:
+    def __init__(self, max_requests: int, max_bytes: int) -> None:
         if max_requests < 1:
             raise ValueError(f"max_requests must be >= 1, got {max_requests}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
         self.max_requests = max_requests
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self.max_bytes = max_bytes
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
 
-    def _semaphore(self) -> asyncio.Semaphore:
+    def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
-        sem = self._semaphores.get(loop)
-        if sem is None:
-            sem = self._semaphores[loop] = asyncio.Semaphore(self.max_requests)
-        return sem
+        state = self._states.get(loop)
+        if state is None:
+            state = self._states[loop] = _LoopState(asyncio.Semaphore(self.max_requests))
+        return state
+
+    @property
+    def peak_requests(self) -> int:
+        """Most requests seen in flight at once on the current loop (for tests and stats)."""
+        return self._state().peak_requests
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Bytes currently reserved on the current loop."""
+        return self._state().bytes_in_flight
+
+    @asynccontextmanager
+    async def reserve(self, nbytes: int) -> AsyncIterator[None]:
+        """Hold ``nbytes`` of the byte budget for the duration of the block.
+
+        Waits until the reservation fits (or nothing else is reserved).
+        Cancellation while waiting reserves nothing.
+        """
+        state = self._state()
+        nbytes = max(0, int(nbytes))
+        async with state.condition:
+            await state.condition.wait_for(
+                lambda: state.bytes_in_flight == 0 or state.bytes_in_flight + nbytes <= self.max_bytes
+            )
+            state.bytes_in_flight += nbytes
+        try:
+            yield
+        finally:
+            async with state.condition:
+                state.bytes_in_flight -= nbytes
+                state.condition.notify_all()
+
+    @asynccontextmanager
+    async def request(self) -> AsyncIterator[None]:
+        """Hold one request slot for the duration of the block."""
+        async with self:
+            yield
 
     async def __aenter__(self) -> None:
-        await self._semaphore().acquire()
+        """``async with budget:`` holds one request slot (same as :meth:`request`)."""
+        state = self._state()
+        await state.requests.acquire()
+        state.requests_in_flight += 1
+        state.peak_requests = max(state.peak_requests, state.requests_in_flight)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._semaphore().release()
+    async def __aexit__(self, *exc_info: object) -> None:
+        state = self._state()
+        state.requests_in_flight -= 1
+        state.requests.release()
 
     def __repr__(self) -> str:
-        return f"RequestBudget(max_requests={self.max_requests})"
+        return f"IOBudget(max_requests={self.max_requests}, max_bytes={self.max_bytes})"
 
 
-_budgets: weakref.WeakKeyDictionary[Store, RequestBudget] = weakref.WeakKeyDictionary()
+_budgets: weakref.WeakKeyDictionary[Store, IOBudget] = weakref.WeakKeyDictionary()
 
 
-def budget_for(store: Store) -> RequestBudget:
-    """The request budget of ``store``, created on first use.
+def budget_for(store: Store) -> IOBudget:
+    """The I/O budget of ``store``, created on first use and shared from then on.
 
-    Its size is ``store.max_concurrency`` if the store sets one, else
-    ``azarr.config`` ``max_concurrency_local`` for local/memory stores and
-    ``max_concurrency`` for remote ones.
+    Limits come from :func:`set_budget`, else from the store's own
+    ``max_concurrency`` / ``max_bytes_in_flight`` attributes, else from
+    ``azarr.config``: ``max_concurrency_local`` (local and memory stores) or
+    ``max_concurrency`` (remote), and ``max_bytes_in_flight``. Wrapping stores
+    resolve to the store they wrap (``Store.budget_owner``).
     """
     store = store.budget_owner
     budget = _budgets.get(store)
     if budget is None:
-        limit = getattr(store, "max_concurrency", None)
-        if limit is None:
-            limit = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
-        budget = _budgets[store] = RequestBudget(int(limit))
+        requests = getattr(store, "max_concurrency", None)
+        if requests is None:
+            requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
+        nbytes = getattr(store, "max_bytes_in_flight", None) or config.get("max_bytes_in_flight")
+        budget = _budgets[store] = IOBudget(int(requests), int(nbytes))
+    return budget
+
+
+def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int | None = None) -> IOBudget:
+    """Set the I/O limits of ``store`` (and of every wrapper sharing its budget).
+
+    Takes effect for operations started afterwards; in-flight work keeps the
+    slots it holds.
+
+    Parameters
+    ----------
+    max_requests : int, optional
+        Requests in flight at most.
+    max_bytes : int, optional
+        Bytes in flight at most.
+    """
+    current = budget_for(store)
+    budget = IOBudget(
+        max_requests if max_requests is not None else current.max_requests,
+        max_bytes if max_bytes is not None else current.max_bytes,
+    )
+    _budgets[store.budget_owner] = budget
     return budget

@@ -1,0 +1,169 @@
+"""``StoreIO``: the one path every chunk request takes.
+
+Each call runs under the store's request budget, with a per-request timeout
+(a stalled server becomes :class:`~azarr.errors.StoreTimeoutError` instead of
+hanging), retries of transient errors (:mod:`azarr.scheduler._retry`),
+per-store counters (:mod:`azarr.scheduler._stats`), optional hedged reads, and
+parallel byte-range reads for very large chunks on remote stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from azarr import config
+from azarr.errors import StoreTimeoutError
+from azarr.scheduler._budget import IOBudget, budget_for
+from azarr.scheduler._retry import RetryPolicy, retry_call
+from azarr.scheduler._stats import StoreStats, stats_for
+from azarr.storage import ByteRange, Store
+
+T = TypeVar("T")
+
+
+class StoreIO:
+    """Budgeted, timed, retried access to one store.
+
+    Parameters
+    ----------
+    store : Store
+        The store to talk to.
+    policy : RetryPolicy, optional
+        Default: from ``azarr.config`` at each call.
+    request_timeout : float or None, optional
+        Seconds per attempt; default ``azarr.config`` ``request_timeout``.
+    """
+
+    def __init__(
+        self, store: Store, *, policy: RetryPolicy | None = None, request_timeout: float | None = None
+    ) -> None:
+        self.store = store
+        self.budget: IOBudget = budget_for(store)
+        self.stats: StoreStats = stats_for(store)
+        self._policy = policy
+        self._timeout = request_timeout
+
+    @property
+    def policy(self) -> RetryPolicy:
+        """The retry policy in force."""
+        return self._policy or RetryPolicy.from_config()
+
+    @property
+    def request_timeout(self) -> float | None:
+        """Seconds one attempt may take (None: unbounded)."""
+        return self._timeout if self._timeout is not None else config.get("request_timeout")
+
+    # ------------------------------------------------------------------ operations
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """Read ``key`` (or a byte range of it); None if missing. Retried and timed.
+
+        Raises
+        ------
+        RetriesExhaustedError
+            Transient failures persisted through the retry policy.
+        StoreError
+            A non-retryable backend error.
+        """
+        if config.get("hedged_reads"):
+            return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
+        return await self._retried("get", key, lambda: self._get_once(key, byte_range))
+
+    async def get_large(self, key: str, *, expected_nbytes: int) -> bytes | None:
+        """Read ``key``, splitting it into parallel byte-range requests when it is large.
+
+        Used for chunks whose decoded size exceeds ``large_chunk_threshold`` on
+        remote stores: one size probe, then parts of ``large_chunk_part_size``
+        bytes fetched concurrently under the budget and joined.
+        """
+        threshold = int(config.get("large_chunk_threshold"))
+        if self.store.is_local or expected_nbytes <= threshold:
+            return await self.get(key)
+        try:
+            size = await self._retried("getsize", key, lambda: self._call(lambda: self.store.getsize(key)))
+        except FileNotFoundError:
+            return None
+        if size <= threshold:
+            return await self.get(key)
+        part = int(config.get("large_chunk_part_size"))
+        ranges = [ByteRange(start, min(start + part, size)) for start in range(0, size, part)]
+        parts = await asyncio.gather(*(self.get(key, r) for r in ranges))
+        if any(p is None for p in parts):
+            return None  # deleted while we read it
+        return b"".join(p for p in parts if p is not None)
+
+    async def set(self, key: str, value: bytes) -> None:
+        """Write ``key`` (whole-value replace, so a retry is safe). Retried and timed."""
+        await self._retried(
+            "set", key, lambda: self._call(lambda: self.store.set(key, value), written=len(value))
+        )
+
+    async def delete(self, key: str) -> None:
+        """Delete ``key`` (missing is fine). Retried and timed."""
+        await self._retried("delete", key, lambda: self._call(lambda: self.store.delete(key)))
+
+    # ------------------------------------------------------------------ machinery
+    async def _retried(self, op: str, key: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        return await retry_call(
+            attempt,
+            policy=self.policy,
+            what=f"{op} {key!r} in {self.store.url}",
+            on_retry=lambda _exc: self.stats.count_retry(),
+        )
+
+    async def _get_once(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        return await self._call(lambda: self.store.get(key, byte_range), reading=True)
+
+    async def _call(self, make: Callable[[], Awaitable[T]], *, reading: bool = False, written: int = 0) -> T:
+        """One attempt under a request slot and the per-request timeout, counted in the stats."""
+        timeout = self.request_timeout
+        async with self.budget.request():
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(timeout) as scope:
+                    result = await make()
+            except TimeoutError as exc:
+                self.stats.record(time.perf_counter() - started, failed=True)
+                if scope.expired():
+                    raise StoreTimeoutError(
+                        f"request to {self.store.url} got no complete answer within {timeout} s"
+                    ) from exc
+                raise
+            except BaseException:
+                self.stats.record(time.perf_counter() - started, failed=True)
+                raise
+            read = len(result) if reading and isinstance(result, bytes) else 0
+            self.stats.record(time.perf_counter() - started, read=read, written=written)
+            return result
+
+    async def _hedged_get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        """Send a backup GET if the first has not answered by the recent p95 latency.
+
+        AWS and Google both recommend this for tail latency; the first answer
+        wins and the other request is cancelled.
+        """
+        threshold = self.stats.latency_quantile(0.95)
+        first = asyncio.ensure_future(self._get_once(key, byte_range))
+        if threshold is None:
+            return await first
+        done, _ = await asyncio.wait({first}, timeout=threshold)
+        if done:
+            return first.result()
+        self.stats.count_hedge()
+        backup = asyncio.ensure_future(self._get_once(key, byte_range))
+        racers = {first, backup}
+        try:
+            while racers:
+                finished, racers = await asyncio.wait(racers, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    if task.exception() is None:
+                        return task.result()
+            # Both failed: raise the first request's error (it started earlier).
+            return first.result()
+        finally:
+            for task in (first, backup):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(first, backup, return_exceptions=True)

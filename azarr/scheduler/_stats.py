@@ -1,0 +1,131 @@
+"""Per-store request counters and latency histogram."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import weakref
+from typing import Any
+
+from azarr.storage import Store
+
+logger = logging.getLogger("azarr.stats")
+
+#: Upper bounds (seconds) of the latency histogram buckets; the last bucket is open.
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+)
+
+
+class StoreStats:
+    """Counters of one store's traffic, shared by everything using the store.
+
+    Attributes
+    ----------
+    requests : int
+        Store calls made (each attempt of a retried call counts).
+    bytes_read, bytes_written : int
+        Payload bytes received and sent.
+    retries : int
+        Attempts repeated after a transient error.
+    errors : int
+        Attempts that failed (transient or not).
+    hedged : int
+        Backup requests sent by hedged reads.
+    latency : list of int
+        Request counts per latency bucket (see :data:`LATENCY_BUCKETS`, seconds).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        with self._lock:
+            self.requests = 0
+            self.bytes_read = 0
+            self.bytes_written = 0
+            self.retries = 0
+            self.errors = 0
+            self.hedged = 0
+            self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
+            self._recent: list[float] = []
+
+    def record(self, seconds: float, *, read: int = 0, written: int = 0, failed: bool = False) -> None:
+        """Count one finished attempt taking ``seconds``, moving ``read``/``written`` bytes."""
+        with self._lock:
+            self.requests += 1
+            self.bytes_read += read
+            self.bytes_written += written
+            if failed:
+                self.errors += 1
+            self.latency[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            if not failed:
+                # A bounded window of recent latencies for the hedging threshold.
+                self._recent.append(seconds)
+                if len(self._recent) > 512:
+                    del self._recent[:256]
+
+    def count_retry(self) -> None:
+        """Count one retry."""
+        with self._lock:
+            self.retries += 1
+
+    def count_hedge(self) -> None:
+        """Count one hedged backup request."""
+        with self._lock:
+            self.hedged += 1
+
+    def latency_quantile(self, q: float) -> float | None:
+        """The ``q`` quantile (0-1) of recent successful latencies in seconds, or None with < 20 samples."""
+        with self._lock:
+            recent = sorted(self._recent)
+        if len(recent) < 20:
+            return None
+        return recent[min(len(recent) - 1, int(q * len(recent)))]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters as a plain dict (JSON-ready); histogram keys are bucket upper bounds."""
+        with self._lock:
+            bounds = [f"<={b}s" for b in LATENCY_BUCKETS] + [f">{LATENCY_BUCKETS[-1]}s"]
+            return {
+                "requests": self.requests,
+                "bytes_read": self.bytes_read,
+                "bytes_written": self.bytes_written,
+                "retries": self.retries,
+                "errors": self.errors,
+                "hedged": self.hedged,
+                "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
+            }
+
+    def log(self, level: int = logging.INFO, store: Store | None = None) -> None:
+        """Write the counters to the ``azarr.stats`` logger."""
+        logger.log(level, "store stats %s: %s", store.url if store else "", self.as_dict())
+
+
+_stats: weakref.WeakKeyDictionary[Store, StoreStats] = weakref.WeakKeyDictionary()
+_stats_lock = threading.Lock()
+
+
+def stats_for(store: Store) -> StoreStats:
+    """The traffic counters of ``store`` (shared with wrappers of it, like its budget)."""
+    owner = store.budget_owner
+    with _stats_lock:
+        stats = _stats.get(owner)
+        if stats is None:
+            stats = _stats[owner] = StoreStats()
+        return stats
