@@ -48,3 +48,16 @@ def interop(session: nox.Session) -> None:
         *session.posargs,
         env={"AWS_EC2_METADATA_DISABLED": "true"},
     )
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """Indexing overhead vs zarr-python 2.18 and 3.1; writes ``benchmarks/results/indexing.md``.
+
+    Each peer runs in its own venv, built once and cached under
+    ``.cache/bench-venvs`` (zarr 2.18 reuses the interop venv when present).
+    Arguments after ``--`` go to ``python -m benchmarks.bench_indexing``
+    (e.g. ``nox -s bench -- --rounds 1 --compressors none``).
+    """
+    session.install("-e", ".")
+    session.run("python", "-m", "benchmarks.bench_indexing", *session.posargs)

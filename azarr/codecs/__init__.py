@@ -3,16 +3,19 @@
 The layer between the scheduler (which fetches bytes) and the arrays (which
 assemble selections): :class:`ChunkCodec` turns ``.zarray`` codec configs into
 a decode/encode pipeline with zarr-python 2 semantics, and the codec pool runs
-that CPU work off the event loop.
+that CPU work off the event loop, batched by :class:`CodecBatcher` so small
+chunks share one thread hop.
 """
 
 from __future__ import annotations
 
+from azarr.codecs._batcher import CodecBatcher
 from azarr.codecs._pipeline import ChunkCodec, decode_chunk_async, encode_chunk_async
 from azarr.codecs._pool import get_codec_pool, reset_codec_pool, run_in_codec_pool
 
 __all__ = [
     "ChunkCodec",
+    "CodecBatcher",
     "decode_chunk_async",
     "encode_chunk_async",
     "get_codec_pool",

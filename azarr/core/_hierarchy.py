@@ -8,17 +8,24 @@ import asyncio
 from azarr.core._paths import node_key
 from azarr.errors import ContainsArrayError, ContainsGroupError
 from azarr.metadata import ZARRAY, ZGROUP, GroupMetadata
+from azarr.scheduler import StoreIO
 from azarr.storage import Store
 
 
 async def contains_array(store: Store, path: str) -> bool:
-    """True if an array (a ``.zarray`` document) exists at ``path``."""
-    return await store.exists(node_key(path, ZARRAY))
+    """True if an array (a ``.zarray`` document) exists at ``path`` (retried like chunk I/O)."""
+    return await StoreIO(store).exists(node_key(path, ZARRAY))
 
 
 async def contains_group(store: Store, path: str) -> bool:
-    """True if a group (a ``.zgroup`` document) exists at ``path``."""
-    return await store.exists(node_key(path, ZGROUP))
+    """True if a group (a ``.zgroup`` document) exists at ``path`` (retried like chunk I/O)."""
+    return await StoreIO(store).exists(node_key(path, ZGROUP))
+
+
+async def read_documents(store: Store, *keys: str) -> list[bytes | None]:
+    """Fetch metadata documents concurrently, retried like chunk I/O (None where missing)."""
+    io = StoreIO(store)
+    return list(await asyncio.gather(*(io.get(key) for key in keys)))
 
 
 async def prepare_node_path(store: Store, path: str, *, overwrite: bool) -> None:

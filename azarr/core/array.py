@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -21,7 +21,8 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from azarr import config
-from azarr.codecs import ChunkCodec, run_in_codec_pool
+from azarr.codecs import ChunkCodec, CodecBatcher
+from azarr.core._hierarchy import read_documents
 from azarr.core._paths import basename, node_key, normalize_path
 from azarr.core.attributes import Attributes
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
@@ -38,13 +39,20 @@ from azarr.indexing import (
     pop_fields,
 )
 from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
-from azarr.scheduler import bounded_map, budget_for
+from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 from azarr.storage import Store
 
 if TYPE_CHECKING:
     from azarr.core.accessors import BlockIndex, OIndex, VIndex
 
 Fields = str | list[str] | None
+
+#: Chunks a write keeps in flight (read, encoded or being stored) at least.
+_WRITE_PIPELINE = 64
+#: Chunks at least this large (bytes, decoded) reserve their size in the store's
+#: bytes-in-flight budget while they are fetched or stored. Smaller ones cannot
+#: add up to much under the request limit, and skip the reservation's cost.
+_RESERVE_MIN_BYTES = 64 << 10
 
 
 class AsyncArray:
@@ -97,7 +105,9 @@ class AsyncArray:
             store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
         )
         self._codec = self._make_codec(metadata)
-        self._budget = budget_for(store)
+        self._io = StoreIO(store)
+        self._budget = self._io.budget
+        self._key_prefix = node_key(self._path, "")
 
     def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:
         return ChunkCodec(
@@ -132,7 +142,7 @@ class AsyncArray:
         """
         path = normalize_path(path)
         meta_key, attrs_key = node_key(path, ZARRAY), node_key(path, ZATTRS)
-        raw_meta, raw_attrs = await asyncio.gather(store.get(meta_key), store.get(attrs_key))
+        raw_meta, raw_attrs = await read_documents(store, meta_key, attrs_key)
         if raw_meta is None:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
         metadata = ArrayMetadata.from_json(raw_meta, key=meta_key)
@@ -302,6 +312,8 @@ class AsyncArray:
 
     # ---------------------------------------------------------------- chunk bookkeeping
     def _chunk_key(self, coords: tuple[int, ...]) -> str:
+        if coords:  # the hot path: once per chunk of every read and write
+            return self._key_prefix + self._metadata.dimension_separator.join(map(str, coords))
         return node_key(self._path, self._metadata.chunk_key(coords))
 
     async def _stored_chunk_coords(self) -> AsyncIterator[tuple[tuple[int, ...], str]]:
@@ -335,7 +347,12 @@ class AsyncArray:
 
     # ---------------------------------------------------------------- reads
     async def get_basic_selection(
-        self, selection: Any = Ellipsis, *, out: Any = None, fields: Fields = None
+        self,
+        selection: Any = Ellipsis,
+        *,
+        out: Any = None,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> Any:
         """Read a basic selection: ints, slices (any step) and Ellipsis.
 
@@ -363,13 +380,18 @@ class AsyncArray:
             A chunk failed to decode (names the chunk key).
         """
         indexer = BasicIndexer(selection, self.shape, self.chunks)
-        result = await self._get_selection(indexer, out=out, fields=fields)
+        result = await self._get_selection(indexer, out=out, fields=fields, progress=progress)
         if result.shape == () and out is None and not _is_ellipsis(selection):
             return result[()]
         return result
 
     async def get_orthogonal_selection(
-        self, selection: Any, *, out: Any = None, fields: Fields = None
+        self,
+        selection: Any,
+        *,
+        out: Any = None,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> Any:
         """Read an outer (orthogonal) selection: per dimension an int, slice, int array or bool array.
 
@@ -380,13 +402,18 @@ class AsyncArray:
         routed here, returns a scalar like ``z[i, j]``).
         """
         indexer = OrthogonalIndexer(selection, self.shape, self.chunks)
-        result = await self._get_selection(indexer, out=out, fields=fields)
+        result = await self._get_selection(indexer, out=out, fields=fields, progress=progress)
         if result.shape == () and out is None:
             return result[()]
         return result
 
     async def get_coordinate_selection(
-        self, selection: Any, *, out: Any = None, fields: Fields = None
+        self,
+        selection: Any,
+        *,
+        out: Any = None,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> Any:
         """Read points given by one int array per dimension, broadcast together.
 
@@ -394,17 +421,31 @@ class AsyncArray:
         result has the broadcast shape of the index arrays.
         """
         indexer = CoordinateIndexer(selection, self.shape, self.chunks)
-        return await self._get_selection(indexer, out=out, fields=fields)
+        return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
-    async def get_mask_selection(self, selection: Any, *, out: Any = None, fields: Fields = None) -> Any:
+    async def get_mask_selection(
+        self,
+        selection: Any,
+        *,
+        out: Any = None,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
+    ) -> Any:
         """Read the elements where a bool array of the array's shape is True (1-d result)."""
         indexer = MaskIndexer(selection, self.shape, self.chunks)
-        return await self._get_selection(indexer, out=out, fields=fields)
+        return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
-    async def get_block_selection(self, selection: Any, *, out: Any = None, fields: Fields = None) -> Any:
+    async def get_block_selection(
+        self,
+        selection: Any,
+        *,
+        out: Any = None,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
+    ) -> Any:
         """Read whole chunks by chunk-grid index (ints and step-1 slices), zarr-python 2 ``blocks``."""
         indexer = BlockIndexer(selection, self.shape, self.chunks)
-        return await self._get_selection(indexer, out=out, fields=fields)
+        return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
     async def getitem(self, selection: Any) -> Any:
         """``z[selection]`` of zarr-python 2, awaited.
@@ -422,7 +463,9 @@ class AsyncArray:
             return await self.get_orthogonal_selection(pure, fields=fields)
         return await self.get_basic_selection(pure, fields=fields)
 
-    async def _get_selection(self, indexer: Any, *, out: Any, fields: Fields) -> np.ndarray[Any, Any]:
+    async def _get_selection(
+        self, indexer: Any, *, out: Any, fields: Fields, progress: ProgressCallback | None = None
+    ) -> np.ndarray[Any, Any]:
         fields = fields or None  # pop_fields yields [] when a tuple selection names no field
         out_dtype = check_fields(fields, self.dtype)
         # A subarray field (e.g. ("c", "<i2", (2,))) reads as its base dtype with trailing dims.
@@ -445,31 +488,80 @@ class AsyncArray:
                 f"out array of shape {result.shape} cannot be viewed as {out_shape}; pass a C-contiguous array"
             )
         fill = self._fill_for(fields, out_dtype)
+        io, decode, nbytes = self._io, self._decode_into, self._codec.nbytes
+        fetch = self._chunk_fetcher()
+        tracker = ProgressTracker(indexer.nchunks, progress)
+        codec = CodecBatcher()
+        # Whole chunks can be decoded straight into `target` only if chunk-shaped regions of it
+        # can be contiguous: it spans the chunk's extent on every dimension but the outermost.
+        direct = fields is None and (
+            target.shape[1:] == self.chunks[1:] and target.flags.c_contiguous
+            if self.order == "C"
+            else target.shape[:-1] == self.chunks[:-1] and target.flags.f_contiguous
+        )
 
         async def read_chunk(projection: ChunkProjection) -> None:
             key = self._chunk_key(projection.chunk_coords)
-            data = await self._get_chunk_bytes(key)
+            data = await fetch(key)
             if data is None:
                 target[projection.out_selection] = fill
             else:
-                await run_in_codec_pool(self._decode_into, data, key, target, projection, fields)
+                job = (data, key, target, projection, fields, direct)
+                if not codec.try_submit(decode, job, nbytes):
+                    await codec.submit(decode, job, nbytes)
+            tracker.advance(0 if data is None else len(data))
 
-        await bounded_map(read_chunk, indexer, self._budget.max_requests)
+        try:
+            await bounded_map(read_chunk, indexer, io.budget.max_requests)
+            await codec.drain()
+        except BaseException:
+            await codec.abandon()  # no codec thread may write into `out` once we return
+            raise
         return result
 
-    async def _get_chunk_bytes(self, key: str) -> bytes | None:
-        async with self._budget:
-            return await self._store.get(key)
+    def _chunk_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
+        """How this array reads one chunk: retried and timed (``StoreIO``), split into
+        parallel ranges when large on a remote store, and holding its size in the
+        store's bytes-in-flight budget when it is big enough to matter."""
+        io, nbytes = self._io, self._codec.nbytes
+        if not self._store.is_local and nbytes > int(config.get("large_chunk_threshold")):
+
+            async def fetch_large(key: str) -> bytes | None:
+                async with io.budget.reserve(nbytes):
+                    return await io.get_large(key, expected_nbytes=nbytes)
+
+            return fetch_large
+        if nbytes >= _RESERVE_MIN_BYTES:
+
+            async def fetch_reserved(key: str) -> bytes | None:
+                async with io.budget.reserve(nbytes):
+                    return await io.get(key)
+
+            return fetch_reserved
+        return io.get
 
     def _decode_into(
-        self, data: bytes, key: str, out: np.ndarray[Any, Any], projection: ChunkProjection, fields: Fields
+        self,
+        data: bytes,
+        key: str,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        direct: bool = True,
     ) -> None:
-        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool)."""
-        if fields is None and projection.is_complete_chunk:
+        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool).
+
+        ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
+        """
+        if direct and fields is None and projection.is_complete_chunk:
             region = out[projection.out_selection]
-            # Decode straight into the output when the chunk is exactly a contiguous view of it.
+            # Decode straight into the output when the chunk, unpermuted (step-1 slices, not a
+            # reversed slice or index arrays that cover it), is exactly a contiguous view of it.
+            # (A 0-d selection yields a scalar, not a view: np.void for structured dtypes.)
             if (
-                region.shape == self.chunks
+                isinstance(region, np.ndarray)
+                and all(isinstance(s, slice) and s.step in (None, 1) for s in projection.chunk_selection)
+                and region.shape == self.chunks
                 and region.dtype == self.dtype
                 and np.shares_memory(region, out)
                 and (region.flags.c_contiguous if self.order == "C" else region.flags.f_contiguous)
@@ -493,7 +585,9 @@ class AsyncArray:
         return fill
 
     # ---------------------------------------------------------------- writes
-    async def set_basic_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+    async def set_basic_selection(
+        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+    ) -> None:
         """Write ``value`` into a basic selection (zarr-python 2 ``Array.set_basic_selection``).
 
         ``value`` is a scalar (broadcast) or an array that broadcasts to the
@@ -509,23 +603,41 @@ class AsyncArray:
         IndexError
             Out-of-bounds selection.
         """
-        await self._set_selection(BasicIndexer(selection, self.shape, self.chunks), value, fields=fields)
+        await self._set_selection(
+            BasicIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
+        )
 
-    async def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+    async def set_orthogonal_selection(
+        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+    ) -> None:
         """Write into an orthogonal selection (zarr-python 2 ``set_orthogonal_selection``)."""
-        await self._set_selection(OrthogonalIndexer(selection, self.shape, self.chunks), value, fields=fields)
+        await self._set_selection(
+            OrthogonalIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
+        )
 
-    async def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+    async def set_coordinate_selection(
+        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+    ) -> None:
         """Write points given by broadcast int arrays (zarr-python 2 ``set_coordinate_selection``)."""
-        await self._set_selection(CoordinateIndexer(selection, self.shape, self.chunks), value, fields=fields)
+        await self._set_selection(
+            CoordinateIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
+        )
 
-    async def set_mask_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+    async def set_mask_selection(
+        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+    ) -> None:
         """Write the elements where a bool mask is True (zarr-python 2 ``set_mask_selection``)."""
-        await self._set_selection(MaskIndexer(selection, self.shape, self.chunks), value, fields=fields)
+        await self._set_selection(
+            MaskIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
+        )
 
-    async def set_block_selection(self, selection: Any, value: Any, *, fields: Fields = None) -> None:
+    async def set_block_selection(
+        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+    ) -> None:
         """Write whole chunks by chunk-grid index (zarr-python 2 ``set_block_selection``)."""
-        await self._set_selection(BlockIndexer(selection, self.shape, self.chunks), value, fields=fields)
+        await self._set_selection(
+            BlockIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
+        )
 
     async def setitem(self, selection: Any, value: Any) -> None:
         """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
@@ -537,24 +649,37 @@ class AsyncArray:
         else:
             await self.set_basic_selection(pure, value, fields=fields)
 
-    async def _set_selection(self, indexer: Any, value: Any, *, fields: Fields) -> None:
+    async def _set_selection(
+        self, indexer: Any, value: Any, *, fields: Fields, progress: ProgressCallback | None = None
+    ) -> None:
         self._check_writable()
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
+        codec = CodecBatcher()
+        io, fetch = self._io, self._chunk_fetcher()
+        reserve = self._codec.nbytes >= _RESERVE_MIN_BYTES
+        tracker = ProgressTracker(indexer.nchunks, progress)
 
         async def write_chunk(projection: ChunkProjection) -> None:
             key = self._chunk_key(projection.chunk_coords)
             complete = projection.is_complete_chunk and fields is None
-            data = None if complete else await self._get_chunk_bytes(key)
-            encoded = await run_in_codec_pool(self._update_chunk, data, key, projection, values, fields)
-            async with self._budget:
-                if encoded is None:
-                    await self._store.delete(key)
-                else:
-                    await self._store.set(key, encoded)
+            data = None if complete else await fetch(key)
+            encoded = await codec.run(
+                self._update_chunk, data, key, projection, values, fields, weight=self._codec.nbytes
+            )
+            if encoded is None:
+                await io.delete(key)
+            elif reserve:
+                async with io.budget.reserve(len(encoded)):
+                    await io.set(key, encoded)
+            else:
+                await io.set(key, encoded)
+            tracker.advance(0 if encoded is None else len(encoded))
 
-        await bounded_map(write_chunk, indexer, self._budget.max_requests)
+        # More chunks in flight than the request budget (which still bounds store calls):
+        # the codec batcher needs a queue to batch from.
+        await bounded_map(write_chunk, indexer, max(io.budget.max_requests, _WRITE_PIPELINE))
 
     def _update_chunk(
         self,
@@ -575,8 +700,14 @@ class AsyncArray:
             chunk = self._codec.decode(data, key=key)
             if not chunk.flags.writeable:
                 chunk = chunk.copy(order=self.order)  # type: ignore[arg-type]
-        target = chunk if fields is None else chunk[fields]
-        target[projection.chunk_selection] = values[projection.out_selection]
+        if isinstance(fields, (list, tuple)):
+            # Through a multi-field view NumPy's fancy-index assignment copies whole items,
+            # padding included, clobbering the fields not named: assign field by field.
+            for name in fields:
+                chunk[name][projection.chunk_selection] = values[name][projection.out_selection]
+        else:
+            target = chunk if fields is None else chunk[fields]
+            target[projection.chunk_selection] = values[projection.out_selection]
         if not self._write_empty_chunks and self._codec.is_fill_chunk(chunk, self.fill_value):
             return None
         return self._codec.encode(chunk, key=key)
@@ -615,11 +746,7 @@ class AsyncArray:
             async for coords, key in self._stored_chunk_coords()
             if any(c >= n for c, n in zip(coords, grid, strict=True))
         ]
-        await bounded_map(self._delete_chunk, stale, self._budget.max_requests)
-
-    async def _delete_chunk(self, key: str) -> None:
-        async with self._budget:
-            await self._store.delete(key)
+        await bounded_map(self._io.delete, stale, self._budget.max_requests)
 
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``, growing the array (zarr-python 2 ``Array.append``).
@@ -679,6 +806,37 @@ class AsyncArray:
         from azarr.core.accessors import BlockIndex
 
         return BlockIndex(self)
+
+    # ---------------------------------------------------------------- pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the array as configuration, never chunk data or sessions.
+
+        Keeps the store (itself pickled as configuration), path, ``.zarray``
+        document, attributes and options. Dask ships arrays to worker processes this way. The unpickled array resolves
+        its request budget again (:func:`~azarr.scheduler.budget_for`) in its process.
+        """
+        return {
+            "store": self._store,
+            "path": self._path,
+            "metadata": self._metadata.to_json(),
+            "attributes": self._attrs.asdict(),
+            "read_only": self._read_only,
+            "allow_pickle": self._allow_pickle,
+            "write_empty_chunks": self._write_empty_chunks,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        path = state["path"]
+        AsyncArray.__init__(
+            self,
+            state["store"],
+            path,
+            ArrayMetadata.from_json(state["metadata"], key=node_key(path, ZARRAY)),
+            state["attributes"],
+            read_only=state["read_only"],
+            allow_pickle=state["allow_pickle"],
+            write_empty_chunks=state["write_empty_chunks"],
+        )
 
 
 # -------------------------------------------------------------------- helpers

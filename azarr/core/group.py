@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from azarr.core._hierarchy import contains_array, contains_group, prepare_node_path
+from azarr.core._hierarchy import contains_array, contains_group, prepare_node_path, read_documents
 from azarr.core._paths import basename, join_path, node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.attributes import Attributes
@@ -69,7 +69,7 @@ class AsyncGroup:
         """
         path = normalize_path(path)
         group_key, attrs_key = node_key(path, ZGROUP), node_key(path, ZATTRS)
-        raw_group, raw_attrs = await asyncio.gather(store.get(group_key), store.get(attrs_key))
+        raw_group, raw_attrs = await read_documents(store, group_key, attrs_key)
         if raw_group is None:
             raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({group_key!r} is missing)")
         GroupMetadata.from_json(raw_group, key=group_key)

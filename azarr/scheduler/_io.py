@@ -94,6 +94,10 @@ class StoreIO:
             return None  # deleted while we read it
         return b"".join(p for p in parts if p is not None)
 
+    async def exists(self, key: str) -> bool:
+        """True if ``key`` holds a value. Retried and timed."""
+        return await self._retried("exists", key, lambda: self._call(lambda: self.store.exists(key)))
+
     async def set(self, key: str, value: bytes) -> None:
         """Write ``key`` (whole-value replace, so a retry is safe). Retried and timed."""
         await self._retried(

@@ -1,0 +1,265 @@
+"""Batched codec work: many small chunk jobs per codec-pool hop.
+
+A hop to the codec pool (submit, wake a worker, wake the loop with the result)
+costs ~25-30 µs, several times the work of decoding a small chunk: reading
+10,000 chunks of 800 bytes spent three quarters of its time hopping (measured,
+see ``benchmarks/README.md``). :class:`CodecBatcher` queues per-chunk jobs on
+the event loop and sends them to the pool in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from azarr import config
+from azarr.codecs._pool import run_in_codec_pool
+
+T = TypeVar("T")
+
+#: Codec jobs a caller may queue ahead of the codec threads: at most this many ...
+_MAX_OUTSTANDING_JOBS = 4096
+#: ... and at most this many bytes of chunks (their decoded size) -- so fetched bytes waiting
+#: for a codec thread stay bounded when decoding is slower than the store.
+_MAX_OUTSTANDING_BYTES = 256 << 20
+#: Chunk bytes per codec-pool hop at most: small chunks travel together, large ones alone.
+_MAX_BATCH_BYTES = 1 << 20
+
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", int]
+"""``(fn, args, future, weight)``: one chunk's codec call; ``future`` is None for :meth:`CodecBatcher.submit`."""
+
+
+class _Failure:
+    """A job's exception, in a batch's results."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+class _Batch:
+    """Jobs run by one codec thread in one hop, and what they returned."""
+
+    __slots__ = ("cancelled", "failed", "has_futures", "jobs", "results", "task", "weight")
+
+    def __init__(self, jobs: list[_Job], weight: int) -> None:
+        self.jobs = jobs
+        self.weight = weight
+        self.results: list[Any] = []  # filled by the codec thread, in job order
+        self.has_futures = any(job[2] is not None for job in jobs)
+        self.failed = False
+        self.cancelled = False  # set on the loop, read by the codec thread (a plain bool: GIL-atomic)
+        self.task: asyncio.Future[None] | None = None
+
+
+def _run_batch(batch: _Batch) -> None:
+    """Run a batch's jobs in a codec thread, stopping early if it is cancelled."""
+    append = batch.results.append
+    for fn, args, _, _ in batch.jobs:
+        if batch.cancelled:
+            return
+        try:
+            append(fn(*args))
+        except Exception as exc:
+            append(_Failure(exc))
+            batch.failed = True
+
+
+class CodecBatcher:
+    """Per-chunk codec work in the codec pool, one thread hop per batch of chunks.
+
+    A hop to the pool (submit, wake a worker, wake the loop with the result)
+    costs ~25-30 µs, several times the work of decoding a small chunk: reading
+    10,000 chunks of 800 bytes spent three quarters of its time hopping (see
+    ``benchmarks/README.md``). Jobs queue on the event loop and are dispatched
+    at the loop's next turn (so work queued in one go travels together), as
+    long as fewer than ``codec_threads`` batches are in the pool; each finished
+    batch dispatches the queue again. The queue is shared between the free
+    threads, at most ``max_batch_bytes`` of chunk data per batch, so large
+    chunks still go one per hop, in parallel.
+
+    :meth:`run` awaits one job's result (writes need the encoded bytes).
+    :meth:`submit` only queues (reads: the job writes into the output array),
+    waiting while ``max_outstanding`` jobs or ``max_outstanding_bytes`` of
+    chunks are queued or running; :meth:`drain` then waits for all of them and
+    raises the first error. Cancellation keeps
+    :func:`~azarr.codecs.run_in_codec_pool`'s guarantee: queued jobs are
+    dropped and running batches stop at their next job and are waited for, so
+    no codec thread writes into the caller's buffers after the call returns.
+    """
+
+    __slots__ = (
+        "_batches",
+        "_error",
+        "_max_batch_bytes",
+        "_max_outstanding",
+        "_max_outstanding_bytes",
+        "_outstanding",
+        "_outstanding_bytes",
+        "_pending",
+        "_progress",
+        "_running",
+        "_scheduled",
+        "_slots",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_outstanding: int = _MAX_OUTSTANDING_JOBS,
+        max_outstanding_bytes: int = _MAX_OUTSTANDING_BYTES,
+        max_batch_bytes: int = _MAX_BATCH_BYTES,
+    ) -> None:
+        self._slots = max(1, int(config.get("codec_threads")))
+        self._max_outstanding = max_outstanding
+        self._max_outstanding_bytes = max_outstanding_bytes
+        self._max_batch_bytes = max_batch_bytes
+        self._pending: list[_Job] = []
+        self._outstanding = 0  # jobs queued or in a running batch
+        self._outstanding_bytes = 0  # their weights
+        self._running = 0
+        self._scheduled = False
+        self._batches: set[_Batch] = set()
+        self._progress: asyncio.Future[None] | None = None
+        self._error: Exception | None = None
+
+    async def run(self, fn: Callable[..., T], *args: Any, weight: int = 0) -> T:
+        """``fn(*args)`` in the codec pool, batched with other queued calls; its result."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        job: _Job = (fn, args, future, weight)
+        self._enqueue(job)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # (identity, not ==: jobs hold arrays)
+            batch = next((b for b in self._batches if any(j is job for j in b.jobs)), None)
+            if batch is not None:
+                batch.cancelled = True
+                await _wait_for(batch.task)
+            else:
+                for i, queued in enumerate(self._pending):
+                    if queued is job:
+                        del self._pending[i]
+                        self._outstanding -= 1
+                        self._outstanding_bytes -= weight
+                        break
+            raise
+
+    def _full(self) -> bool:
+        return self._outstanding > 0 and (
+            self._outstanding >= self._max_outstanding
+            or self._outstanding_bytes >= self._max_outstanding_bytes
+        )
+
+    def try_submit(self, fn: Callable[..., Any], args: tuple[Any, ...], weight: int) -> bool:
+        """Queue ``fn(*args)`` if there is room and no job failed (no coroutine: the hot path)."""
+        if self._error is not None or self._full():
+            return False
+        self._enqueue((fn, args, None, weight))
+        return True
+
+    async def submit(self, fn: Callable[..., Any], args: tuple[Any, ...], weight: int) -> None:
+        """Queue ``fn(*args)`` without awaiting it, once there is room; raises the first error of an earlier job.
+
+        ``weight`` (the chunk's bytes) counts against ``max_outstanding_bytes`` until the job is done.
+        """
+        while self._error is None and self._full():
+            await self._wait_progress()
+        if self._error is not None:
+            raise self._error
+        self._enqueue((fn, args, None, weight))
+
+    async def drain(self) -> None:
+        """Wait for every job; raise the first error of a :meth:`submit` job."""
+        while self._outstanding and self._error is None:
+            await self._wait_progress()
+        if self._error is not None:
+            raise self._error
+
+    async def abandon(self) -> None:
+        """Drop queued jobs, stop running batches and wait for them (on failure or cancellation)."""
+        self._outstanding -= len(self._pending)
+        self._outstanding_bytes -= sum(job[3] for job in self._pending)
+        self._pending = []
+        for batch in list(self._batches):
+            batch.cancelled = True
+            await _wait_for(batch.task)
+
+    def _enqueue(self, job: _Job) -> None:
+        self._pending.append(job)
+        self._outstanding += 1
+        self._outstanding_bytes += job[3]
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled and self._running < self._slots:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._dispatch)
+
+    async def _wait_progress(self) -> None:
+        if self._progress is None:
+            self._progress = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._progress)
+
+    def _dispatch(self) -> None:
+        self._scheduled = False
+        while self._pending and self._running < self._slots:
+            share = -(-len(self._pending) // (self._slots - self._running))
+            n = weight = 0
+            for job in self._pending[:share]:
+                if n and weight + job[3] > self._max_batch_bytes:
+                    break
+                weight += job[3]
+                n += 1
+            batch = _Batch(self._pending[:n], weight)
+            del self._pending[:n]
+            self._running += 1
+            self._batches.add(batch)
+            batch.task = asyncio.ensure_future(run_in_codec_pool(_run_batch, batch))
+            batch.task.add_done_callback(lambda task, batch=batch: self._finished(batch, task))  # type: ignore[misc]
+
+    def _finished(self, batch: _Batch, task: asyncio.Future[None]) -> None:
+        self._running -= 1
+        self._batches.discard(batch)
+        self._outstanding -= len(batch.jobs)
+        self._outstanding_bytes -= batch.weight
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None or batch.failed or batch.has_futures or batch.cancelled:
+            results = batch.results
+            for i, (_, _, future, _) in enumerate(batch.jobs):
+                result = results[i] if i < len(results) else None
+                error = (
+                    failure if failure is not None else result.error if isinstance(result, _Failure) else None
+                )
+                if future is None:
+                    if error is not None and self._error is None and not batch.cancelled:
+                        self._error = error  # type: ignore[assignment]
+                elif future.done():
+                    continue
+                elif i >= len(results) and failure is None:
+                    future.cancel()  # skipped: its batch was cancelled
+                elif error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)
+        if self._progress is not None:
+            self._progress.set_result(None)
+            self._progress = None
+        if self._pending or self._outstanding:
+            # At the loop's next turn, after the callers just woken above have queued
+            # their next jobs: dispatching now would send a near-empty batch.
+            self._schedule()
+
+
+async def _wait_for(task: asyncio.Future[None] | None) -> None:
+    """Wait until ``task`` is done, through repeated cancellation; its outcome is not ours."""
+    while task is not None and not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            continue
+        except Exception:
+            break

@@ -1,0 +1,402 @@
+"""Indexing overhead: azarr against zarr-python 2.18 and 3.1 on an in-memory store.
+
+The array is (10000, 100) float64 in (10, 10) chunks -- 10,000 chunks of 800 bytes,
+so per-chunk overhead (indexing, store calls, scheduling, codec hops) dominates
+and the cost of moving bytes is small. Workloads:
+
+======================  ==========================================  ===============
+workload                expression                                  chunks touched
+======================  ==========================================  ===============
+full read               ``arr[...]``                                10,000
+basic step slice        ``arr[::7]``                                10,000
+oindex 500 rows         ``arr.oindex[rows, :]``, 500 random rows    ~4,800
+vindex 10,000 points    ``arr.vindex[rows, cols]``, random points   ~6,300
+======================  ==========================================  ===============
+
+Each implementation runs in its own interpreter (:mod:`benchmarks.peers` builds
+and caches the peers' venvs) as a subprocess of this script in ``--worker``
+mode: it builds the same array from the same seed in its own memory store
+(azarr ``MemoryStore``, zarr 2.18 ``zarr.MemoryStore``, zarr 3.1
+``zarr.storage.MemoryStore`` with ``zarr_format=2``), runs every workload once
+to warm up and then ``--repeats`` times, and prints JSON with the timings and
+a checksum of each result (the driver checks that every implementation
+returned the same data). The driver runs ``--rounds`` such rounds, each
+implementation once per round, so that background load on the machine hits
+them alike, and reports the median over all timed calls. azarr's coroutines run on one
+long-lived event loop (``asyncio.Runner``); the peers use their synchronous
+``z[...]`` API, as their users do.
+
+Usage::
+
+    python -m benchmarks.bench_indexing [--repeats 5] [--rounds 3] [--compressors none,blosc-lz4]
+                                        [--peers zarr218,zarr3] [--output PATH]
+    python -m benchmarks.bench_indexing --profile "vindex 10,000 points"   # cProfile of azarr
+
+The table goes to ``benchmarks/results/indexing.md`` and to stdout.
+
+This file must stay importable by the peers' interpreters in ``--worker``
+mode: only the standard library and NumPy at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SHAPE = (10_000, 100)
+CHUNKS = (10, 10)
+SEED = 20240611
+WORKLOADS: dict[str, str] = {
+    "full read": "arr[...]",
+    "basic step slice": "arr[::7]",
+    "oindex 500 rows": "arr.oindex[rows, :]",
+    "vindex 10,000 points": "arr.vindex[rows, cols]",
+}
+COMPRESSORS = ("none", "blosc-lz4")
+IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3")
+LABELS = {"azarr": "azarr", "zarr218": "zarr 2.18", "zarr3": "zarr 3.1"}
+RESULTS = Path(__file__).resolve().parent / "results" / "indexing.md"
+
+Op = Callable[[], Any]
+
+
+# ---------------------------------------------------------------------------
+# worker side: runs inside each implementation's interpreter
+
+
+def make_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The data and the index arrays every implementation uses (same seed, same values).
+
+    Returns
+    -------
+    data : numpy.ndarray
+        (10000, 100) float64, rounded to 3 decimals so Blosc has something to compress.
+    rows500 : numpy.ndarray
+        500 distinct row indices in random (unsorted) order.
+    rows, cols : numpy.ndarray
+        10,000 random points, unsorted, duplicates possible.
+    """
+    rng = np.random.default_rng(SEED)
+    data = np.round(rng.standard_normal(SHAPE), 3)
+    rows500 = rng.choice(SHAPE[0], 500, replace=False)
+    rows = rng.integers(0, SHAPE[0], 10_000)
+    cols = rng.integers(0, SHAPE[1], 10_000)
+    return data, rows500, rows, cols
+
+
+def _blosc() -> Any:
+    import numcodecs
+
+    return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+
+
+def _ops(
+    arr: Any, wrap: Callable[[Any], Any], rows500: np.ndarray, rows: np.ndarray, cols: np.ndarray
+) -> dict[str, Op]:
+    return {
+        "full read": lambda: wrap(arr, ...),
+        "basic step slice": lambda: wrap(arr, slice(None, None, 7)),
+        "oindex 500 rows": lambda: wrap(arr.oindex, (rows500, slice(None))),
+        "vindex 10,000 points": lambda: wrap(arr.vindex, (rows, cols)),
+    }
+
+
+def setup_azarr(compressor: str) -> tuple[dict[str, Op], str]:
+    """azarr on its ``MemoryStore``; coroutines run on one ``asyncio.Runner`` loop."""
+    import asyncio
+
+    import azarr
+    from azarr.storage import MemoryStore
+
+    data, rows500, rows, cols = make_inputs()
+    runner = asyncio.Runner()
+    comp = None if compressor == "none" else _blosc()
+    arr = runner.run(azarr.array(data, chunks=CHUNKS, compressor=comp, store=MemoryStore()))
+
+    def get(target: Any, sel: Any) -> Any:
+        if target is arr:
+            return runner.run(arr.getitem(sel))
+        return runner.run(target.get(sel))
+
+    from importlib.metadata import version
+
+    return _ops(arr, get, rows500, rows, cols), f"azarr {version('azarr')}"
+
+
+def setup_zarr218(compressor: str) -> tuple[dict[str, Op], str]:
+    """zarr-python 2.18 on ``zarr.MemoryStore``."""
+    import zarr
+
+    data, rows500, rows, cols = make_inputs()
+    comp = None if compressor == "none" else _blosc()
+    arr = zarr.array(data, chunks=CHUNKS, compressor=comp, store=zarr.MemoryStore())
+    return _ops(arr, lambda t, s: t[s], rows500, rows, cols), f"zarr {zarr.__version__}"
+
+
+def setup_zarr3(compressor: str) -> tuple[dict[str, Op], str]:
+    """zarr-python 3.1 on ``zarr.storage.MemoryStore``, Zarr v2 format, default config."""
+    import zarr
+    from zarr.storage import MemoryStore
+
+    data, rows500, rows, cols = make_inputs()
+    arr = zarr.create_array(
+        store=MemoryStore(),
+        shape=SHAPE,
+        chunks=CHUNKS,
+        dtype=data.dtype,
+        zarr_format=2,
+        compressors=None if compressor == "none" else _blosc(),
+        filters=None,
+        fill_value=0.0,
+    )
+    arr[...] = data
+    return _ops(arr, lambda t, s: t[s], rows500, rows, cols), f"zarr {zarr.__version__}"
+
+
+SETUPS: dict[str, Callable[[str], tuple[dict[str, Op], str]]] = {
+    "azarr": setup_azarr,
+    "zarr218": setup_zarr218,
+    "zarr3": setup_zarr3,
+}
+
+
+def run_worker(impl: str, compressor: str, repeats: int, workloads: list[str]) -> dict[str, Any]:
+    """Time ``workloads`` for one implementation; the result is printed as JSON by ``--worker``.
+
+    Returns
+    -------
+    dict
+        ``{"impl", "version", "numpy", "compressor", "results": {workload: {"median", "min",
+        "runs", "shape", "checksum"}}}``; seconds per call.
+    """
+    ops, version = SETUPS[impl](compressor)
+    results: dict[str, Any] = {}
+    for name in workloads:
+        op = ops[name]
+        first = np.asarray(op())  # warm-up (and the result to check)
+        runs = []
+        for _ in range(repeats):
+            gc.collect()
+            t0 = time.perf_counter()
+            op()
+            runs.append(time.perf_counter() - t0)
+        results[name] = {
+            "median": statistics.median(runs),
+            "min": min(runs),
+            "runs": runs,
+            "shape": list(first.shape),
+            "checksum": float(np.round(first.sum(dtype=np.float64), 6)),
+        }
+    return {
+        "impl": impl,
+        "version": version,
+        "numpy": np.__version__,
+        "compressor": compressor,
+        "results": results,
+    }
+
+
+def profile_azarr(workload: str, compressor: str, repeats: int, limit: int = 30) -> None:
+    """Print a cProfile of azarr running ``workload`` ``repeats`` times (after a warm-up)."""
+    import cProfile
+    import pstats
+
+    ops, _ = setup_azarr(compressor)
+    op = ops[workload]
+    op()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(repeats):
+        op()
+    profiler.disable()
+    stats = pstats.Stats(profiler).strip_dirs()
+    print(f"--- azarr, {workload}, {compressor}: {repeats} calls, by total time ---")
+    stats.sort_stats("tottime").print_stats(limit)
+    print("--- by cumulative time ---")
+    stats.sort_stats("cumulative").print_stats(limit)
+
+
+# ---------------------------------------------------------------------------
+# driver side
+
+
+def _interpreter(impl: str) -> str:
+    if impl == "azarr":
+        return sys.executable
+    from benchmarks.peers import ensure_peer_python
+
+    return str(ensure_peer_python(impl))
+
+
+def run_impl(impl: str, compressor: str, repeats: int, workloads: list[str]) -> dict[str, Any]:
+    """Run one implementation's worker in its interpreter and return its JSON report.
+
+    Raises
+    ------
+    RuntimeError
+        The worker failed (its stderr is in the message).
+    """
+    cmd = [
+        _interpreter(impl),
+        str(Path(__file__).resolve()),
+        "--worker",
+        impl,
+        "--compressors",
+        compressor,
+        "--repeats",
+        str(repeats),
+        "--workloads",
+        json.dumps(workloads),
+    ]
+    env = (
+        {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)} if impl == "azarr" else None
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr}")
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
+
+
+def merge_runs(merged: dict[str, dict[str, Any]], report: dict[str, Any]) -> None:
+    """Pool ``report``'s timed calls into ``merged[impl]`` and recompute median and minimum."""
+    into = merged.setdefault(report["impl"], {**report, "results": {}})
+    for name, result in report["results"].items():
+        pooled = into["results"].setdefault(name, {**result, "runs": []})
+        pooled["runs"] = pooled["runs"] + result["runs"]
+        pooled["median"] = statistics.median(pooled["runs"])
+        pooled["min"] = min(pooled["runs"])
+
+
+def check_agreement(reports: list[dict[str, Any]]) -> list[str]:
+    """Names of workloads whose result shape or checksum differs between implementations."""
+    bad = []
+    for name in reports[0]["results"]:
+        seen = {(tuple(r["results"][name]["shape"]), r["results"][name]["checksum"]) for r in reports}
+        if len(seen) > 1:
+            bad.append(f"{name}: {sorted(seen)}")
+    return bad
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _cell(result: dict[str, Any]) -> str:
+    low = result["min"]
+    return (
+        f"{_fmt(result['median'])} ({low * 1000:.1f})" if low < 1 else f"{_fmt(result['median'])} ({low:.2f})"
+    )
+
+
+def markdown(all_reports: dict[str, list[dict[str, Any]]], repeats: int, load: tuple[float, float]) -> str:
+    """The results as commit-worthy markdown: one table per compressor.
+
+    ``load`` is the 1-minute load average before and after the run: other work on the
+    machine slows the multi-threaded azarr more than the single-threaded zarr 2.18.
+    """
+    first = next(iter(all_reports.values()))
+    versions = ", ".join(f"{LABELS[r['impl']]}: {r['version']} (numpy {r['numpy']})" for r in first)
+    lines = [
+        "# Indexing overhead on an in-memory store",
+        "",
+        f"(10000, 100) float64 in (10, 10) chunks (10,000 chunks of 800 bytes); median of {repeats} "
+        "calls (rounds of warm-up + timed calls, implementations interleaved), each implementation in "
+        "its own interpreter, same data and indices, results checked equal.",
+        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        f"{platform.system()}. Versions: {versions}.",
+        f"Load average (1 min) before / after the run: {load[0]:.1f} / {load[1]:.1f}.",
+        "Generated by `nox -s bench` (`python -m benchmarks.bench_indexing`). Cells: median (minimum); "
+        "ratio = azarr median / peer median (below 1: azarr is faster).",
+        "",
+    ]
+    for compressor, reports in all_reports.items():
+        by_impl = {r["impl"]: r for r in reports}
+        peers = [i for i in IMPLEMENTATIONS if i in by_impl and i != "azarr"]
+        lines.append(f"## Compressor: {compressor}")
+        lines.append("")
+        header = ["workload", "expression", "azarr", *(LABELS[p] for p in peers)]
+        header += [f"azarr / {LABELS[p]}" for p in peers]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("| " + " | ".join(["---", "---"] + ["---:"] * (len(header) - 2)) + " |")
+        for name, expr in WORKLOADS.items():
+            if name not in by_impl["azarr"]["results"]:
+                continue
+            mine = by_impl["azarr"]["results"][name]["median"]
+            row = [name, f"`{expr}`"]
+            row += [_cell(by_impl[i]["results"][name]) for i in ("azarr", *peers)]
+            row += [f"{mine / by_impl[p]['results'][name]['median']:.2f}" for p in peers]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point (driver, ``--worker`` or ``--profile`` mode)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per workload and round")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every implementation, interleaved")
+    parser.add_argument(
+        "--compressors", default=",".join(COMPRESSORS), help="comma-separated: none, blosc-lz4"
+    )
+    parser.add_argument("--peers", default="zarr218,zarr3", help="comma-separated peers ('' for none)")
+    parser.add_argument(
+        "--workloads", default=json.dumps(list(WORKLOADS)), help="JSON list of workload names"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS, help="markdown file to write")
+    parser.add_argument("--worker", choices=IMPLEMENTATIONS, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", metavar="WORKLOAD", help="cProfile azarr on one workload and exit")
+    args = parser.parse_args(argv)
+    compressors = [c for c in args.compressors.split(",") if c]
+    workloads = json.loads(args.workloads)
+
+    if args.worker:
+        print(json.dumps(run_worker(args.worker, compressors[0], args.repeats, workloads)))
+        return 0
+    if args.profile:
+        profile_azarr(args.profile, compressors[0], args.repeats)
+        return 0
+
+    impls = ["azarr", *(p for p in args.peers.split(",") if p)]
+    load_before = os.getloadavg()[0]
+    all_reports: dict[str, list[dict[str, Any]]] = {}
+    for compressor in compressors:
+        merged: dict[str, dict[str, Any]] = {}
+        # Rounds interleave the implementations in time, so background load hits them alike.
+        for round_ in range(args.rounds):
+            reports = []
+            for impl in impls:
+                print(
+                    f"[bench] round {round_ + 1}/{args.rounds}: {LABELS[impl]}, compressor {compressor} ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                reports.append(run_impl(impl, compressor, args.repeats, workloads))
+            disagree = check_agreement(reports)
+            if disagree:
+                raise SystemExit("implementations returned different data:\n" + "\n".join(disagree))
+            for report in reports:
+                merge_runs(merged, report)
+        all_reports[compressor] = [merged[impl] for impl in impls]
+    text = markdown(all_reports, args.repeats * args.rounds, (load_before, os.getloadavg()[0]))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(text)
+    print(f"[bench] written to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

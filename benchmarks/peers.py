@@ -1,0 +1,248 @@
+"""Peer implementations for the benchmarks, each in its own cached virtualenv.
+
+zarr-python 2.18 needs numcodecs < 0.16 and zarr-python 3 (3.1.x on Python
+3.11) wants a newer one, so neither can share azarr's environment: each peer
+gets a venv under ``<repo>/.cache/bench-venvs/<name>``, built once with pip and
+reused while its requirements and the base interpreter's ``major.minor`` are
+unchanged (a key file records both; a ``flock`` serialises concurrent builds).
+
+For zarr 2.18 the interop tests' reference venv (``.cache/ref-zarr218/venv``,
+built by ``tests/interop/refenv.py``) is reused when it is present and
+complete, so the same interpreter serves both. ``AZARR_BENCH_<NAME>_PYTHON``
+(e.g. ``AZARR_BENCH_ZARR218_PYTHON``) points at an existing interpreter instead.
+
+Run ``python -m benchmarks.peers`` to build every peer and print the interpreters.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CACHE_ROOT = REPO_ROOT / ".cache" / "bench-venvs"
+REF_ZARR218_VENV = REPO_ROOT / ".cache" / "ref-zarr218" / "venv"
+KEY_FILE = ".azarr-bench-key"
+BUILD_TIMEOUT_S = 900.0
+
+Reporter = Callable[[str], None]
+
+
+class PeerError(RuntimeError):
+    """A peer venv could not be built or does not import; the message carries the details."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A reference implementation to benchmark against.
+
+    Attributes
+    ----------
+    name : str
+        Short name, also the venv's directory name (``zarr218``, ``zarr3``).
+    label : str
+        Column heading in result tables.
+    requirements : tuple of str
+        What ``pip install`` gets (pinned, so results are comparable between runs).
+    expect_version : str
+        Prefix ``zarr.__version__`` must have.
+    """
+
+    name: str
+    label: str
+    requirements: tuple[str, ...]
+    expect_version: str
+
+
+PEERS: dict[str, Peer] = {
+    "zarr218": Peer(
+        name="zarr218",
+        label="zarr 2.18",
+        requirements=("zarr==2.18.7", "numcodecs==0.15.2", "numpy==2.2.6"),
+        expect_version="2.18.",
+    ),
+    "zarr3": Peer(
+        name="zarr3",
+        label="zarr 3.1",
+        requirements=("zarr==3.1.6", "numpy==2.2.6"),
+        expect_version="3.1.",
+    ),
+}
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def venv_python(venv: Path) -> Path:
+    """The interpreter of ``venv``."""
+    return venv / "bin" / "python"
+
+
+def cache_key(peer: Peer) -> str:
+    """Hash of the peer's requirements and the base interpreter's ``major.minor``."""
+    h = hashlib.sha256()
+    h.update("\n".join(peer.requirements).encode())
+    h.update(f"python{sys.version_info.major}.{sys.version_info.minor}".encode())
+    return h.hexdigest()
+
+
+def peer_versions(python: Path | str) -> str:
+    """``"zarr X numcodecs Y numpy Z"`` of ``python``.
+
+    Raises
+    ------
+    PeerError
+        The interpreter cannot import zarr, numcodecs and numpy.
+    """
+    code = "import zarr, numcodecs, numpy; print(zarr.__version__, numcodecs.__version__, numpy.__version__)"
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PeerError(f"interpreter {python} cannot run: {exc!r}") from exc
+    if proc.returncode != 0:
+        raise PeerError(f"interpreter {python} cannot import zarr/numcodecs/numpy:\n{proc.stderr}")
+    zarr_v, numcodecs_v, numpy_v = proc.stdout.split()
+    return f"zarr {zarr_v} numcodecs {numcodecs_v} numpy {numpy_v}"
+
+
+def _check(peer: Peer, python: Path | str) -> str:
+    versions = peer_versions(python)
+    if not versions.split()[1].startswith(peer.expect_version):
+        raise PeerError(f"{python} has {versions}; {peer.label} needs zarr {peer.expect_version}x")
+    return versions
+
+
+@contextmanager
+def _locked(lock_path: Path, report: Reporter) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report(f"[bench] another session holds {lock_path}; waiting for it ...")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], log: Path, deadline: float) -> None:
+    remaining = max(1.0, deadline - time.monotonic())
+    with log.open("a") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(
+                cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=remaining,
+                check=False,
+                env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"},
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise PeerError(f"timed out: {' '.join(cmd)} (log: {log})") from exc
+    if proc.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
+        raise PeerError(f"command failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def _build(peer: Peer, venv: Path, key: str, report: Reporter) -> None:
+    log = venv.parent / f"{peer.name}.build.log"
+    log.write_text(f"building {peer.label} venv {venv} (key {key})\n")
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    if venv.exists():
+        shutil.rmtree(venv)
+    report(f"[bench] creating {venv} for {peer.label} (pip install {' '.join(peer.requirements)}) ...")
+    # From inside a venv, `-m venv` bases the new venv on the real interpreter.
+    _run([sys.executable, "-m", "venv", str(venv)], log, deadline)
+    _run(
+        [str(venv_python(venv)), "-m", "pip", "install", "--only-binary=:all:", *peer.requirements],
+        log,
+        deadline,
+    )
+    versions = _check(peer, venv_python(venv))
+    (venv / KEY_FILE).write_text(key + "\n")
+    report(f"[bench] {peer.label} ready: {versions}")
+
+
+def _reusable_ref_zarr218(report: Reporter) -> Path | None:
+    """The interop tests' zarr 2.18 interpreter, if it was built completely."""
+    if not (REF_ZARR218_VENV / ".azarr-ref-key").is_file():
+        return None
+    python = venv_python(REF_ZARR218_VENV)
+    try:
+        versions = _check(PEERS["zarr218"], python)
+    except PeerError as exc:
+        report(f"[bench] not reusing {REF_ZARR218_VENV}: {exc}")
+        return None
+    report(f"[bench] zarr 2.18: reusing the interop reference venv ({versions})")
+    return python
+
+
+def ensure_peer_python(name: str, *, report: Reporter = _stderr, cache_root: Path = CACHE_ROOT) -> Path:
+    """Return an interpreter with peer ``name`` installed, building its cached venv if needed.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PEERS`.
+    report : callable, optional
+        Receives progress lines (default: stderr).
+    cache_root : Path, optional
+        Where venvs are kept (default ``<repo>/.cache/bench-venvs``).
+
+    Returns
+    -------
+    Path
+        The peer's python.
+
+    Raises
+    ------
+    KeyError
+        Unknown peer.
+    PeerError
+        The venv could not be built or verified.
+    """
+    peer = PEERS[name]
+    override = os.environ.get(f"AZARR_BENCH_{name.upper()}_PYTHON")
+    if override:
+        report(f"[bench] {peer.label}: using {override} ({_check(peer, override)})")
+        return Path(override)
+    if name == "zarr218":
+        ref = _reusable_ref_zarr218(report)
+        if ref is not None:
+            return ref
+    venv = cache_root / name
+    key = cache_key(peer)
+    with _locked(cache_root / f".{name}.lock", report):
+        key_file = venv / KEY_FILE
+        if key_file.is_file() and key_file.read_text().strip() == key:
+            return venv_python(venv)
+        start = time.monotonic()
+        _build(peer, venv, key, report)
+        report(f"[bench] built {peer.label} in {time.monotonic() - start:.0f} s")
+    return venv_python(venv)
+
+
+if __name__ == "__main__":
+    try:
+        for peer_name in PEERS:
+            print(peer_name, ensure_peer_python(peer_name))
+    except PeerError as exc:
+        _stderr(str(exc))
+        sys.exit(1)
