@@ -52,7 +52,7 @@ def interop(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Indexing overhead vs zarr-python 2.18 and 3.1; writes ``benchmarks/results/indexing.md``.
+    """Indexing overhead vs zarr-python 2.18 and 3.1 (``benchmarks/results/indexing.md``), then read memory.
 
     Each peer runs in its own venv, built once and cached under
     ``.cache/bench-venvs`` (zarr 2.18 reuses the interop venv when present).
@@ -61,3 +61,4 @@ def bench(session: nox.Session) -> None:
     """
     session.install("-e", ".")
     session.run("python", "-m", "benchmarks.bench_indexing", *session.posargs)
+    session.run("python", "-m", "benchmarks.bench_memory", "--gib", "1")

@@ -2,8 +2,8 @@
 
 Layout (each step owned by one package)::
 
-    storage    bytes by key: Memory, Local, S3, fsspec stores, one async protocol
-    scheduler  fan-out of chunk requests under a per-store request budget
+    storage    bytes by key: Memory, Local, S3, GCS, HTTP, Zip, Mapping, LRU cache; one async protocol
+    scheduler  one I/O budget per store, retries, timeouts, fan-out, progress, stats
     codecs     bytes <-> chunk arrays through numcodecs, in a bounded thread pool
     metadata   the Zarr v2 JSON documents (.zarray, .zgroup, .zattrs, .zmetadata)
     indexing   selections -> per-chunk projections
@@ -40,7 +40,19 @@ from azarr.api import (
     zeros_like,
 )
 from azarr.core import AsyncArray, AsyncGroup, Attributes
-from azarr.storage import LocalStore, MemoryStore, Store, from_url
+from azarr.storage import (
+    FsspecStore,
+    GCSStore,
+    HTTPStore,
+    LocalStore,
+    LRUStoreCache,
+    MappingStore,
+    MemoryStore,
+    S3Store,
+    Store,
+    ZipStore,
+    from_url,
+)
 
 __version__ = "0.1.0"
 
@@ -50,9 +62,16 @@ __all__ = [
     "Attributes",
     "ConsolidatedStore",
     "CopyResult",
+    "FsspecStore",
+    "GCSStore",
+    "HTTPStore",
+    "LRUStoreCache",
     "LocalStore",
+    "MappingStore",
     "MemoryStore",
+    "S3Store",
     "Store",
+    "ZipStore",
     "__version__",
     "array",
     "config",
