@@ -7,11 +7,10 @@ what exists; ``"w-"`` (alias ``"x"``) create, fail if something exists.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from azarr.api.creation import create, resolve_store
-from azarr.core._hierarchy import contains_array, contains_group
+from azarr.core._hierarchy import contains_group, node_kind
 from azarr.core._paths import normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
@@ -86,12 +85,10 @@ async def open_array(
     node_path = normalize_path(path)
     open_kwargs: dict[str, Any] = {"allow_pickle": allow_pickle, "write_empty_chunks": write_empty_chunks}
     if mode in ("r", "r+", "a"):
-        is_array, is_group = await asyncio.gather(
-            contains_array(the_store, node_path), contains_group(the_store, node_path)
-        )
-        if is_array:
+        kind = await node_kind(the_store, node_path)
+        if kind == "array":
             return await AsyncArray.open(the_store, node_path, read_only=mode == "r", **open_kwargs)
-        if is_group:
+        if kind == "group":
             raise ContainsGroupError(f"path {node_path!r} in {the_store.url} is a group, not an array")
         if mode != "a":
             raise ArrayNotFoundError(f"no array at path {node_path!r} in {the_store.url}")
@@ -126,14 +123,12 @@ async def open_group(
     await _revalidate(the_store)
     node_path = normalize_path(path)
     if mode in ("r", "r+", "a"):
-        is_array, is_group = await asyncio.gather(
-            contains_array(the_store, node_path), contains_group(the_store, node_path)
-        )
-        if is_group:
+        kind = await node_kind(the_store, node_path)
+        if kind == "group":
             return await AsyncGroup.open(
                 the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle
             )
-        if is_array:
+        if kind == "array":
             raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
         if mode != "a":
             raise GroupNotFoundError(f"no group at path {node_path!r} in {the_store.url}")
@@ -164,12 +159,10 @@ async def open(
     node_path = normalize_path(path)
     group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
     if mode in ("r", "r+", "a"):
-        is_array, is_group = await asyncio.gather(
-            contains_array(the_store, node_path), contains_group(the_store, node_path)
-        )
-        if is_array:
+        kind = await node_kind(the_store, node_path)
+        if kind == "array":
             return await open_array(the_store, mode, path=node_path, **kwargs)
-        if is_group:
+        if kind == "group":
             return await open_group(the_store, mode, path=node_path, **group_kwargs)
         if mode != "a":
             raise GroupNotFoundError(f"nothing (no array or group) at path {node_path!r} in {the_store.url}")

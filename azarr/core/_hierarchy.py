@@ -4,6 +4,7 @@ preparing a path for a new node (overwrite, implicit parent groups)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from azarr.core._paths import node_key
 from azarr.errors import ContainsArrayError, ContainsGroupError
@@ -20,6 +21,15 @@ async def contains_array(store: Store, path: str) -> bool:
 async def contains_group(store: Store, path: str) -> bool:
     """True if a group (a ``.zgroup`` document) exists at ``path`` (retried like chunk I/O)."""
     return await StoreIO(store).exists(node_key(path, ZGROUP))
+
+
+async def node_kind(store: Store, path: str) -> Literal["array", "group"] | None:
+    """What is at ``path``: ``"array"``, ``"group"`` or None (both checks run concurrently).
+
+    An array wins if both documents exist, as in zarr-python 2's ``open``.
+    """
+    is_array, is_group = await asyncio.gather(contains_array(store, path), contains_group(store, path))
+    return "array" if is_array else "group" if is_group else None
 
 
 async def read_documents(store: Store, *keys: str) -> list[bytes | None]:
@@ -44,10 +54,10 @@ async def prepare_node_path(store: Store, path: str, *, overwrite: bool) -> None
     if overwrite:
         await store.delete_prefix(path)
     else:
-        is_array, is_group = await asyncio.gather(contains_array(store, path), contains_group(store, path))
-        if is_array:
+        kind = await node_kind(store, path)
+        if kind == "array":
             raise ContainsArrayError(f"an array already exists at path {path!r} in {store.url}")
-        if is_group:
+        if kind == "group":
             raise ContainsGroupError(f"a group already exists at path {path!r} in {store.url}")
     await require_parent_groups(store, path, overwrite=overwrite)
 
@@ -67,16 +77,14 @@ async def require_parent_groups(store: Store, path: str, *, overwrite: bool) -> 
         return
     segments = path.split("/")
     ancestors = ["/".join(segments[:i]) for i in range(len(segments))]
-    states = await asyncio.gather(
-        *(asyncio.gather(contains_array(store, a), contains_group(store, a)) for a in ancestors)
-    )
-    for ancestor, (is_array, is_group) in zip(ancestors, states, strict=True):
-        if is_array:
+    kinds = await asyncio.gather(*(node_kind(store, a) for a in ancestors))
+    for ancestor, kind in zip(ancestors, kinds, strict=True):
+        if kind == "array":
             if not overwrite:
                 raise ContainsArrayError(
                     f"cannot create a node at {path!r}: ancestor {ancestor!r} is an array in {store.url}"
                 )
             await store.delete_prefix(ancestor)
             await store.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
-        elif not is_group:
+        elif kind is None:
             await store.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())

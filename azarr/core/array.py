@@ -23,9 +23,9 @@ from numcodecs.abc import Codec
 from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.core._hierarchy import read_documents
-from azarr.core._paths import basename, node_key, normalize_path
-from azarr.core.attributes import Attributes
-from azarr.errors import ArrayNotFoundError, ReadOnlyError
+from azarr.core._node import Node
+from azarr.core._paths import node_key, normalize_path
+from azarr.errors import ArrayNotFoundError
 from azarr.indexing import (
     BasicIndexer,
     BlockIndexer,
@@ -55,7 +55,7 @@ _WRITE_PIPELINE = 64
 _RESERVE_MIN_BYTES = 64 << 10
 
 
-class AsyncArray:
+class AsyncArray(Node):
     """A Zarr v2 array whose I/O methods are coroutines.
 
     Open or create one with :func:`azarr.open_array` / :func:`azarr.create`
@@ -82,6 +82,8 @@ class AsyncArray:
         when False such chunks are deleted instead.
     """
 
+    _kind = "array"
+
     def __init__(
         self,
         store: Store,
@@ -93,16 +95,10 @@ class AsyncArray:
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
     ) -> None:
-        self._store = store
-        self._path = normalize_path(path)
+        super().__init__(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
         self._metadata = metadata
-        self._read_only = read_only or store.read_only
-        self._allow_pickle = allow_pickle
         self._write_empty_chunks = (
             config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
-        )
-        self._attrs = Attributes(
-            store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
         )
         self._codec = self._make_codec(metadata)
         self._io = StoreIO(store)
@@ -159,34 +155,9 @@ class AsyncArray:
 
     # ---------------------------------------------------------------- properties
     @property
-    def store(self) -> Store:
-        """The store holding the array."""
-        return self._store
-
-    @property
-    def path(self) -> str:
-        """Path of the array within the store (``""`` for the root)."""
-        return self._path
-
-    @property
-    def name(self) -> str:
-        """Absolute name within the hierarchy, e.g. ``"/group/array"`` (zarr-python 2)."""
-        return "/" + self._path
-
-    @property
-    def basename(self) -> str:
-        """Last segment of the name."""
-        return basename(self._path)
-
-    @property
     def metadata(self) -> ArrayMetadata:
         """The parsed ``.zarray`` document."""
         return self._metadata
-
-    @property
-    def read_only(self) -> bool:
-        """True if writes are refused."""
-        return self._read_only
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -229,11 +200,6 @@ class AsyncArray:
         """The filters as numcodecs codecs in encoding order, or None."""
         configs = self._metadata.filters
         return None if not configs else [numcodecs.get_codec(dict(c)) for c in configs]
-
-    @property
-    def attrs(self) -> Attributes:
-        """User attributes (``.zattrs``); update them with ``await arr.attrs.update(...)``."""
-        return self._attrs
 
     @property
     def ndim(self) -> int:
@@ -712,10 +678,6 @@ class AsyncArray:
             return None
         return self._codec.encode(chunk, key=key)
 
-    def _check_writable(self) -> None:
-        if self._read_only:
-            raise ReadOnlyError(f"array {self.name!r} in {self._store.url} is read-only")
-
     # ---------------------------------------------------------------- shape changes
     async def resize(self, *shape: int | tuple[int, ...]) -> None:
         """Change the shape; chunks wholly outside the new shape are deleted.
@@ -781,10 +743,6 @@ class AsyncArray:
         await self.set_basic_selection(selection, data)
         return new_shape
 
-    async def update_attributes(self, new_attributes: dict[str, Any]) -> None:
-        """Merge ``new_attributes`` into ``.zattrs`` (zarr-python 3 name; same as ``attrs.update``)."""
-        await self._attrs.update(new_attributes)
-
     # ---------------------------------------------------------------- accessors
     @property
     def oindex(self) -> OIndex:
@@ -816,12 +774,8 @@ class AsyncArray:
         its request budget again (:func:`~azarr.scheduler.budget_for`) in its process.
         """
         return {
-            "store": self._store,
-            "path": self._path,
+            **self._node_state(),
             "metadata": self._metadata.to_json(),
-            "attributes": self._attrs.asdict(),
-            "read_only": self._read_only,
-            "allow_pickle": self._allow_pickle,
             "write_empty_chunks": self._write_empty_chunks,
         }
 

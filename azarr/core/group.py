@@ -6,16 +6,16 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from azarr.core._hierarchy import contains_array, contains_group, prepare_node_path, read_documents
-from azarr.core._paths import basename, join_path, node_key, normalize_path
+from azarr.core._hierarchy import contains_array, contains_group, node_kind, prepare_node_path, read_documents
+from azarr.core._node import Node
+from azarr.core._paths import join_path, node_key, normalize_path
 from azarr.core.array import AsyncArray
-from azarr.core.attributes import Attributes
 from azarr.errors import ContainsArrayError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
 from azarr.metadata import ZATTRS, ZGROUP, GroupMetadata, parse_attributes
 from azarr.storage import Store
 
 
-class AsyncGroup:
+class AsyncGroup(Node):
     """A Zarr v2 group whose I/O methods are coroutines.
 
     Open or create one with :func:`azarr.open_group` / :func:`azarr.group`.
@@ -36,6 +36,8 @@ class AsyncGroup:
         Passed on to arrays opened through this group.
     """
 
+    _kind = "group"
+
     def __init__(
         self,
         store: Store,
@@ -45,13 +47,7 @@ class AsyncGroup:
         read_only: bool = False,
         allow_pickle: bool | None = None,
     ) -> None:
-        self._store = store
-        self._path = normalize_path(path)
-        self._read_only = read_only or store.read_only
-        self._allow_pickle = allow_pickle
-        self._attrs = Attributes(
-            store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
-        )
+        super().__init__(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -104,42 +100,8 @@ class AsyncGroup:
         return group
 
     # ---------------------------------------------------------------- properties
-    @property
-    def store(self) -> Store:
-        """The store holding the group."""
-        return self._store
-
-    @property
-    def path(self) -> str:
-        """Path within the store (``""`` for the root)."""
-        return self._path
-
-    @property
-    def name(self) -> str:
-        """Absolute name, e.g. ``"/"`` or ``"/a/b"``."""
-        return "/" + self._path
-
-    @property
-    def basename(self) -> str:
-        """Last segment of the name (``""`` for the root)."""
-        return basename(self._path)
-
-    @property
-    def read_only(self) -> bool:
-        """True if changes are refused."""
-        return self._read_only
-
-    @property
-    def attrs(self) -> Attributes:
-        """User attributes (``.zattrs``); update with ``await group.attrs.update(...)``."""
-        return self._attrs
-
     def __repr__(self) -> str:
         return f"<azarr.AsyncGroup {self.name!r}{' read-only' if self.read_only else ''}>"
-
-    async def update_attributes(self, new_attributes: dict[str, Any]) -> None:
-        """Merge ``new_attributes`` into ``.zattrs``."""
-        await self._attrs.update(new_attributes)
 
     # ---------------------------------------------------------------- members
     async def get(self, name: str) -> AsyncArray | AsyncGroup:
@@ -151,14 +113,12 @@ class AsyncGroup:
             Neither an array nor a group exists there (a ``KeyError``).
         """
         path = join_path(self._path, name)
-        is_array, is_group = await asyncio.gather(
-            contains_array(self._store, path), contains_group(self._store, path)
-        )
-        if is_array:
+        kind = await node_kind(self._store, path)
+        if kind == "array":
             return await AsyncArray.open(
                 self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
             )
-        if is_group:
+        if kind == "group":
             return await AsyncGroup.open(
                 self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
             )
@@ -169,23 +129,14 @@ class AsyncGroup:
     async def contains(self, name: str) -> bool:
         """True if an array or group exists at ``name`` (zarr-python 2 ``name in group``)."""
         path = join_path(self._path, name)
-        found = await asyncio.gather(contains_array(self._store, path), contains_group(self._store, path))
-        return any(found)
+        return await node_kind(self._store, path) is not None
 
     async def _member_kinds(self) -> list[tuple[str, str]]:
         """Sorted (name, "array"|"group") of the direct members."""
         names = sorted({n async for n in self._store.list_dir(self._path) if not n.startswith(".")})
         paths = [join_path(self._path, n) for n in names]
-        kinds = await asyncio.gather(
-            *(asyncio.gather(contains_array(self._store, p), contains_group(self._store, p)) for p in paths)
-        )
-        members = []
-        for name, (is_array, is_group) in zip(names, kinds, strict=True):
-            if is_array:
-                members.append((name, "array"))
-            elif is_group:
-                members.append((name, "group"))
-        return members
+        kinds = await asyncio.gather(*(node_kind(self._store, p) for p in paths))
+        return [(name, kind) for name, kind in zip(names, kinds, strict=True) if kind is not None]
 
     async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
         """Yield ``(name, node)`` for each direct member, sorted by name (zarr-python 3 ``members``)."""
@@ -244,10 +195,6 @@ class AsyncGroup:
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- creation
-    def _check_writable(self) -> None:
-        if self._read_only:
-            raise ReadOnlyError(f"group {self.name!r} in {self._store.url} is read-only")
-
     async def create_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
         """Create a child group (intermediate groups too).
 
@@ -360,13 +307,7 @@ class AsyncGroup:
     # ---------------------------------------------------------------- pickling
     def __getstate__(self) -> dict[str, Any]:
         """Pickle the group as configuration: store (itself pickled as configuration), path, attributes, options."""
-        return {
-            "store": self._store,
-            "path": self._path,
-            "attributes": self._attrs.asdict(),
-            "read_only": self._read_only,
-            "allow_pickle": self._allow_pickle,
-        }
+        return self._node_state()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         AsyncGroup.__init__(

@@ -1,0 +1,97 @@
+"""What arrays and groups share: a place in a store, attributes, read-only state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azarr.core._paths import basename, node_key, normalize_path
+from azarr.core.attributes import Attributes
+from azarr.errors import ReadOnlyError
+from azarr.metadata import ZATTRS
+from azarr.storage import Store
+
+
+class Node:
+    """Base of :class:`~azarr.AsyncArray` and :class:`~azarr.AsyncGroup`.
+
+    Parameters
+    ----------
+    store : Store
+        Where the node lives.
+    path : str
+        Node path within the store (``""`` for the root).
+    attributes : dict, optional
+        The parsed ``.zattrs`` document.
+    read_only : bool
+        Refuse changes with :class:`~azarr.errors.ReadOnlyError` (also when the store is read-only).
+    allow_pickle : bool, optional
+        Let pickle-based codecs decode chunks (passed on to arrays opened below a group).
+    """
+
+    #: "array" or "group", for messages.
+    _kind = "node"
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        attributes: dict[str, Any] | None,
+        *,
+        read_only: bool,
+        allow_pickle: bool | None,
+    ) -> None:
+        self._store = store
+        self._path = normalize_path(path)
+        self._read_only = read_only or store.read_only
+        self._allow_pickle = allow_pickle
+        self._attrs = Attributes(
+            store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
+        )
+
+    @property
+    def store(self) -> Store:
+        """The store holding the node."""
+        return self._store
+
+    @property
+    def path(self) -> str:
+        """Path within the store (``""`` for the root)."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """Absolute name within the hierarchy, e.g. ``"/"`` or ``"/group/array"`` (zarr-python 2)."""
+        return "/" + self._path
+
+    @property
+    def basename(self) -> str:
+        """Last segment of the name (``""`` for the root)."""
+        return basename(self._path)
+
+    @property
+    def read_only(self) -> bool:
+        """True if changes are refused."""
+        return self._read_only
+
+    @property
+    def attrs(self) -> Attributes:
+        """User attributes (``.zattrs``); update them with ``await node.attrs.update(...)``."""
+        return self._attrs
+
+    async def update_attributes(self, new_attributes: dict[str, Any]) -> None:
+        """Merge ``new_attributes`` into ``.zattrs`` (zarr-python 3 name; same as ``attrs.update``)."""
+        await self._attrs.update(new_attributes)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"{self._kind} {self.name!r} in {self._store.url} is read-only")
+
+    def _node_state(self) -> dict[str, Any]:
+        """Pickled configuration shared by arrays and groups (never data or sessions)."""
+        return {
+            "store": self._store,
+            "path": self._path,
+            "attributes": self._attrs.asdict(),
+            "read_only": self._read_only,
+            "allow_pickle": self._allow_pickle,
+        }
