@@ -50,12 +50,17 @@ from servers import (
     start_seaweedfs,
 )
 
-from azarr.storage import LocalStore, MemoryStore, S3Store, Store
+from azarr.storage import GCSStore, LocalStore, MemoryStore, S3Store, Store
 
 # botocore must never probe the EC2 metadata service (seconds per client off EC2).
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
-STORE_KINDS = ["memory", "local", pytest.param("s3", marks=pytest.mark.s3)]
+STORE_KINDS = [
+    "memory",
+    "local",
+    pytest.param("s3", marks=pytest.mark.s3),
+    pytest.param("gcs", marks=pytest.mark.gcs),
+]
 
 StoreFactory = Callable[[], Store]
 
@@ -137,6 +142,12 @@ async def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         bucket: str = request.getfixturevalue("s3_bucket")
         make, made = _closing_factory(
             lambda i: S3Store(f"{bucket}/store-{i}", storage_options=server.storage_options)
+        )
+    elif kind == "gcs":
+        gcs: GCSServer = request.getfixturevalue("fake_gcs")
+        gcs_bucket: str = request.getfixturevalue("gcs_bucket")
+        make, made = _closing_factory(
+            lambda i: GCSStore(f"{gcs_bucket}/store-{i}", storage_options=gcs.storage_options)
         )
     else:  # pragma: no cover
         raise AssertionError(kind)
