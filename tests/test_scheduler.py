@@ -101,6 +101,7 @@ async def test_request_timeout_trips_on_a_stalled_store() -> None:
     inner = MemoryStore()
     await inner.set("slow", b"1")
     flaky = FlakyStore(inner)
+    flaky.is_local = False  # timeouts apply to remote stores
     flaky.delay["slow"] = 30.0  # only the first attempt stalls
     io = StoreIO(flaky, policy=FAST, request_timeout=0.2)
     loop = asyncio.get_running_loop()

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from azarr import config
-from azarr.errors import StoreTimeoutError
+from azarr.errors import StoreTimeoutError, TransientStoreError
 from azarr.scheduler._budget import IOBudget, budget_for
 from azarr.scheduler._retry import RetryPolicy, retry_call
 from azarr.scheduler._stats import StoreStats, stats_for
@@ -69,7 +69,14 @@ class StoreIO:
         """
         if config.get("hedged_reads"):
             return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
-        return await self._retried("get", key, lambda: self._get_once(key, byte_range))
+        # The first attempt is made inline: this is the per-chunk hot path, and the
+        # retry machinery (policy, closures, deadline clock) is only built on failure.
+        try:
+            return await self._call(lambda: self.store.get(key, byte_range), reading=True)
+        except TransientStoreError as exc:
+            return await self._retried(
+                "get", key, lambda: self._call(lambda: self.store.get(key, byte_range), reading=True), exc
+            )
 
     async def get_large(self, key: str, *, expected_nbytes: int) -> bytes | None:
         """Read ``key``, splitting it into parallel byte-range requests when it is large.
@@ -100,37 +107,57 @@ class StoreIO:
 
     async def set(self, key: str, value: bytes) -> None:
         """Write ``key`` (whole-value replace, so a retry is safe). Retried and timed."""
-        await self._retried(
-            "set", key, lambda: self._call(lambda: self.store.set(key, value), written=len(value))
-        )
+        try:
+            await self._call(lambda: self.store.set(key, value), written=len(value))
+        except TransientStoreError as exc:
+            await self._retried(
+                "set", key, lambda: self._call(lambda: self.store.set(key, value), written=len(value)), exc
+            )
 
     async def delete(self, key: str) -> None:
         """Delete ``key`` (missing is fine). Retried and timed."""
         await self._retried("delete", key, lambda: self._call(lambda: self.store.delete(key)))
 
     # ------------------------------------------------------------------ machinery
-    async def _retried(self, op: str, key: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _retried(
+        self,
+        op: str,
+        key: str,
+        attempt: Callable[[], Awaitable[T]],
+        failed_first: TransientStoreError | None = None,
+    ) -> T:
+        if failed_first is not None:
+            self.stats.count_retry()
         return await retry_call(
             attempt,
             policy=self.policy,
             what=f"{op} {key!r} in {self.store.url}",
             on_retry=lambda _exc: self.stats.count_retry(),
+            failed_first=failed_first,
         )
 
     async def _get_once(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         return await self._call(lambda: self.store.get(key, byte_range), reading=True)
 
     async def _call(self, make: Callable[[], Awaitable[T]], *, reading: bool = False, written: int = 0) -> T:
-        """One attempt under a request slot and the per-request timeout, counted in the stats."""
-        timeout = self.request_timeout
-        async with self.budget.request():
+        """One attempt under a request slot and the per-request timeout, counted in the stats.
+
+        Local and memory stores get no timeout: they do not stall the way a
+        network does, and arming a timer per request doubled the cost of reading
+        small chunks from memory (measured).
+        """
+        timeout = None if self.store.is_local else self.request_timeout
+        async with self.budget:
             started = time.perf_counter()
             try:
-                async with asyncio.timeout(timeout) as scope:
+                if timeout is None:
                     result = await make()
+                else:
+                    async with asyncio.timeout(timeout) as scope:
+                        result = await make()
             except TimeoutError as exc:
                 self.stats.record(time.perf_counter() - started, failed=True)
-                if scope.expired():
+                if timeout is not None and scope.expired():
                     raise StoreTimeoutError(
                         f"request to {self.store.url} got no complete answer within {timeout} s"
                     ) from exc

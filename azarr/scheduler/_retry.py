@@ -69,6 +69,7 @@ async def retry_call(
     policy: RetryPolicy,
     what: str,
     on_retry: Callable[[BaseException], None] | None = None,
+    failed_first: TransientStoreError | None = None,
 ) -> T:
     """Await ``attempt()`` until it succeeds, retrying transient errors per ``policy``.
 
@@ -81,6 +82,9 @@ async def retry_call(
         Description for the error message, e.g. ``"get 'a/0.0' in s3://b/x"``.
     on_retry : callable, optional
         Called with the transient error before each retry (counters).
+    failed_first : TransientStoreError, optional
+        The caller already made the first attempt inline and it failed with
+        this error: start with the backoff before attempt 2.
 
     Raises
     ------
@@ -92,7 +96,13 @@ async def retry_call(
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
-    for number in range(1, policy.max_attempts + 1):
+    first = 1
+    if failed_first is not None:
+        if policy.max_attempts <= 1:
+            raise RetriesExhaustedError(f"{what} failed after 1 attempts: {failed_first}") from failed_first
+        await asyncio.sleep(policy.backoff(1))
+        first = 2
+    for number in range(first, policy.max_attempts + 1):
         try:
             return await attempt()
         except TransientStoreError as exc:
