@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
+from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,3 +173,37 @@ async def test_consolidated_open_uses_one_read(store: Store) -> None:
         await writable.create_group("new")  # type: ignore[union-attr]
     with pytest.raises(ConsolidatedMetadataNotFoundError):
         await azarr.open_consolidated(MemoryStore())
+
+
+async def test_walking_a_hierarchy_costs_round_trips_per_level_not_per_member() -> None:
+    """200 arrays behind a 30 ms store: each level is one concurrent wave of reads."""
+
+    class SlowStore(RecordingStore):
+        async def _get(self, key: str, byte_range: Any) -> bytes | None:
+            await asyncio.sleep(0.03)
+            return await super()._get(key, byte_range)
+
+        async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+            await asyncio.sleep(0.03)
+            async for name in super()._list_dir(prefix):
+                yield name
+
+    inner = MemoryStore()
+    root = await azarr.group(inner)
+    for g in ("a", "b"):
+        sub = await root.create_group(g)
+        for i in range(100):
+            await sub.zeros(f"x{i:03d}", shape=(2,), chunks=2)
+    slow = SlowStore(inner)
+    slow.is_local = False  # a remote store's budget (64 requests in flight)
+    opened = await azarr.open_group(slow, mode="r")
+    slow.reset()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    text = await opened.tree()
+    elapsed = loop.time() - t0
+    assert text.count("(2,) float64") == 200
+    # One by one this is 400+ sequential requests (12 s); in waves, a few dozen round trips.
+    assert elapsed < 2.0, f"walking 200 arrays took {elapsed:.1f} s"
+    array_reads = [k for k in slow.gets if "/x" in k]
+    assert len(array_reads) == 400 and all(n == 1 for n in slow.gets.values())  # .zarray + .zattrs, once each

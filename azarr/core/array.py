@@ -137,12 +137,42 @@ class AsyncArray(Node):
             The ``.zarray`` or ``.zattrs`` document is invalid (the message names the key).
         """
         path = normalize_path(path)
-        meta_key, attrs_key = node_key(path, ZARRAY), node_key(path, ZATTRS)
-        raw_meta, raw_attrs = await read_documents(store, meta_key, attrs_key)
+        meta_key = node_key(path, ZARRAY)
+        raw_meta, raw_attrs = await read_documents(store, meta_key, node_key(path, ZATTRS))
         if raw_meta is None:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
-        metadata = ArrayMetadata.from_json(raw_meta, key=meta_key)
-        attributes = {} if raw_attrs is None else parse_attributes(raw_attrs, key=attrs_key)
+        return cls.from_documents(
+            store,
+            path,
+            raw_meta,
+            raw_attrs,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            write_empty_chunks=write_empty_chunks,
+        )
+
+    @classmethod
+    def from_documents(
+        cls,
+        store: Store,
+        path: str,
+        zarray: bytes,
+        zattrs: bytes | None,
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+        write_empty_chunks: bool | None = None,
+    ) -> AsyncArray:
+        """The array at normalized ``path`` from its already-read ``.zarray`` and ``.zattrs`` bytes.
+
+        Raises
+        ------
+        MetadataError
+            A document is invalid (the message names its key).
+        """
+        metadata = ArrayMetadata.from_json(zarray, key=node_key(path, ZARRAY))
+        attrs_key = node_key(path, ZATTRS)
+        attributes = {} if zattrs is None else parse_attributes(zattrs, key=attrs_key)
         return cls(
             store,
             path,

@@ -11,7 +11,8 @@ from azarr.core._node import Node
 from azarr.core._paths import join_path, node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.errors import ContainsArrayError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
-from azarr.metadata import ZATTRS, ZGROUP, GroupMetadata, parse_attributes
+from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, GroupMetadata, parse_attributes
+from azarr.scheduler import bounded_map, budget_for
 from azarr.storage import Store
 
 
@@ -64,12 +65,35 @@ class AsyncGroup(Node):
             ``.zgroup`` or ``.zattrs`` is invalid.
         """
         path = normalize_path(path)
-        group_key, attrs_key = node_key(path, ZGROUP), node_key(path, ZATTRS)
-        raw_group, raw_attrs = await read_documents(store, group_key, attrs_key)
+        group_key = node_key(path, ZGROUP)
+        raw_group, raw_attrs = await read_documents(store, group_key, node_key(path, ZATTRS))
         if raw_group is None:
             raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({group_key!r} is missing)")
-        GroupMetadata.from_json(raw_group, key=group_key)
-        attributes = {} if raw_attrs is None else parse_attributes(raw_attrs, key=attrs_key)
+        return cls.from_documents(
+            store, path, raw_group, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
+        )
+
+    @classmethod
+    def from_documents(
+        cls,
+        store: Store,
+        path: str,
+        zgroup: bytes,
+        zattrs: bytes | None,
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+    ) -> AsyncGroup:
+        """The group at normalized ``path`` from its already-read ``.zgroup`` and ``.zattrs`` bytes.
+
+        Raises
+        ------
+        MetadataError
+            A document is invalid (the message names its key).
+        """
+        GroupMetadata.from_json(zgroup, key=node_key(path, ZGROUP))
+        attrs_key = node_key(path, ZATTRS)
+        attributes = {} if zattrs is None else parse_attributes(zattrs, key=attrs_key)
         return cls(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
 
     @classmethod
@@ -107,72 +131,83 @@ class AsyncGroup(Node):
     async def get(self, name: str) -> AsyncArray | AsyncGroup:
         """The array or group at ``name`` (relative, may contain ``/``), like ``group[name]``.
 
+        One round trip for an array (``.zarray`` and ``.zattrs`` read together),
+        two for a group.
+
         Raises
         ------
         NodeNotFoundError
             Neither an array nor a group exists there (a ``KeyError``).
         """
-        path = join_path(self._path, name)
-        kind = await node_kind(self._store, path)
-        if kind == "array":
-            return await AsyncArray.open(
-                self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
-            )
-        if kind == "group":
-            return await AsyncGroup.open(
-                self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
-            )
-        raise NodeNotFoundError(
-            f"no array or group named {name!r} in group {self.name!r} of {self._store.url}"
+        node = await open_node(
+            self._store,
+            join_path(self._path, name),
+            read_only=self._read_only,
+            allow_pickle=self._allow_pickle,
         )
+        if node is None:
+            raise NodeNotFoundError(
+                f"no array or group named {name!r} in group {self.name!r} of {self._store.url}"
+            )
+        return node
 
     async def contains(self, name: str) -> bool:
         """True if an array or group exists at ``name`` (zarr-python 2 ``name in group``)."""
         path = join_path(self._path, name)
         return await node_kind(self._store, path) is not None
 
-    async def _member_kinds(self) -> list[tuple[str, str]]:
-        """Sorted (name, "array"|"group") of the direct members."""
+    async def _members(self) -> list[tuple[str, AsyncArray | AsyncGroup]]:
+        """Sorted ``(name, node)`` of the direct members, all opened in one concurrent wave.
+
+        One listing, then every child's documents read concurrently under the
+        store's budget: the round trips are bounded by depth, not by the number
+        of members (opening them one by one cost 6,000+ sequential requests for
+        1,000 arrays over a 40 ms path, measured in ``benchmarks/bench_cloud.py``).
+        """
         names = sorted({n async for n in self._store.list_dir(self._path) if not n.startswith(".")})
-        paths = [join_path(self._path, n) for n in names]
-        kinds = await asyncio.gather(*(node_kind(self._store, p) for p in paths))
-        return [(name, kind) for name, kind in zip(names, kinds, strict=True) if kind is not None]
+
+        async def open_child(name: str) -> AsyncArray | AsyncGroup | None:
+            return await open_node(
+                self._store,
+                join_path(self._path, name),
+                read_only=self._read_only,
+                allow_pickle=self._allow_pickle,
+            )
+
+        nodes = await bounded_map(open_child, names, budget_for(self._store).max_requests)
+        return [(name, node) for name, node in zip(names, nodes, strict=True) if node is not None]
 
     async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
         """Yield ``(name, node)`` for each direct member, sorted by name (zarr-python 3 ``members``)."""
-        for name, _ in await self._member_kinds():
-            yield name, await self.get(name)
+        for name, node in await self._members():
+            yield name, node
 
     async def keys(self) -> AsyncIterator[str]:
         """Yield the names of the direct members, sorted."""
-        for name, _ in await self._member_kinds():
+        for name, _ in await self._members():
             yield name
 
     async def group_keys(self) -> AsyncIterator[str]:
         """Yield the names of child groups, sorted (zarr-python 2 ``group_keys``)."""
-        for name, kind in await self._member_kinds():
-            if kind == "group":
-                yield name
+        async for name, _ in self.groups():
+            yield name
 
     async def array_keys(self) -> AsyncIterator[str]:
         """Yield the names of child arrays, sorted (zarr-python 2 ``array_keys``)."""
-        for name, kind in await self._member_kinds():
-            if kind == "array":
-                yield name
+        async for name, _ in self.arrays():
+            yield name
 
     async def groups(self) -> AsyncIterator[tuple[str, AsyncGroup]]:
         """Yield ``(name, group)`` for child groups."""
-        async for name in self.group_keys():
-            node = await self.get(name)
-            assert isinstance(node, AsyncGroup)
-            yield name, node
+        for name, node in await self._members():
+            if isinstance(node, AsyncGroup):
+                yield name, node
 
     async def arrays(self) -> AsyncIterator[tuple[str, AsyncArray]]:
         """Yield ``(name, array)`` for child arrays."""
-        async for name in self.array_keys():
-            node = await self.get(name)
-            assert isinstance(node, AsyncArray)
-            yield name, node
+        for name, node in await self._members():
+            if isinstance(node, AsyncArray):
+                yield name, node
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self.keys()
@@ -321,17 +356,47 @@ class AsyncGroup(Node):
 
 
 async def _tree_lines(group: AsyncGroup, indent: str, level: int | None) -> list[str]:
+    """Lines below ``group``; sibling subtrees are walked concurrently (round trips ~ depth)."""
     if level is not None and level <= 0:
         return []
-    members = [(name, node) async for name, node in group.members()]
-    lines: list[str] = []
-    for i, (name, node) in enumerate(members):
+    members = await group._members()
+    deeper = None if level is None else level - 1
+
+    async def subtree(i: int, node: AsyncArray | AsyncGroup) -> list[str]:
+        if isinstance(node, AsyncArray):
+            return []
         last = i == len(members) - 1
-        branch = " └── " if last else " ├── "
+        return await _tree_lines(node, indent + ("    " if last else " │  "), deeper)
+
+    subtrees = await asyncio.gather(*(subtree(i, node) for i, (_, node) in enumerate(members)))
+    lines: list[str] = []
+    for i, ((name, node), below) in enumerate(zip(members, subtrees, strict=True)):
+        branch = " └── " if i == len(members) - 1 else " ├── "
         if isinstance(node, AsyncArray):
             lines.append(f"{indent}{branch}{name} {node.shape} {node.dtype}")
         else:
             lines.append(f"{indent}{branch}{name}")
-            child_indent = indent + ("    " if last else " │  ")
-            lines.extend(await _tree_lines(node, child_indent, None if level is None else level - 1))
+            lines.extend(below)
     return lines
+
+
+async def open_node(
+    store: Store, path: str, *, read_only: bool = False, allow_pickle: bool | None = None
+) -> AsyncArray | AsyncGroup | None:
+    """Open whatever node is at ``path``; None if there is none.
+
+    Reads ``.zarray`` and ``.zattrs`` together (one round trip opens an array)
+    and ``.zgroup`` only when there is no ``.zarray`` (an array wins, as in
+    zarr-python 2's ``open``).
+    """
+    raw_array, raw_attrs = await read_documents(store, node_key(path, ZARRAY), node_key(path, ZATTRS))
+    if raw_array is not None:
+        return AsyncArray.from_documents(
+            store, path, raw_array, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
+        )
+    (raw_group,) = await read_documents(store, node_key(path, ZGROUP))
+    if raw_group is not None:
+        return AsyncGroup.from_documents(
+            store, path, raw_group, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
+        )
+    return None
