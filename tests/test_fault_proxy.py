@@ -511,4 +511,5 @@ async def test_s3_stalled_put_fails_within_read_timeout(
         await store.close()
     c = await _eventually(s3_fault_proxy, lambda c: c.in_flight == 0)
     # One attempt (no botocore/s3fs retries), abandoned by the client during the stall.
-    assert c.received == 1 and c.stall_abandoned == 1
+    # (>= 1: a stall left by an earlier test may end, and be counted, during this one.)
+    assert c.received == 1 and c.stall_abandoned >= 1

@@ -114,14 +114,14 @@ async def test_stalled_server_trips_the_request_timeout(request: pytest.FixtureR
     await azarr.array(DATA, chunks=CHUNKS, store=direct)
     arr = await azarr.open_array(proxied, mode="r")
     with azarr.config.set(request_timeout=0.5):
-        proxy.configure(stall=1.0, stall_seconds=30, fail_first_n=2, methods=["GET"], path=CHUNK_KEYS)
+        proxy.configure(stall=1.0, stall_seconds=4, fail_first_n=2, methods=["GET"], path=CHUNK_KEYS)
         t0 = time.monotonic()
         np.testing.assert_array_equal(
             await arr.get_basic_selection(), DATA
         )  # two attempts time out, then retry
         assert time.monotonic() - t0 < 10
         assert stats_for(proxied).retries == 2
-        proxy.configure(stall=1.0, stall_seconds=30, methods=["GET"], path=CHUNK_KEYS)
+        proxy.configure(stall=1.0, stall_seconds=4, methods=["GET"], path=CHUNK_KEYS)
         with azarr.config.set(retry_max_attempts=2):
             t0 = time.monotonic()
             with pytest.raises(RetriesExhaustedError) as info:

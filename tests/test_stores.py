@@ -521,8 +521,17 @@ def s3_open_filesystems(store: FsspecStore) -> int:
     return sum(1 for st in store._states.values() if not st.abandoned)
 
 
+S3_TRANSPORTS = ["aiohttp", "s3fs"]
+
+
 class S3StoreTests(StoreTests):
     server_fixture: ClassVar[str]
+
+    @pytest.fixture(params=S3_TRANSPORTS)
+    def transport(self, request: pytest.FixtureRequest) -> str:
+        """Every S3 test runs with the lean aiohttp transport and with s3fs throughout."""
+        transport: str = request.param
+        return transport
 
     @pytest.fixture
     def server(self, request: pytest.FixtureRequest) -> S3Server:
@@ -538,11 +547,18 @@ class S3StoreTests(StoreTests):
         return server.create_bucket()
 
     @pytest.fixture
-    async def make_store(self, server: S3Server, bucket: str) -> AsyncIterator[Callable[[], Store]]:
+    async def make_store(
+        self, server: S3Server, bucket: str, transport: Any
+    ) -> AsyncIterator[Callable[[], Store]]:
         made: list[Store] = []
 
         def make() -> Store:
-            store = S3Store(f"{bucket}/store-{uuid.uuid4().hex}", storage_options=server.storage_options)
+            store = S3Store(
+                f"{bucket}/store-{uuid.uuid4().hex}",
+                storage_options=server.storage_options,
+                transport=transport,
+            )
+            assert store.transport == transport
             made.append(store)
             return store
 
@@ -552,7 +568,9 @@ class S3StoreTests(StoreTests):
 
     def reopen(self, store: Store, *, read_only: bool) -> Store:
         assert isinstance(store, S3Store)
-        return S3Store(store.path, storage_options=store.storage_options, read_only=read_only)
+        return S3Store(
+            store.path, storage_options=store.storage_options, read_only=read_only, transport=store.transport
+        )
 
     async def test_sessions_closed_when_loop_ends(self, store: Store) -> None:
         assert isinstance(store, S3Store)
@@ -586,12 +604,13 @@ class S3StoreTests(StoreTests):
         finally:
             await store.close()
 
-    async def test_missing_bucket(self, server: S3Server) -> None:
-        store = S3Store("azarr-no-such-bucket/x", storage_options=server.storage_options)
+    async def test_missing_bucket(self, server: S3Server, transport: Any) -> None:
+        store = S3Store("azarr-no-such-bucket/x", storage_options=server.storage_options, transport=transport)
         try:
             for op in (
                 lambda: store.get("k"),
                 lambda: store.set("k", b"v"),
+                lambda: store.exists("k"),
                 lambda: collect(store.list_prefix("")),
             ):
                 with pytest.raises(StoreUnavailableError, match="bucket does not exist") as info:
@@ -606,9 +625,9 @@ class S3StoreTests(StoreTests):
 class TestS3StoreSeaweedFS(S3StoreTests):
     server_fixture = "seaweedfs"
 
-    async def test_wrong_secret(self, seaweedfs: S3Server, bucket: str) -> None:
+    async def test_wrong_secret(self, seaweedfs: S3Server, bucket: str, transport: Any) -> None:
         options = dict(seaweedfs.storage_options, secret="not-the-secret")
-        store = S3Store(f"{bucket}/x", storage_options=options)
+        store = S3Store(f"{bucket}/x", storage_options=options, transport=transport)
         try:
             for op in (
                 lambda: store.get("k"),
@@ -628,7 +647,11 @@ class TestS3StoreSeaweedFS(S3StoreTests):
     async def test_anonymous_can_read_not_write(self, seaweedfs: S3Server, store: Store) -> None:
         assert isinstance(store, S3Store)
         await store.set("k", b"public")
-        anon = S3Store(store.path, storage_options={"endpoint_url": seaweedfs.endpoint_url, "anon": True})
+        anon = S3Store(
+            store.path,
+            storage_options={"endpoint_url": seaweedfs.endpoint_url, "anon": True},
+            transport=store.transport,
+        )
         try:
             assert await anon.get("k") == b"public"
             with pytest.raises(PermissionDeniedError):
@@ -655,7 +678,8 @@ class TestS3StoreMoto(S3StoreTests):
     server_fixture = "moto_server"
 
 
-async def test_s3_unreachable_endpoint() -> None:
+@pytest.mark.parametrize("transport", S3_TRANSPORTS)
+async def test_s3_unreachable_endpoint(transport: Any) -> None:
     """Connection refused -> StoreUnavailableError, quickly (no server needed)."""
     port = free_port()  # nothing listens there
     store = S3Store(
@@ -666,6 +690,7 @@ async def test_s3_unreachable_endpoint() -> None:
             "secret": "s",
             "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}},
         },
+        transport=transport,
     )
     try:
         for op in (lambda: store.get("k"), lambda: store.set("k", b"v"), lambda: store.exists("k")):

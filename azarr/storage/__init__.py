@@ -9,7 +9,7 @@ Store               Backed by                              zarr-python 2 equival
 ==================  =====================================  ================================
 :class:`MemoryStore`  a ``dict``                           ``MemoryStore`` / ``KVStore``
 :class:`LocalStore`   a directory, atomic writes           ``DirectoryStore``
-:class:`S3Store`      s3fs (AWS, MinIO, SeaweedFS, ...)    ``FSStore("s3://...")``
+:class:`S3Store`      aiohttp + SigV4; s3fs for listings   ``FSStore("s3://...")``
 :class:`GCSStore`     gcsfs (GCS, fake-gcs-server)         ``FSStore("gs://...")``
 :class:`HTTPStore`    aiohttp, read-only                   ``FSStore("https://...")``
 :class:`FsspecStore`  any fsspec ``AsyncFileSystem``       ``FSStore``

@@ -114,6 +114,34 @@ def _invalid_range(exc: BaseException) -> bool:
     return bool(_codes(exc) & _INVALID_RANGE_CODES)
 
 
+def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreError:
+    """Map a backend exception to the azarr error tree; the message names ``where`` and ``key``.
+
+    Shared by :class:`FsspecStore` and the lean S3 transport (``_s3_transport``), so
+    both classify S3 codes, HTTP statuses and connection failures identically.
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    what = f"{op} {key!r} in {where}" if key else f"{op} {where}"
+    detail = f"{type(exc).__name__}: {exc}"
+    codes = _codes(exc)
+    if "NoSuchBucket" in codes:
+        return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
+    if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:
+        return PermissionDeniedError(f"permission denied: {what}: {detail}")
+    if codes & _UNAVAILABLE_CODES:
+        return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
+    if codes & _THROTTLED_CODES:
+        return ThrottledError(f"{what} was throttled by the backend ({detail})")
+    if codes & _TRANSIENT_CODES:
+        return TransientStoreError(f"{what} failed with a transient error ({detail})")
+    if _unreachable(exc):
+        return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
+    if _has_type(exc, _TRANSIENT_TYPES):
+        return TransientStoreError(f"{what} failed with a transient error ({detail})")
+    return StoreError(f"{what} failed: {detail}")
+
+
 @dataclass(eq=False)
 class _LoopState:
     """The filesystem instance serving one event loop."""
@@ -378,26 +406,7 @@ class FsspecStore(Store):
     # ------------------------------------------------------------------ errors
     def _translate(self, exc: BaseException, op: str, key: str) -> StoreError:
         """Map a backend exception to the azarr error tree, naming URL and key."""
-        if isinstance(exc, StoreError):
-            return exc
-        what = f"{op} {key!r} in {self._where()}" if key else f"{op} {self._where()}"
-        detail = f"{type(exc).__name__}: {exc}"
-        codes = _codes(exc)
-        if "NoSuchBucket" in codes:
-            return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
-        if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:
-            return PermissionDeniedError(f"permission denied: {what}: {detail}")
-        if codes & _UNAVAILABLE_CODES:
-            return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
-        if codes & _THROTTLED_CODES:
-            return ThrottledError(f"{what} was throttled by the backend ({detail})")
-        if codes & _TRANSIENT_CODES:
-            return TransientStoreError(f"{what} failed with a transient error ({detail})")
-        if _unreachable(exc):
-            return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
-        if _has_type(exc, _TRANSIENT_TYPES):
-            return TransientStoreError(f"{what} failed with a transient error ({detail})")
-        return StoreError(f"{what} failed: {detail}")
+        return translate_error(exc, op, key, self._where())
 
     def _missing(self, exc: BaseException, op: str, key: str) -> StoreError | None:
         """``None`` if ``exc`` means "no such key"; else the error to raise."""

@@ -1,4 +1,8 @@
-"""A store on Amazon S3 and S3-compatible servers (MinIO, SeaweedFS, Ceph, R2), via s3fs."""
+"""A store on Amazon S3 and S3-compatible servers (MinIO, SeaweedFS, Ceph, R2).
+
+Per-key requests go through the lean aiohttp transport (``_s3_transport``) by
+default; listing, bulk deletes and configurations it does not cover use s3fs.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import asyncio
 import functools
 import inspect
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import botocore.handlers
 
 from azarr.errors import AzarrError
+from azarr.storage._base import ByteRange
 from azarr.storage._fsspec import FsspecStore
+from azarr.storage._s3_transport import S3Transport
 
 # One DeleteObjects request removes at most 1000 keys (S3 API limit).
 _BULK_DELETE = 1000
@@ -36,11 +42,43 @@ class S3Store(FsspecStore):
         "config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 3}}}``.
     read_only : bool
         Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+    transport : {"aiohttp", "s3fs"}
+        What carries the per-key requests (``get``, ``set``, ``delete``, ``exists``,
+        ``getsize``). ``"aiohttp"`` (default):
+        :class:`~azarr.storage._s3_transport.S3Transport`, aiohttp requests with SigV4
+        signatures and botocore's credential chain: far less CPU per request than
+        s3fs/aiobotocore, which is the bottleneck on fast networks.
+        ``"s3fs"``: everything through s3fs/aiobotocore. Listing and
+        ``delete_prefix`` always use s3fs. The store falls back to ``"s3fs"`` by
+        itself when ``storage_options`` hold something the lean transport does not
+        implement (listed in :attr:`transport_fallback`): a ``session``,
+        ``s3_additional_kwargs`` (server-side encryption, ACLs, ...),
+        ``version_aware=True``, ``client_kwargs`` other than ``region_name``,
+        ``endpoint_url``, ``aws_access_key_id``/``aws_secret_access_key``/
+        ``aws_session_token``, ``verify``, ``use_ssl``, or ``config_kwargs`` other than
+        ``region_name``, ``signature_version`` (``"s3v4"`` or ``UNSIGNED``),
+        ``max_pool_connections``, ``connect_timeout``, ``read_timeout``, ``proxies``,
+        ``retries``, the checksum options, user-agent options and ``s3``
+        ``addressing_style``/``payload_signing_enabled``; any option s3fs hands to
+        the botocore session other than ``profile``; access-point ARNs and S3
+        Express (``--x-s3``) buckets; ``AWS_USE_FIPS_ENDPOINT`` or
+        ``AWS_USE_DUALSTACK_ENDPOINT`` set without an ``endpoint_url``.
+        Measured on loopback SeaweedFS (2 shared cores), against s3fs with this
+        store's botocore settings: client CPU per 64 KiB GET 0.19 ms instead of
+        1.1 ms; ~3x the GETs per second at 64 KiB, ~2x the MiB/s at 1 MiB;
+        whole-array reads of 1 MiB chunks 1.2-2x faster.
+
+    Attributes
+    ----------
+    transport : str
+        The transport in use (``"s3fs"`` after a fallback).
+    transport_fallback : tuple of str
+        Why ``transport="aiohttp"`` fell back to s3fs (empty otherwise).
 
     Raises
     ------
     ValueError
-        No bucket name.
+        No bucket name, or an unknown ``transport``.
 
     Notes
     -----
@@ -67,6 +105,12 @@ class S3Store(FsspecStore):
     listing page, plus a one-key listing per child that page did not reach):
     SeaweedFS keeps reporting "folders" whose objects were all deleted.
 
+    With ``transport="aiohttp"`` the connection pool holds ``max_pool_connections``
+    connections per event loop (s3fs's pool for listings is separate), ``PUT``
+    bodies are sent as ``UNSIGNED-PAYLOAD`` (see :class:`S3Transport` for signing
+    them), and aiohttp's silent re-send after a dropped connection is off, so every
+    attempt the scheduler counts is exactly one request.
+
     Errors: a wrong key/secret or a denied policy raises
     :class:`~azarr.errors.PermissionDeniedError`; a missing bucket or an endpoint
     that refuses connections raises :class:`~azarr.errors.StoreUnavailableError`
@@ -89,7 +133,11 @@ class S3Store(FsspecStore):
         *,
         storage_options: Mapping[str, Any] | None = None,
         read_only: bool = False,
+        transport: Literal["aiohttp", "s3fs"] = "aiohttp",
     ) -> None:
+        if transport not in ("aiohttp", "s3fs"):
+            raise ValueError(f"S3Store transport must be 'aiohttp' or 's3fs', got {transport!r}")
+        self._requested_transport: Literal["aiohttp", "s3fs"] = transport
         path = bucket_and_path
         for scheme in ("s3://", "s3a://"):
             if path.startswith(scheme):
@@ -111,6 +159,30 @@ class S3Store(FsspecStore):
         options["config_kwargs"] = config
         options.setdefault("use_listings_cache", False)
         super().__init__(None, path, protocol="s3", storage_options=options, read_only=read_only)
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        # Decided from the configuration on construction and again after unpickling.
+        problems: list[str] = []
+        if self._requested_transport == "aiohttp":
+            problems = S3Transport.unsupported_options(self.storage_options, self.bucket)
+        self.transport: Literal["aiohttp", "s3fs"] = "s3fs" if problems else self._requested_transport
+        self.transport_fallback: tuple[str, ...] = tuple(problems)
+        self._transport: S3Transport | None = None
+        if self.transport == "aiohttp":
+            bucket, _, inside = self.path.partition("/")
+            self._transport = S3Transport(
+                bucket, inside, storage_options=self.storage_options, location=self._where()
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        del state["_transport"]  # live sessions; rebuilt from the configuration
+        return state
+
+    def __repr__(self) -> str:
+        extra = ", transport='s3fs'" if self._requested_transport == "s3fs" else ""
+        return f"{super().__repr__()[:-1]}{extra})"
 
     @property
     def bucket(self) -> str:
@@ -155,6 +227,43 @@ class S3Store(FsspecStore):
         # attribute, not a constructor option); the scheduler owns retrying.
         fs.retries = 1
         return fs
+
+    async def close(self) -> None:
+        """Close the running loop's connections (s3fs and the aiohttp transport); the store stays usable."""
+        await super().close()
+        if self._transport is not None:
+            await self._transport.close()
+
+    # ------------------------------------------------------------------ per-key hot path
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        if self._transport is None:
+            return await super()._get(key, byte_range)
+        if byte_range is None:
+            return await self._transport.get(key)
+        return await self._transport.get(key, byte_range.start, byte_range.end)
+
+    async def _set(self, key: str, value: bytes) -> None:
+        if self._transport is None:
+            return await super()._set(key, value)
+        await self._transport.put(key, value)
+
+    async def _delete(self, key: str) -> None:
+        if self._transport is None:
+            return await super()._delete(key)
+        await self._transport.delete(key)
+
+    async def _exists(self, key: str) -> bool:
+        if self._transport is None:
+            return await super()._exists(key)
+        return await self._transport.head(key, op="exists") is not None
+
+    async def _getsize(self, key: str) -> int:
+        if self._transport is None:
+            return await super()._getsize(key)
+        size = await self._transport.head(key, op="getsize")
+        if size is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        return size
 
     def _key_prefix(self, prefix: str) -> str:
         """The S3 object-key prefix (inside the bucket) of a normalized store prefix."""
