@@ -62,3 +62,18 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".")
     session.run("python", "-m", "benchmarks.bench_indexing", *session.posargs)
     session.run("python", "-m", "benchmarks.bench_memory", "--gib", "1")
+
+
+@nox.session(name="bench-cloud", python="3.11")
+def bench_cloud(session: nox.Session) -> None:
+    """azarr vs zarr-python 2.18 / 3.1 (s3fs, obstore) and TensorStore on S3 with 20 ms latency.
+
+    Starts SeaweedFS (the test extras' ``weed``) and a delay proxy on 127.0.0.1,
+    builds the peers' venvs under ``.cache/bench-venvs`` on first use, and writes
+    ``benchmarks/results/cloud.{md,png,json}``. ~10 minutes; arguments after
+    ``--`` go to ``python -m benchmarks.bench_cloud`` (e.g. ``nox -s bench-cloud -- --quick``).
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python", "-m", "benchmarks.bench_cloud", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
+    )

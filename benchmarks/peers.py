@@ -9,7 +9,9 @@ unchanged (a key file records both; a ``flock`` serialises concurrent builds).
 For zarr 2.18 the interop tests' reference venv (``.cache/ref-zarr218/venv``,
 built by ``tests/interop/refenv.py``) is reused when it is present and
 complete, so the same interpreter serves both. ``AZARR_BENCH_<NAME>_PYTHON``
-(e.g. ``AZARR_BENCH_ZARR218_PYTHON``) points at an existing interpreter instead.
+(e.g. ``AZARR_BENCH_ZARR218_PYTHON``, ``AZARR_BENCH_ZARR3_S3_PYTHON``: dashes become
+underscores) points at an existing interpreter instead. Besides the peers,
+``plot`` is the interpreter that draws the charts (matplotlib is no azarr dependency).
 
 Run ``python -m benchmarks.peers`` to build every peer and print the interpreters.
 """
@@ -54,13 +56,17 @@ class Peer:
     requirements : tuple of str
         What ``pip install`` gets (pinned, so results are comparable between runs).
     expect_version : str
-        Prefix ``zarr.__version__`` must have.
+        Prefix the ``__version__`` of ``modules[0]`` must have.
+    modules : tuple of str
+        Modules the venv must import; :func:`peer_versions` reports their versions
+        (the first is the one ``expect_version`` checks).
     """
 
     name: str
     label: str
     requirements: tuple[str, ...]
     expect_version: str
+    modules: tuple[str, ...] = ("zarr", "numcodecs", "numpy")
 
 
 PEERS: dict[str, Peer] = {
@@ -75,6 +81,37 @@ PEERS: dict[str, Peer] = {
         label="zarr 3.1",
         requirements=("zarr==3.1.6", "numpy==2.2.6"),
         expect_version="3.1.",
+    ),
+    # Cloud peers (benchmarks/bench_cloud.py): the same libraries plus their S3 layers,
+    # s3fs pinned to the version azarr's own venv uses so the fsspec paths compare alike.
+    "zarr218-s3": Peer(
+        name="zarr218-s3",
+        label="zarr 2.18 + s3fs",
+        requirements=("zarr==2.18.7", "numcodecs==0.15.2", "numpy==2.2.6", "s3fs==2026.9.0"),
+        expect_version="2.18.",
+        modules=("zarr", "numcodecs", "numpy", "s3fs", "aiobotocore", "botocore"),
+    ),
+    "zarr3-s3": Peer(
+        name="zarr3-s3",
+        label="zarr 3.1 + s3fs / obstore",
+        requirements=("zarr==3.1.6", "numpy==2.2.6", "s3fs==2026.9.0", "obstore==0.12.1"),
+        expect_version="3.1.",
+        modules=("zarr", "numcodecs", "numpy", "s3fs", "aiobotocore", "botocore", "obstore"),
+    ),
+    "tensorstore": Peer(
+        name="tensorstore",
+        label="TensorStore",
+        requirements=("tensorstore==0.1.86", "numpy==2.2.6"),
+        expect_version="0.1.",
+        modules=("tensorstore", "numpy"),
+    ),
+    # Not a peer: the plotting interpreter (matplotlib stays out of azarr's dependencies).
+    "plot": Peer(
+        name="plot",
+        label="matplotlib",
+        requirements=("matplotlib==3.10.8", "numpy==2.2.6"),
+        expect_version="3.10.",
+        modules=("matplotlib", "numpy"),
     ),
 }
 
@@ -96,15 +133,20 @@ def cache_key(peer: Peer) -> str:
     return h.hexdigest()
 
 
-def peer_versions(python: Path | str) -> str:
-    """``"zarr X numcodecs Y numpy Z"`` of ``python``.
+def peer_versions(python: Path | str, modules: tuple[str, ...] = ("zarr", "numcodecs", "numpy")) -> str:
+    """``"zarr X numcodecs Y numpy Z"`` of ``python`` (one ``name version`` pair per module).
 
     Raises
     ------
     PeerError
-        The interpreter cannot import zarr, numcodecs and numpy.
+        The interpreter cannot import one of ``modules``.
     """
-    code = "import zarr, numcodecs, numpy; print(zarr.__version__, numcodecs.__version__, numpy.__version__)"
+    code = (
+        "import importlib, importlib.metadata as md\n"
+        f"for name in {list(modules)!r}:\n"
+        "    mod = importlib.import_module(name)\n"
+        "    print(name, getattr(mod, '__version__', None) or md.version(name))\n"
+    )
     try:
         proc = subprocess.run(
             [str(python), "-c", code], capture_output=True, text=True, timeout=120, check=False
@@ -112,15 +154,16 @@ def peer_versions(python: Path | str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise PeerError(f"interpreter {python} cannot run: {exc!r}") from exc
     if proc.returncode != 0:
-        raise PeerError(f"interpreter {python} cannot import zarr/numcodecs/numpy:\n{proc.stderr}")
-    zarr_v, numcodecs_v, numpy_v = proc.stdout.split()
-    return f"zarr {zarr_v} numcodecs {numcodecs_v} numpy {numpy_v}"
+        raise PeerError(f"interpreter {python} cannot import {'/'.join(modules)}:\n{proc.stderr}")
+    return " ".join(proc.stdout.split())
 
 
 def _check(peer: Peer, python: Path | str) -> str:
-    versions = peer_versions(python)
+    versions = peer_versions(python, peer.modules)
     if not versions.split()[1].startswith(peer.expect_version):
-        raise PeerError(f"{python} has {versions}; {peer.label} needs zarr {peer.expect_version}x")
+        raise PeerError(
+            f"{python} has {versions}; {peer.label} needs {peer.modules[0]} {peer.expect_version}x"
+        )
     return versions
 
 
@@ -219,7 +262,7 @@ def ensure_peer_python(name: str, *, report: Reporter = _stderr, cache_root: Pat
         The venv could not be built or verified.
     """
     peer = PEERS[name]
-    override = os.environ.get(f"AZARR_BENCH_{name.upper()}_PYTHON")
+    override = os.environ.get(f"AZARR_BENCH_{name.upper().replace('-', '_')}_PYTHON")
     if override:
         report(f"[bench] {peer.label}: using {override} ({_check(peer, override)})")
         return Path(override)

@@ -1,0 +1,1068 @@
+"""Cloud-path benchmark: azarr against zarr-python 2.18 / 3.1 and TensorStore on S3 with latency.
+
+A real SeaweedFS (``weed mini``, from the venv's ``weed``) runs on 127.0.0.1
+behind :mod:`benchmarks.delay_proxy`, which delays each direction by
+``--delay-ms`` (20 ms: ~44 ms per request, a new connection costs one more
+round trip) without capping bandwidth. Every implementation talks to the proxy.
+
+Implementations (each a worker subprocess in its own interpreter, see
+:mod:`benchmarks.cloud_workers` and :mod:`benchmarks.peers`):
+
+=================  =========================================================
+``raw``            aiohttp GET/PUT of the same objects, concurrency 64: the
+                   path's ceiling (no Zarr, no decoding)
+``azarr``          ``azarr.S3Store(transport="s3fs")``; and ``azarr-aiohttp``,
+                   ``transport="aiohttp"`` (the lean SigV4 driver), when
+                   ``S3Store`` has ``transport=`` (else ``azarr`` is the
+                   plain ``S3Store``)
+``zarr218``        zarr-python 2.18 ``FSStore`` + s3fs
+``zarr3-fsspec``   zarr-python 3.1 ``FsspecStore`` + s3fs
+``zarr3-obstore``  zarr-python 3.1 ``ObjectStore`` + obstore
+``tensorstore``    TensorStore ``zarr`` driver, ``s3`` kvstore
+=================  =========================================================
+
+Workloads:
+
+1. cold full read of a float32 array, (512, 512) chunks = 1 MiB, Blosc-lz4
+   (zarr-python 2's default) and Zstd (level 1); ``--size-mib`` (default 256);
+2. full write of the same array to a fresh prefix;
+3. random small reads: ``--small-requests`` single-element and single-chunk
+   reads issued by ``--concurrency`` concurrent tasks (threads for the
+   synchronous zarr 2.18), p50/p99 per request; ``raw`` is one GET per request;
+4. opening a ``--tree-arrays`` hierarchy (10 groups) with and without
+   consolidated metadata and visiting every array, with the requests the proxy
+   counted;
+5. indexing overhead on a memory store: :mod:`benchmarks.bench_indexing`
+   (``results/indexing.md``), not repeated here.
+
+The data every reader reads is written once by azarr (directly to SeaweedFS,
+not through the proxy) and every reader's result is checked against the MD5 of
+the expected array; what every writer wrote is read back by azarr and checked
+the same way. Implementations run interleaved in ``--rounds`` rounds; tables
+show medians. Results go to ``benchmarks/results/cloud.md``, ``cloud.png`` (a
+matplotlib chart drawn in the ``plot`` venv) and ``cloud.json``.
+
+Usage::
+
+    python -m benchmarks.bench_cloud                 # default: 256 MiB, 2 rounds (~10 min)
+    python -m benchmarks.bench_cloud --quick         # 64 MiB, 1 round, 200-array tree, 300 requests
+    python -m benchmarks.bench_cloud --size-mib 1024 --rounds 1
+    python -m benchmarks.bench_cloud --profile read  # cProfile of azarr's cold read (blosc-lz4)
+
+This module imports only the standard library at module level (the plot
+interpreter runs it with ``--plot``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+WORKER = BENCH_DIR / "cloud_workers.py"
+COLS = 8192
+CHUNKS = (512, 512)  # float32: 1 MiB per chunk
+COMPRESSORS = ("blosc-lz4", "zstd")
+TREE_GROUPS = 10
+SEED = 20240611
+WORKER_TIMEOUT_S = 3600.0
+
+IMPLS = ("raw", "azarr", "azarr-aiohttp", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
+LABELS = {
+    "raw": "raw aiohttp GET/PUT (ceiling)",
+    "azarr": "azarr S3Store (s3fs transport)",
+    "azarr-aiohttp": "azarr S3Store (aiohttp transport)",
+    "zarr218": "zarr 2.18 FSStore + s3fs",
+    "zarr3-fsspec": "zarr 3.1 FsspecStore + s3fs",
+    "zarr3-obstore": "zarr 3.1 ObjectStore + obstore",
+    "tensorstore": "TensorStore zarr + s3 kvstore",
+}
+SHORT = {
+    "raw": "raw",
+    "azarr": "azarr (s3fs)",
+    "azarr-aiohttp": "azarr (aiohttp)",
+    "zarr218": "zarr 2.18 + s3fs",
+    "zarr3-fsspec": "zarr 3.1 + s3fs",
+    "zarr3-obstore": "zarr 3.1 + obstore",
+    "tensorstore": "TensorStore",
+}
+PEER_VENV = {
+    "zarr218": "zarr218-s3",
+    "zarr3-fsspec": "zarr3-s3",
+    "zarr3-obstore": "zarr3-s3",
+    "tensorstore": "tensorstore",
+}
+AZARR_IMPLS = ("azarr", "azarr-aiohttp")
+MIB = 1024 * 1024
+
+
+def _log(msg: str) -> None:
+    print(f"[bench-cloud] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------- set-up
+def azarr_has_transport() -> bool:
+    """True when ``azarr.S3Store`` takes ``transport=`` (the aiohttp driver exists)."""
+    import inspect
+
+    from azarr.storage import S3Store
+
+    return "transport" in inspect.signature(S3Store.__init__).parameters
+
+
+def interpreter(impl: str) -> str:
+    """The python that runs ``impl``'s worker (peers: their cached venvs)."""
+    if impl in ("raw", *AZARR_IMPLS):
+        return sys.executable
+    from benchmarks.peers import ensure_peer_python
+
+    return str(ensure_peer_python(PEER_VENV[impl]))
+
+
+def shape_for(size_mib: int) -> tuple[int, int]:
+    """Array shape for ``size_mib`` MiB of float32 with ``COLS`` columns (whole chunks)."""
+    rows = size_mib * MIB // (COLS * 4)
+    if rows % CHUNKS[0] or rows == 0:
+        raise SystemExit(f"--size-mib must be a positive multiple of {CHUNKS[0] * COLS * 4 // MIB}")
+    return rows, COLS
+
+
+async def _write_dataset(
+    server: Any, bucket: str, prefix: str, shape: tuple[int, int], compressor: str
+) -> None:
+    import azarr
+    from azarr.storage import S3Store
+    from benchmarks.cloud_workers import make_data, numcodecs_compressor
+
+    store = S3Store(f"{bucket}/{prefix}", storage_options=server.storage_options)
+    try:
+        arr = await azarr.create(
+            shape=shape, chunks=CHUNKS, dtype="<f4", compressor=numcodecs_compressor(compressor), store=store
+        )
+        await arr.set_basic_selection(..., make_data(shape))
+        if compressor == "zstd":
+            # numcodecs >= 0.13 records Zstd's "checksum": false; TensorStore's zarr driver
+            # rejects any member it does not know ("Object includes extra members"). False
+            # is the default, so the document without it means the same to every reader.
+            doc = json.loads(await store.get(".zarray") or b"{}")
+            if doc.get("compressor", {}).pop("checksum", None) is False:
+                await store.set(".zarray", json.dumps(doc, indent=4, sort_keys=True).encode())
+    finally:
+        await store.close()
+
+
+async def _write_tree(server: Any, bucket: str, prefix: str, n_arrays: int) -> None:
+    import azarr
+    from azarr.storage import S3Store
+
+    store = S3Store(f"{bucket}/{prefix}", storage_options=server.storage_options)
+    try:
+        root = await azarr.group(store)
+        per_group = max(1, n_arrays // TREE_GROUPS)
+        sem = asyncio.Semaphore(32)
+
+        async def make(g: Any, k: int) -> None:
+            async with sem:
+                await g.zeros(f"a{k:04d}", shape=(100 + k,), chunks=(100,), dtype="<f4")
+
+        for gi in range(TREE_GROUPS):
+            sub = await root.create_group(f"g{gi:02d}")
+            await asyncio.gather(*(make(sub, k) for k in range(per_group)))
+        await azarr.consolidate_metadata(store)
+    finally:
+        await store.close()
+
+
+async def _check_written(server: Any, bucket: str, prefix: str) -> str:
+    """MD5 of the array azarr reads back from ``prefix`` (directly, not through the proxy)."""
+    import azarr
+    from azarr.storage import S3Store
+    from benchmarks.cloud_workers import digest
+
+    store = S3Store(f"{bucket}/{prefix}", storage_options=server.storage_options, read_only=True)
+    try:
+        arr = await azarr.open_array(store, mode="r")
+        return digest(await arr.get_basic_selection(...))
+    finally:
+        await store.close()
+
+
+def _delete_prefix(server: Any, bucket: str, prefix: str) -> None:
+    client = server.admin
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+
+def selections(shape: tuple[int, int], n: int, kind: str, seed: int) -> list[list[Any]]:
+    """``n`` random single-element or single-chunk selections (JSON form), the same for everyone."""
+    rng = random.Random(seed)
+    out: list[list[Any]] = []
+    for _ in range(n):
+        if kind == "element":
+            out.append([rng.randrange(shape[0]), rng.randrange(shape[1])])
+        else:
+            ci, cj = rng.randrange(shape[0] // CHUNKS[0]), rng.randrange(shape[1] // CHUNKS[1])
+            out.append([[ci * CHUNKS[0], (ci + 1) * CHUNKS[0]], [cj * CHUNKS[1], (cj + 1) * CHUNKS[1]]])
+    return out
+
+
+# ---------------------------------------------------------------------- workers
+def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -> dict[str, Any]:
+    """Run ``impl``'s worker on ``task`` (under ``wrap``, e.g. a profiler) and return its JSON report.
+
+    Raises
+    ------
+    RuntimeError
+        The worker crashed (stderr in the message).
+    """
+    env = {
+        **os.environ,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "PYTHONPATH": str(REPO_ROOT) if impl in ("raw", *AZARR_IMPLS) else "",
+    }
+    proc = subprocess.run(
+        [*(wrap or []), interpreter(impl), str(WORKER)],
+        input=json.dumps({**task, "impl": impl}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=WORKER_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    # A profiler wrapping the worker may print its own lines after the JSON.
+    line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith('{"impl"'))
+    report: dict[str, Any] = json.loads(line)
+    return report
+
+
+def ops_for(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]:
+    """The operations ``impl`` runs in round ``round_``."""
+    ops: list[dict[str, Any]] = []
+    for comp in cfg["compressors"]:
+        ops.append({"op": "read", "workload": "read", "compressor": comp, "prefix": f"data/{comp}"})
+    for comp in cfg["compressors"]:
+        prefix = f"write/{impl}/{comp}/r{round_}"
+        ops.append(
+            {
+                "op": "write",
+                "workload": "write",
+                "compressor": comp,
+                "prefix": prefix,
+                "shape": cfg["shape"],
+                "chunks": list(CHUNKS),
+            }
+        )
+    comp0 = cfg["compressors"][0]
+    kinds = ("chunk",) if impl == "raw" else ("element", "chunk")
+    for kind in kinds:
+        ops.append(
+            {
+                "op": "small",
+                "workload": f"small-{kind}",
+                "compressor": comp0,
+                "prefix": f"data/{comp0}",
+                "concurrency": cfg["concurrency"],
+                "selections": cfg["selections"][kind],
+            }
+        )
+    if impl not in ("raw", "tensorstore"):
+        if round_ == 0 and not cfg["skip_unconsolidated"]:
+            ops.append({"op": "open", "workload": "open", "consolidated": False, "prefix": "tree"})
+        ops.append({"op": "open", "workload": "open-consolidated", "consolidated": True, "prefix": "tree"})
+    return ops
+
+
+# ---------------------------------------------------------------------- results
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{impl: {workload/compressor: pooled results}}`` with medians over rounds."""
+    shape_elements = shape[0] * shape[1]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for report in reports:
+        impl = report["impl"]
+        for op in report["ops"]:
+            name = op["workload"] + (f"/{op['compressor']}" if op["op"] in ("read", "write") else "")
+            slot = out.setdefault(impl, {}).setdefault(name, {"runs": [], "errors": []})
+            if "error" in op:
+                slot["errors"].append(op["error"])
+                continue
+            slot["runs"].append(op)
+    for per_impl in out.values():
+        for slot in per_impl.values():
+            runs = slot["runs"]
+            if not runs:
+                continue
+            slot["seconds"] = _median([r["seconds"] for r in runs])
+            slot["requests"] = _median([r["proxy"]["requests"] for r in runs if r.get("proxy")])
+            if "nbytes" in runs[0]:
+                nbytes = runs[0]["nbytes"]
+                if "digest" in runs[0] and str(runs[0]["digest"]).startswith("bytes:"):
+                    # raw reads move stored bytes; rates are per MiB of array data like everyone's
+                    nbytes = 4 * shape_elements
+                slot["mbps"] = nbytes / MIB / slot["seconds"]
+            if "latency" in runs[0]:
+                for q in ("p50", "p99"):
+                    slot[q] = _median([r["latency"][q] for r in runs])
+    return out
+
+
+def _fmt_s(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _machine() -> dict[str, str]:
+    mem = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cores": str(os.cpu_count()),
+        "cpu": cpu,
+        "memory": mem,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as commit-worthy markdown."""
+    cfg = results["config"]
+    summary: dict[str, dict[str, dict[str, Any]]] = results["summary"]
+    impls = [i for i in IMPLS if i in summary]
+    azarrs = [i for i in AZARR_IMPLS if i in summary]
+    m = results["machine"]
+    lines = [
+        "# Cloud-path benchmark: S3 with latency",
+        "",
+        f"SeaweedFS {results['weed_version']} (`weed mini`) on 127.0.0.1 behind a TCP delay proxy adding "
+        f"{cfg['delay_ms']:g} ms each way (pipelined; one request ~{2 * cfg['delay_ms']:g} ms + server time, "
+        f"a new connection one more round trip). Array: float32 {cfg['shape'][0]} x {cfg['shape'][1]} "
+        f"({cfg['size_mib']} MiB), chunks {CHUNKS[0]} x {CHUNKS[1]} (1 MiB). Medians over {cfg['rounds']} "
+        "round(s), implementations interleaved; each implementation in its own interpreter, same data, same "
+        "server, same path, same run. Every read checked against the expected MD5, every write read back and "
+        "checked.",
+        "",
+        f"azarr at commit {results.get('azarr_commit', '?')}. "
+        f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory']} memory, {m['os']}, Python {m['python']}. "
+        f"Load average (1 min) before / after: {results['load'][0]:.1f} / {results['load'][1]:.1f}. "
+        f"Generated by `python -m benchmarks.bench_cloud {' '.join(cfg['argv'])}` in {results['wall_s']:.0f} s.",
+        "",
+        "Versions:",
+        "",
+    ]
+    for impl in impls:
+        v = results["versions"].get(impl, {})
+        lines.append(f"- {LABELS[impl]}: " + ", ".join(f"{k} {val}" for k, val in v.items()))
+    lines.append("")
+
+    def cell(impl: str, name: str, key: str, fmt: str) -> str:
+        slot = summary.get(impl, {}).get(name)
+        if not slot or key not in slot:
+            return "error" if slot and slot.get("errors") else "n/a"
+        return fmt.format(slot[key])
+
+    for workload, title in (("read", "Cold full read"), ("write", "Full write")):
+        lines += [
+            f"## {title} ({cfg['size_mib']} MiB)",
+            "",
+            "MB/s = MiB of array data per second (for `raw`: the same objects moved with no Zarr work, at "
+            "concurrency 64 — the path's ceiling). Cells: MiB/s (median time, requests seen by the proxy). "
+            "`azarr x` = peer time / azarr time: above 1 azarr is faster.",
+            "",
+        ]
+        header = ["implementation"]
+        for comp in cfg["compressors"]:
+            header.append(f"{comp}")
+            header += [f"{SHORT[a]} x ({comp})" for a in azarrs]
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("| --- |" + " ---: |" * (len(header) - 1))
+        for impl in impls:
+            row = [LABELS[impl]]
+            for comp in cfg["compressors"]:
+                name = f"{workload}/{comp}"
+                slot = summary.get(impl, {}).get(name, {})
+                if "seconds" in slot:
+                    row.append(f"{slot['mbps']:.0f} ({_fmt_s(slot['seconds'])}, {slot['requests']:.0f})")
+                else:
+                    row.append("error" if slot.get("errors") else "n/a")
+                for a in azarrs:
+                    mine = summary.get(a, {}).get(name, {}).get("seconds")
+                    theirs = slot.get("seconds")
+                    if impl == a or mine is None or theirs is None:
+                        row.append("")
+                    else:
+                        row.append(f"{theirs / mine:.2f}")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+
+    lines += [
+        f"## Random small reads ({cfg['small_requests']} requests, {cfg['concurrency']} concurrent, "
+        f"{cfg['compressors'][0]})",
+        "",
+        "Per-request latency after a warm-up of one request per task. Async APIs use "
+        f"{cfg['concurrency']} tasks on one event loop (azarr, zarr 3.1's async API, TensorStore futures); "
+        f"zarr 2.18 uses a pool of {cfg['concurrency']} threads. `raw` = one aiohttp GET of the chunk's object. "
+        "`p99 / raw` = the implementation's p99 over raw's p99.",
+        "",
+        "| implementation | element p50 | element p99 | chunk p50 | chunk p99 | element p99 / raw | "
+        "chunk p99 / raw | element req/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    raw_p99 = summary.get("raw", {}).get("small-chunk", {}).get("p99")
+    for impl in impls:
+        s = summary.get(impl, {})
+        el, ch = s.get("small-element", {}), s.get("small-chunk", {})
+        if impl == "raw":
+            el = ch
+        row = [LABELS[impl]]
+        for slot in (el, ch):
+            for q in ("p50", "p99"):
+                row.append(_fmt_s(slot[q]) if q in slot else ("error" if slot.get("errors") else "n/a"))
+        for slot in (el, ch):
+            row.append(f"{slot['p99'] / raw_p99:.2f}" if raw_p99 and "p99" in slot else "")
+        row.append(f"{cfg['small_requests'] / el['seconds']:.0f}" if "seconds" in el else "")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+
+    lines += [
+        f"## Opening a {cfg['tree_arrays']}-array hierarchy ({TREE_GROUPS} groups)",
+        "",
+        "Open the root and visit every array (its shape): azarr `open_group`/`open_consolidated` and "
+        "`members()` recursively; zarr 2.18 `open_group`/`open_consolidated` and `arrays()`/`groups()`; "
+        "zarr 3.1 `open_group(use_consolidated=False)`/`open_consolidated` and `members(max_depth=None)`. "
+        "TensorStore has no hierarchy API. Cells: time (requests seen by the proxy). Unconsolidated: first "
+        "round only.",
+        "",
+        "| implementation | unconsolidated | consolidated |",
+        "| --- | ---: | ---: |",
+    ]
+    for impl in impls:
+        if impl in ("raw", "tensorstore"):
+            continue
+        row = [LABELS[impl]]
+        for name in ("open", "open-consolidated"):
+            slot = summary.get(impl, {}).get(name, {})
+            if "seconds" in slot:
+                row.append(f"{_fmt_s(slot['seconds'])} ({slot['requests']:.0f})")
+            else:
+                row.append("error" if slot.get("errors") else "n/a")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines += targets(summary, cfg, azarrs)
+    lines += [
+        "## Indexing overhead (in-memory store)",
+        "",
+        "Not repeated here: `python -m benchmarks.bench_indexing` (`results/indexing.md`).",
+        "",
+    ]
+    errors = [
+        f"- {impl} {name}: {err}"
+        for impl, per in summary.items()
+        for name, slot in per.items()
+        for err in slot.get("errors", [])
+    ]
+    if errors:
+        lines += ["## Errors", "", *errors, ""]
+    if results.get("mismatches"):
+        lines += ["## Data mismatches", "", *(f"- {x}" for x in results["mismatches"]), ""]
+    lines.append(
+        "Peers use their libraries' defaults (zarr 3.1: `async.concurrency` 10; s3fs/botocore: "
+        "10 pooled connections, response checksums on). Raw numbers in `cloud.json`."
+    )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def targets(
+    summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any], azarrs: list[str]
+) -> list[str]:
+    """Markdown lines checking azarr against the issue's targets, per azarr transport."""
+    zarr_pythons = ("zarr218", "zarr3-fsspec", "zarr3-obstore")
+
+    def sec(impl: str, name: str) -> float | None:
+        value = summary.get(impl, {}).get(name, {}).get("seconds")
+        return float(value) if value is not None else None
+
+    def verdict(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("yes" if ok else "**no**")
+
+    header = "| target | " + " | ".join(SHORT[a] for a in azarrs) + " |"
+    lines = [
+        "## Targets",
+        "",
+        "Ratios as speed-ups (other's time / azarr's time), from the tables above.",
+        "",
+        header,
+        "| --- |" + " --- |" * len(azarrs),
+    ]
+    for workload in ("read", "write"):
+        for comp in cfg["compressors"]:
+            name = f"{workload}/{comp}"
+            rows: dict[str, list[str]] = {"best": [], "ts": [], "raw": []}
+            for a in azarrs:
+                mine = sec(a, name)
+                best = min((t for z in zarr_pythons if (t := sec(z, name)) is not None), default=None)
+                ts_s, raw_s = sec("tensorstore", name), sec("raw", name)
+                for key, other, goal in (("best", best, 1.5), ("ts", ts_s, 1.0), ("raw", raw_s, 0.8)):
+                    if mine is None or other is None:
+                        rows[key].append("n/a")
+                    else:
+                        rows[key].append(f"{other / mine:.2f} {verdict(other / mine >= goal)}")
+            lines.append(
+                f"| {workload} {comp}: >= 1.5x best zarr-python | " + " | ".join(rows["best"]) + " |"
+            )
+            lines.append(f"| {workload} {comp}: >= 1.0x TensorStore | " + " | ".join(rows["ts"]) + " |")
+            lines.append(f"| {workload} {comp}: >= 0.8 of raw ceiling | " + " | ".join(rows["raw"]) + " |")
+    raw_p99 = summary.get("raw", {}).get("small-chunk", {}).get("p99")
+    for kind in ("element", "chunk"):
+        cells = []
+        for a in azarrs:
+            p99 = summary.get(a, {}).get(f"small-{kind}", {}).get("p99")
+            if p99 is None or not raw_p99:
+                cells.append("n/a")
+            else:
+                cells.append(f"{p99 / raw_p99:.2f} {verdict(p99 / raw_p99 <= 1.3)}")
+        lines.append(f"| small {kind} reads: p99 <= 1.3x raw GET p99 | " + " | ".join(cells) + " |")
+    cells = []
+    for a in azarrs:
+        req = summary.get(a, {}).get("open-consolidated", {}).get("requests")
+        cells.append("n/a" if req is None else f"{req:.0f} {verdict(req == 1)}")
+    lines.append("| consolidated open: exactly 1 request | " + " | ".join(cells) + " |")
+    cells = []
+    for a in azarrs:
+        slot = summary.get(a, {}).get("open", {})
+        if "seconds" not in slot:
+            cells.append("n/a")
+            continue
+        # Wall time in round trips, less the waves the request budget (64 in flight) forces:
+        # what is left is the chain of requests that waited for each other.
+        trips = slot["seconds"] / (2 * cfg["delay_ms"] / 1000 + 0.004)
+        waves = slot["requests"] / 64
+        chained = trips - waves
+        cells.append(
+            f"{slot['requests'] / cfg['tree_arrays']:.1f} requests/array, ~{trips:.0f} round-trip times "
+            f"= {waves:.0f} budget waves + ~{chained:.0f} chained {verdict(chained <= 10)}"
+        )
+    lines.append(
+        "| unconsolidated open: chained round trips bounded by depth (<= ~10) | " + " | ".join(cells) + " |"
+    )
+    lines.append("")
+    return lines
+
+
+def plot(results_json: Path, out_png: Path) -> None:
+    """Draw the bar chart (run by the ``plot`` venv's interpreter: matplotlib is no azarr dependency)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = json.loads(results_json.read_text())
+    summary = results["summary"]
+    if "small-chunk" in summary.get("raw", {}):  # raw's one GET per request serves both kinds
+        summary["raw"]["small-element"] = summary["raw"]["small-chunk"]
+    cfg = results["config"]
+    impls = [i for i in IMPLS if i in summary]
+    colors = {
+        "raw": "#999999",
+        "azarr": "#d62728",
+        "azarr-aiohttp": "#ff7f0e",
+        "zarr218": "#1f77b4",
+        "zarr3-fsspec": "#17becf",
+        "zarr3-obstore": "#2ca02c",
+        "tensorstore": "#9467bd",
+    }
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
+
+    def bars(
+        ax: Any, groups: list[tuple[str, str]], key: str, ylabel: str, title: str, scale: float = 1
+    ) -> None:
+        width = 0.8 / max(1, len(impls))
+        for k, impl in enumerate(impls):
+            vals = [summary.get(impl, {}).get(name, {}).get(key, 0) * scale for name, _ in groups]
+            xs = [g + (k - (len(impls) - 1) / 2) * width for g in range(len(groups))]
+            ax.bar(xs, vals, width, label=SHORT[impl], color=colors[impl])
+        ax.set_xticks(range(len(groups)), [label for _, label in groups])
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+
+    comps = cfg["compressors"]
+    bars(
+        axes[0][0],
+        [(f"read/{c}", c) for c in comps],
+        "mbps",
+        "MiB/s (higher is better)",
+        f"Cold full read, {cfg['size_mib']} MiB",
+    )
+    bars(
+        axes[0][1],
+        [(f"write/{c}", c) for c in comps],
+        "mbps",
+        "MiB/s (higher is better)",
+        f"Full write, {cfg['size_mib']} MiB",
+    )
+    small = [("small-element", "element p50"), ("small-chunk", "chunk p50")]
+    bars(
+        axes[1][0],
+        small,
+        "p50",
+        "ms (lower is better)",
+        f"Small reads, {cfg['concurrency']} concurrent: p50 (dots: p99)",
+        1000,
+    )
+    width = 0.8 / max(1, len(impls))
+    for k, impl in enumerate(impls):
+        for g, (name, _) in enumerate(small):
+            slot = summary.get(impl, {}).get("small-chunk" if impl == "raw" else name, {})
+            if "p99" in slot:
+                axes[1][0].plot(g + (k - (len(impls) - 1) / 2) * width, slot["p99"] * 1000, "k.")
+    bars(
+        axes[1][1],
+        [("open", "unconsolidated"), ("open-consolidated", "consolidated")],
+        "seconds",
+        "seconds, log (lower is better)",
+        f"Open {cfg['tree_arrays']}-array hierarchy + visit arrays",
+    )
+    axes[1][1].set_yscale("log")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(
+        f"Zarr v2 on S3 (SeaweedFS) through {cfg['delay_ms']:g} ms each way; "
+        f"{results['machine']['cores']} cores, Python {results['machine']['python']}"
+    )
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+
+
+def render(json_path: Path, *, plot_png: bool = True) -> int:
+    """Recompute the summary of a results JSON and rewrite its markdown (and chart) beside it."""
+    results = json.loads(json_path.read_text())
+    if not azarr_has_transport():
+        LABELS["azarr"], SHORT["azarr"] = "azarr S3Store", "azarr"
+    results["summary"] = summarize(results["reports"], results["config"]["shape"])
+    json_path.write_text(json.dumps(results, indent=1, default=str))
+    json_path.with_suffix(".md").write_text(markdown(results))
+    if plot_png:
+        from benchmarks.peers import ensure_peer_python
+
+        subprocess.run(
+            [
+                str(ensure_peer_python("plot")),
+                str(Path(__file__).resolve()),
+                "--plot",
+                str(json_path),
+                str(json_path.with_suffix(".png")),
+            ],
+            check=True,
+            timeout=300,
+        )
+    return 0
+
+
+# ---------------------------------------------------------------------- main
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM raises SystemExit so ``finally`` blocks stop the servers."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _azarr_commit() -> str:
+    """``git`` commit of the azarr being measured, ``+dirty`` when ``azarr/`` has local changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "azarr"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return f"{head or '?'}{'+dirty' if dirty else ''}"
+
+
+def _weed_version() -> str:
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from servers import find_binary
+
+    with contextlib.suppress(Exception):
+        out = subprocess.run([find_binary("weed"), "version"], capture_output=True, text=True, timeout=30)
+        words = out.stdout.split()
+        if "version" in words and words.index("version") + 1 < len(words):
+            return words[words.index("version") + 1]
+    return "?"
+
+
+def profile_azarr(
+    server: Any,
+    proxy: Any,
+    bucket: str,
+    cfg: dict[str, Any],
+    workload: str,
+    impl: str,
+    profiler: str,
+    repeat: int,
+) -> None:
+    """Profile azarr's worker running one workload ``repeat`` times; print where the time goes.
+
+    ``profiler="cprofile"`` sees the event-loop thread only (Python frames);
+    ``"py-spy"`` (``pip install py-spy``) samples every thread, codec threads and
+    native frames included, and prints the hottest leaf frames and the functions
+    with the most samples anywhere on the stack (``py-spy record --format raw``).
+    """
+    import pstats
+
+    ops = [op for op in ops_for(impl, cfg, 0) if op["workload"] == workload]
+    if not ops:
+        raise SystemExit(
+            f"no workload {workload!r}; one of read, write, small-element, small-chunk, open, open-consolidated"
+        )
+    ops = [op for op in ops if op.get("compressor") in (None, cfg["compressors"][0])][:1] * repeat
+    outdir = Path(tempfile.mkdtemp(prefix="azarr-cloud-prof-"))
+    task = _task(server, proxy, bucket, cfg, ops)
+    if profiler == "py-spy":
+        raw = outdir / "azarr.stacks"
+        spy = Path(sys.executable).parent / "py-spy"
+        wrap = [
+            str(spy),
+            "record",
+            "--format",
+            "raw",
+            "--rate",
+            "250",
+            "--threads",
+            "--output",
+            str(raw),
+            "--",
+        ]
+        report = run_worker(impl, task, wrap=wrap)
+        _print_report_ops(report)
+        print_collapsed(raw, within="Azarr.")
+        print(f"stacks saved: {raw} (flamegraph.pl or speedscope.app read it)")
+        return
+    out = outdir / "azarr.prof"
+    report = run_worker(impl, {**task, "profile": str(out)})
+    _print_report_ops(report)
+    stats = pstats.Stats(str(out)).strip_dirs()
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(30)
+    print(f"profile saved: {out}")
+
+
+def _print_report_ops(report: dict[str, Any]) -> None:
+    for op in report["ops"]:
+        proxy_seen = (op.get("proxy") or {}).get("requests")
+        print(
+            f"{op['workload']} {op.get('compressor', '')}: {op.get('seconds', 0):.3f} s, "
+            f"{proxy_seen} requests {op.get('error', '')}"
+        )
+
+
+IDLE_LEAVES = (
+    "_worker (concurrent/futures/thread.py:81)",
+    "EpollSelector.select",
+    "Condition.wait",
+    "wait (threading",
+)
+"""Leaf frames of a thread that waits for work (py-spy without ``--idle`` still reports some)."""
+
+
+def print_collapsed(path: Path, top: int = 30, within: str = "") -> None:
+    """Summarize py-spy's collapsed stacks: busy samples per thread, hottest leaves, inclusive time.
+
+    Idle stacks (a pool thread waiting on its queue, the loop in ``select``) are left
+    out; with ``within``, main-thread stacks count only when that function is on them
+    (e.g. ``Azarr.read`` drops start-up imports and the checksum).
+    """
+    import collections
+
+    leaf: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
+    total = idle = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_s)
+        frames = stack.split(";")
+        if any(frames[-1].startswith(x) for x in IDLE_LEAVES):
+            idle += count
+            continue
+        if within and "MainThread" in frames[0] and not any(within in f for f in frames):
+            continue
+        total += count
+        threads[frames[0]] += count
+        leaf[frames[-1]] += count
+        for frame in set(frames[1:]):
+            inclusive[frame] += count
+    print(f"--- {total} busy samples ({idle} idle left out); by thread ---")
+    for name, n in threads.most_common(10):
+        print(f"{100 * n / total:6.1f}%  {name}")
+    print("--- hottest leaf frames (self time) ---")
+    for name, n in leaf.most_common(top):
+        print(f"{100 * n / total:6.1f}%  {name}")
+    print("--- inclusive (on the stack) ---")
+    for name, n in inclusive.most_common(top):
+        print(f"{100 * n / total:6.1f}%  {name}")
+
+
+def _task(
+    server: Any, proxy: Any, bucket: str, cfg: dict[str, Any], ops: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "endpoint": proxy.url,
+        "bucket": bucket,
+        "key": server.key,
+        "secret": server.secret,
+        "admin_port": proxy.admin_port,
+        "shape": cfg["shape"],
+        "chunks": list(CHUNKS),
+        "ops": ops,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=256, help="array size (multiple of 16; default 256)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")
+    parser.add_argument(
+        "--compressors", default=",".join(COMPRESSORS), help="comma-separated: blosc-lz4, zstd"
+    )
+    parser.add_argument("--impls", default=",".join(IMPLS), help="comma-separated implementations")
+    parser.add_argument("--delay-ms", type=float, default=20.0, help="one-way delay (default 20)")
+    parser.add_argument(
+        "--small-requests", type=int, default=1000, help="small reads per kind (default 1000)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=50, help="concurrent small-read tasks (default 50)"
+    )
+    parser.add_argument(
+        "--tree-arrays", type=int, default=1000, help="arrays in the hierarchy (default 1000)"
+    )
+    parser.add_argument("--skip-unconsolidated", action="store_true", help="skip the unconsolidated open")
+    parser.add_argument("--quick", action="store_true", help="64 MiB, 1 round, 300 requests, 200-array tree")
+    parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR, help="where cloud.md/png/json go")
+    parser.add_argument("--name", default="cloud", help="basename of the result files (default cloud)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    parser.add_argument("--profile", metavar="WORKLOAD", help="profile azarr on one workload and exit")
+    parser.add_argument(
+        "--profiler", choices=("cprofile", "py-spy"), default="cprofile", help="with --profile"
+    )
+    parser.add_argument("--profile-impl", choices=AZARR_IMPLS, default="azarr", help="with --profile")
+    parser.add_argument(
+        "--profile-repeat", type=int, default=3, help="runs of the workload under the profiler"
+    )
+    parser.add_argument("--plot", nargs=2, type=Path, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
+    parser.add_argument("--render", type=Path, metavar="JSON", help="rewrite the .md/.png of a results JSON")
+    args = parser.parse_args(argv)
+    if args.plot:
+        plot(*args.plot)
+        return 0
+    if args.render:
+        return render(args.render, plot_png=not args.no_plot)
+    if args.quick:
+        args.size_mib, args.rounds = 64, 1
+        args.small_requests, args.tree_arrays = 300, 200
+    shape = shape_for(args.size_mib)
+    compressors = [c for c in args.compressors.split(",") if c]
+    impls = [i for i in args.impls.split(",") if i]
+    if not azarr_has_transport():
+        LABELS["azarr"], SHORT["azarr"] = "azarr S3Store", "azarr"
+        if "azarr-aiohttp" in impls:
+            _log("azarr's S3Store has no transport= option: measuring the default S3Store only")
+            impls.remove("azarr-aiohttp")
+    if "azarr" not in impls:
+        raise SystemExit("--impls must include azarr")
+    cfg: dict[str, Any] = {
+        "argv": sys.argv[1:] if argv is None else argv,
+        "size_mib": args.size_mib,
+        "shape": list(shape),
+        "rounds": args.rounds,
+        "compressors": compressors,
+        "delay_ms": args.delay_ms,
+        "small_requests": args.small_requests,
+        "concurrency": args.concurrency,
+        "tree_arrays": args.tree_arrays,
+        "skip_unconsolidated": args.skip_unconsolidated,
+        "selections": {
+            kind: selections(shape, args.small_requests, kind, SEED + n)
+            for n, kind in enumerate(("element", "chunk"))
+        },
+    }
+    for impl in impls:  # build the peer venvs before any server starts
+        interpreter(impl)
+
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from servers import start_seaweedfs
+
+    from benchmarks.cloud_workers import digest, make_data
+    from benchmarks.delay_proxy import DelayProxy
+
+    started = time.monotonic()
+    load_before = os.getloadavg()[0]
+    commit = _azarr_commit()
+    server = proxy = None
+    with _sigterm_as_exit():
+        try:
+            _log("starting SeaweedFS ...")
+            server = start_seaweedfs()
+            proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
+            bucket = server.create_bucket("azarr-bench")
+            _log(f"SeaweedFS {server.endpoint_url}, delay proxy {proxy.url} (+{args.delay_ms:g} ms each way)")
+            opening = args.profile is not None and args.profile.startswith("open")
+            for comp in compressors[:1] if args.profile else compressors:
+                if opening:
+                    break
+                _log(f"writing the {args.size_mib} MiB dataset ({comp}) with azarr, directly ...")
+                asyncio.run(_write_dataset(server, bucket, f"data/{comp}", shape, comp))
+            if not args.profile or opening:
+                _log(f"writing the {args.tree_arrays}-array hierarchy and consolidating ...")
+                asyncio.run(_write_tree(server, bucket, "tree", args.tree_arrays))
+            expected = digest(make_data(shape))
+            if args.profile:
+                profile_azarr(
+                    server,
+                    proxy,
+                    bucket,
+                    cfg,
+                    args.profile,
+                    args.profile_impl,
+                    args.profiler,
+                    args.profile_repeat,
+                )
+                return 0
+
+            reports: list[dict[str, Any]] = []
+            versions: dict[str, dict[str, str]] = {}
+            mismatches: list[str] = []
+            for round_ in range(args.rounds):
+                order = impls[round_ % len(impls) :] + impls[: round_ % len(impls)]
+                for impl in order:
+                    _log(f"round {round_ + 1}/{args.rounds}: {LABELS[impl]} ...")
+                    t0 = time.monotonic()
+                    report = run_worker(impl, _task(server, proxy, bucket, cfg, ops_for(impl, cfg, round_)))
+                    reports.append(report)
+                    versions[impl] = report["versions"]
+                    for op in report["ops"]:
+                        brief = f"{op['workload']} {op.get('compressor', '')}".strip()
+                        if "error" in op:
+                            _log(f"  {brief}: ERROR {op['error'][:300]}")
+                            continue
+                        _log(f"  {brief}: {op['seconds']:.2f} s, {op['proxy']['requests']} requests")
+                        if op["op"] == "read" and impl != "raw" and op["digest"] != expected:
+                            mismatches.append(f"{impl} read {op['compressor']}: digest {op['digest']}")
+                        if op["op"] == "write" and impl != "raw" and round_ == 0:
+                            got = asyncio.run(_check_written(server, bucket, op["prefix"]))
+                            if got != expected:
+                                mismatches.append(f"{impl} write {op['compressor']}: read back {got}")
+                    _log(f"  ({time.monotonic() - t0:.0f} s)")
+                    for comp in compressors:
+                        _delete_prefix(server, bucket, f"write/{impl}/{comp}/r{round_}")
+            small_sums = {
+                (r["impl"], op["workload"]): op["checksum"]
+                for r in reports
+                for op in r["ops"]
+                if op["op"] == "small" and "error" not in op and r["impl"] != "raw"
+            }
+            for kind in ("small-element", "small-chunk"):
+                seen = {v for (_, w), v in small_sums.items() if w == kind}
+                if len(seen) > 1:
+                    mismatches.append(f"{kind}: checksums differ: {small_sums}")
+            for r in reports:
+                for op in r["ops"]:
+                    if op["op"] == "open" and "error" not in op and op["arrays"] != args.tree_arrays:
+                        mismatches.append(f"{r['impl']} {op['workload']}: {op['arrays']} arrays")
+        finally:
+            if proxy is not None:
+                proxy.stop()
+            if server is not None:
+                _log("stopping SeaweedFS ...")
+                server.stop()
+
+    results = {
+        "config": {k: v for k, v in cfg.items() if k != "selections"},
+        "machine": _machine(),
+        "weed_version": _weed_version(),
+        "azarr_commit": commit,
+        "load": [load_before, os.getloadavg()[0]],
+        "wall_s": time.monotonic() - started,
+        "versions": versions,
+        "summary": summarize(reports, cfg["shape"]),
+        "mismatches": mismatches,
+        "reports": reports,
+    }
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    json_path = args.output_dir / f"{args.name}.json"
+    json_path.write_text(json.dumps(results, indent=1, default=str))
+    text = markdown(results)
+    (args.output_dir / f"{args.name}.md").write_text(text)
+    print(text)
+    if not args.no_plot:
+        from benchmarks.peers import ensure_peer_python
+
+        png = args.output_dir / f"{args.name}.png"
+        subprocess.run(
+            [
+                str(ensure_peer_python("plot")),
+                str(Path(__file__).resolve()),
+                "--plot",
+                str(json_path),
+                str(png),
+            ],
+            check=True,
+            timeout=300,
+        )
+        _log(f"chart: {png}")
+    _log(f"written to {args.output_dir}/{args.name}.md")
+    if mismatches:
+        _log("DATA MISMATCHES:\n" + "\n".join(mismatches))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,775 @@
+"""Workers for :mod:`benchmarks.bench_cloud`: one implementation, a list of timed operations, JSON out.
+
+Each implementation runs in its own interpreter (azarr and the raw aiohttp
+client in azarr's venv, the peers in theirs: :mod:`benchmarks.peers`)::
+
+    python benchmarks/cloud_workers.py < task.json > result.json
+
+The task (JSON on stdin) names the implementation, the S3 endpoint (the delay
+proxy), credentials, the proxy's admin port and a list of operations; the worker
+prints one JSON line ``{"impl", "versions", "ops": [...]}``. Every operation
+records its wall time and the HTTP requests the proxy saw while it ran (the
+worker resets and reads the proxy's counters around it; nothing else talks to
+the proxy meanwhile).
+
+Operations (``op`` field):
+
+``read``
+    Cold full read of an array: a new store/client/context, open, ``arr[...]``.
+    Returns an MD5 of the result's bytes so the driver can check that every
+    implementation read the same data.
+``write``
+    Generate the benchmark data (not timed), then create the array at a fresh
+    prefix and write it whole.
+``small``
+    Open the array once, warm up with the first ``concurrency`` requests, then
+    issue every request in ``selections`` from ``concurrency`` concurrent tasks
+    (threads for synchronous APIs) and time each one: the FastAPI pattern.
+``open``
+    Open a hierarchy (consolidated or not) and visit every array in it, reading
+    its shape: what listing a dataset's variables costs.
+
+This module must stay importable by every peer's interpreter: only the standard
+library and NumPy at module level; each implementation imports its library
+inside its own functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.metadata
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from delay_proxy import admin_command
+
+Selection = tuple[Any, ...]
+IMPLS = ("raw", "azarr", "azarr-aiohttp", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
+
+
+# ---------------------------------------------------------------------- shared helpers
+def make_data(shape: tuple[int, int]) -> np.ndarray:
+    """The benchmark array: deterministic from integer arithmetic alone (same bytes in any NumPy).
+
+    Each value is a 14-bit hash of its position divided by 64 plus a smooth column
+    term, so it is exact in float32 and compresses about as well as noisy
+    measurements do (Blosc-lz4 with shuffle: ~0.7 of the raw size).
+    """
+    rows, cols = shape
+    out = np.empty(shape, dtype="<f4")
+    j = np.arange(cols, dtype=np.uint32)[None, :]
+    smooth = (j % 256).astype(np.float32)
+    step = max(1, (8 << 20) // (cols * 4))
+    for start in range(0, rows, step):
+        i = np.arange(start, min(rows, start + step), dtype=np.uint32)[:, None]
+        h = i * np.uint32(2654435761) + j * np.uint32(40503)
+        h ^= h >> np.uint32(15)
+        h *= np.uint32(2246822519)
+        h ^= h >> np.uint32(13)
+        out[start : start + len(i)] = (h >> np.uint32(18)).astype(np.float32) / np.float32(64) + smooth
+    return out
+
+
+def digest(arr: Any) -> str:
+    """MD5 of an array's C-order bytes (little-endian float32 here)."""
+    data = np.ascontiguousarray(np.asarray(arr))
+    return hashlib.md5(memoryview(data).cast("B")).hexdigest()
+
+
+def numcodecs_compressor(name: str) -> Any:
+    """The numcodecs compressor for ``name``: ``blosc-lz4`` (zarr-python 2's default) or ``zstd``."""
+    import numcodecs
+
+    if name == "blosc-lz4":
+        return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE, blocksize=0)
+    if name == "zstd":
+        return numcodecs.Zstd(level=1)
+    raise ValueError(f"unknown compressor {name!r}")
+
+
+def s3fs_options(task: dict[str, Any]) -> dict[str, Any]:
+    """s3fs options as a user of that library passes them (library defaults otherwise).
+
+    ``skip_instance_cache``: fsspec would hand every store the same cached
+    ``S3FileSystem`` (same arguments), so a second "cold" read in one worker would
+    reuse the first one's open connections, and a filesystem made for zarr 3's
+    sync loop would be reused on another loop. azarr's stores make their own.
+    """
+    return {
+        "endpoint_url": task["endpoint"],
+        "key": task["key"],
+        "secret": task["secret"],
+        "skip_instance_cache": True,
+    }
+
+
+def _versions(modules: Iterable[str]) -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for name in modules:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "?"
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def latency_summary(latencies: list[float]) -> dict[str, float]:
+    """p50 / p90 / p99 / max / mean of per-request seconds."""
+    return {
+        "p50": _percentile(latencies, 0.50),
+        "p90": _percentile(latencies, 0.90),
+        "p99": _percentile(latencies, 0.99),
+        "max": max(latencies),
+        "mean": statistics.fmean(latencies),
+    }
+
+
+def selection(spec: list[Any]) -> Selection:
+    """A selection from its JSON form: ints stay ints, ``[start, stop]`` pairs become slices."""
+    return tuple(slice(s[0], s[1]) if isinstance(s, list) else int(s) for s in spec)
+
+
+def value_sum(result: Any) -> float:
+    """A cheap checksum for small-read results: size plus first, middle and last value.
+
+    It runs on the event loop between requests, so it must cost microseconds (a full
+    float64 sum of a 1 MiB chunk took ~0.5 ms and inflated every async peer's tail).
+    """
+    flat = np.asarray(result).reshape(-1)
+    if flat.size == 0:
+        return 0.0
+    return float(flat.size) + float(flat[0]) + float(flat[flat.size // 2]) + float(flat[-1])
+
+
+async def run_concurrent_async(
+    fn: Callable[[Selection], Awaitable[Any]], selections: list[Selection], concurrency: int
+) -> tuple[list[float], float]:
+    """Run ``fn`` over ``selections`` from ``concurrency`` tasks; per-call seconds and a checksum."""
+    latencies = [0.0] * len(selections)
+    sums = [0.0] * len(selections)
+    queue = iter(range(len(selections)))
+
+    async def worker() -> None:
+        for index in queue:
+            t0 = time.perf_counter()
+            result = await fn(selections[index])
+            latencies[index] = time.perf_counter() - t0
+            sums[index] = value_sum(result)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, sum(sums)
+
+
+def run_concurrent_threads(
+    fn: Callable[[Selection], Any], selections: list[Selection], concurrency: int
+) -> tuple[list[float], float]:
+    """Run ``fn`` over ``selections`` from a pool of ``concurrency`` threads."""
+
+    def timed(sel: Selection) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        result = fn(sel)
+        return time.perf_counter() - t0, value_sum(result)
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        out = list(pool.map(timed, selections))
+    return [t for t, _ in out], sum(s for _, s in out)
+
+
+# ---------------------------------------------------------------------- implementations
+class Impl:
+    """One implementation: how it reads, writes, serves small reads and opens hierarchies.
+
+    Synchronous methods; async libraries run their coroutines on ``self.runner``.
+    """
+
+    modules: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    """Modules imported before anything is timed: a cold read is one without cached
+    connections or data, not one that includes the interpreter importing the library."""
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        self.task = task
+        self.bucket: str = task["bucket"]
+        self.runner = asyncio.Runner()
+        for name in self.imports:
+            importlib.import_module(name)
+
+    def read(self, prefix: str) -> Any:
+        raise NotImplementedError
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        raise NotImplementedError
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        raise NotImplementedError
+
+    def open_tree(self, prefix: str, consolidated: bool) -> tuple[int, int]:
+        """Open the hierarchy and visit every array: (number of arrays, sum of their sizes)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+class Raw(Impl):
+    """The path's ceiling: aiohttp GETs/PUTs of the same objects at concurrency 64, no Zarr at all.
+
+    GETs are anonymous (the benchmark server lets the anonymous identity read);
+    PUTs are signed with botocore's SigV4 signer (``UNSIGNED-PAYLOAD``).
+    """
+
+    modules = ("aiohttp", "botocore")
+    imports = ("aiohttp", "botocore.auth", "botocore.awsrequest", "numcodecs")
+    concurrency = 64
+
+    def _url(self, prefix: str, key: str) -> str:
+        return f"{self.task['endpoint']}/{self.bucket}/{prefix}/{key}"
+
+    def _chunk_keys(self, shape: list[int], chunks: list[int]) -> list[str]:
+        grid = [-(-s // c) for s, c in zip(shape, chunks, strict=True)]
+        return [f"{i}.{j}" for i in range(grid[0]) for j in range(grid[1])]
+
+    def read(self, prefix: str) -> Any:
+        keys = self._chunk_keys(self.task["shape"], self.task["chunks"])
+        return self.runner.run(self._get_all(prefix, keys))
+
+    async def _get_all(self, prefix: str, keys: list[str]) -> int:
+        import aiohttp
+
+        sem = asyncio.Semaphore(self.concurrency)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
+
+            async def get(key: str) -> int:
+                async with sem, session.get(self._url(prefix, key)) as response:
+                    body = await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"GET {key}: {response.status} {body[:200]!r}")
+                    return len(body)
+
+            sizes = await asyncio.gather(*(get(k) for k in keys))
+        return sum(sizes)
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        codec = numcodecs_compressor(compressor)
+        rows, cols = chunks
+        payloads = {
+            f"{i // rows}.{j // cols}": codec.encode(np.ascontiguousarray(data[i : i + rows, j : j + cols]))
+            for i in range(0, data.shape[0], rows)
+            for j in range(0, data.shape[1], cols)
+        }
+        t0 = time.perf_counter()
+        self.runner.run(self._put_all(prefix, payloads))
+        self.write_seconds = time.perf_counter() - t0
+
+    async def _put_all(self, prefix: str, payloads: dict[str, bytes]) -> None:
+        import aiohttp
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
+        class Unsigned(S3SigV4Auth):
+            def _should_sha256_sign_payload(self, request: Any) -> bool:
+                return False
+
+        signer = Unsigned(Credentials(self.task["key"], self.task["secret"]), "s3", "us-east-1")
+        sem = asyncio.Semaphore(self.concurrency)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
+
+            async def put(key: str, body: bytes) -> None:
+                url = self._url(prefix, key)
+                request = AWSRequest(method="PUT", url=url, data=body)
+                signer.add_auth(request)
+                async with (
+                    sem,
+                    session.put(url, data=body, headers=dict(request.headers.items())) as response,
+                ):
+                    text = await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"PUT {key}: {response.status} {text[:300]!r}")
+
+            await asyncio.gather(*(put(k, v) for k, v in payloads.items()))
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        """Single-chunk GETs: the chunk each selection falls in (bytes, not decoded)."""
+        rows, cols = self.task["chunks"]
+
+        def key(sel: Selection) -> str:
+            i, j = (s.start if isinstance(s, slice) else s for s in sel)
+            return f"{i // rows}.{j // cols}"
+
+        async def go() -> tuple[list[float], float]:
+            import aiohttp
+
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+
+                async def get(sel: Selection) -> Any:
+                    async with session.get(self._url(prefix, key(sel))) as response:
+                        body = await response.read()
+                        if response.status != 200:
+                            raise RuntimeError(f"GET: {response.status}")
+                        return np.zeros(1) + len(body)
+
+                await run_concurrent_async(get, selections[:concurrency], concurrency)
+                return await run_concurrent_async(get, selections, concurrency)
+
+        return self.runner.run(go())
+
+
+class Azarr(Impl):
+    """azarr's ``S3Store`` with ``transport="s3fs"`` (or its only transport, before it had a choice)."""
+
+    modules = ("azarr", "s3fs", "aiobotocore", "botocore", "aiohttp", "numcodecs", "numpy")
+    imports = ("azarr", "azarr.storage", "s3fs", "aiohttp", "numcodecs")
+    transport: str | None = "s3fs"
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        super().__init__(task)
+        os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+    def store(self, prefix: str, read_only: bool = True) -> Any:
+        import inspect
+
+        from azarr.storage import S3Store
+
+        kwargs: dict[str, Any] = {}
+        if "transport" in inspect.signature(S3Store.__init__).parameters:
+            kwargs["transport"] = self.transport
+        elif self.transport == "aiohttp":
+            raise RuntimeError("this azarr's S3Store has no transport= option")
+        return S3Store(
+            f"{self.bucket}/{prefix}", storage_options=s3fs_options(self.task), read_only=read_only, **kwargs
+        )
+
+    def read(self, prefix: str) -> Any:
+        async def go() -> Any:
+            import azarr
+
+            store = self.store(prefix)
+            try:
+                arr = await azarr.open_array(store, mode="r")
+                return await arr.get_basic_selection(...)
+            finally:
+                await store.close()
+
+        return self.runner.run(go())
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        async def go() -> None:
+            import azarr
+
+            store = self.store(prefix, read_only=False)
+            try:
+                arr = await azarr.create(
+                    shape=data.shape,
+                    chunks=chunks,
+                    dtype=data.dtype,
+                    compressor=numcodecs_compressor(compressor),
+                    store=store,
+                    overwrite=False,
+                )
+                await arr.set_basic_selection(..., data)
+            finally:
+                await store.close()
+
+        self.runner.run(go())
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        async def go() -> tuple[list[float], float]:
+            import azarr
+
+            store = self.store(prefix)
+            try:
+                arr = await azarr.open_array(store, mode="r")
+                await run_concurrent_async(arr.get_basic_selection, selections[:concurrency], concurrency)
+                return await run_concurrent_async(arr.get_basic_selection, selections, concurrency)
+            finally:
+                await store.close()
+
+        return self.runner.run(go())
+
+    def open_tree(self, prefix: str, consolidated: bool) -> tuple[int, int]:
+        async def go() -> tuple[int, int]:
+            import azarr
+
+            store = self.store(prefix)
+            try:
+                root = await (
+                    azarr.open_consolidated(store) if consolidated else azarr.open_group(store, "r")
+                )
+                return await self._walk(root)
+            finally:
+                await store.close()
+
+        return self.runner.run(go())
+
+    async def _walk(self, group: Any) -> tuple[int, int]:
+        import azarr
+
+        count = size = 0
+        async for _, node in group.members():
+            if isinstance(node, azarr.AsyncArray):
+                count, size = count + 1, size + node.size
+            else:
+                c, s = await self._walk(node)
+                count, size = count + c, size + s
+        return count, size
+
+
+class AzarrAiohttp(Azarr):
+    """azarr's ``S3Store(transport="aiohttp")`` (the lean SigV4 driver), when it exists."""
+
+    transport = "aiohttp"
+
+
+class Zarr218(Impl):
+    """zarr-python 2.18 ``FSStore`` over s3fs, synchronous API, library defaults."""
+
+    modules = ("zarr", "numcodecs", "numpy", "s3fs", "aiobotocore", "botocore", "fsspec")
+    imports = ("zarr", "zarr.storage", "s3fs", "numcodecs")
+
+    def store(self, prefix: str) -> Any:
+        import zarr
+
+        return zarr.storage.FSStore(f"s3://{self.bucket}/{prefix}", **s3fs_options(self.task))
+
+    def read(self, prefix: str) -> Any:
+        import zarr
+
+        return zarr.open_array(self.store(prefix), mode="r")[...]
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        import zarr
+
+        arr = zarr.create(
+            shape=data.shape,
+            chunks=chunks,
+            dtype=data.dtype,
+            compressor=numcodecs_compressor(compressor),
+            store=self.store(prefix),
+            overwrite=False,
+        )
+        arr[...] = data
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        import zarr
+
+        arr = zarr.open_array(self.store(prefix), mode="r")
+        fn = arr.__getitem__
+        run_concurrent_threads(fn, selections[:concurrency], concurrency)
+        return run_concurrent_threads(fn, selections, concurrency)
+
+    def open_tree(self, prefix: str, consolidated: bool) -> tuple[int, int]:
+        import zarr
+
+        store = self.store(prefix)
+        root = zarr.open_consolidated(store, mode="r") if consolidated else zarr.open_group(store, mode="r")
+
+        def walk(group: Any) -> tuple[int, int]:
+            count = size = 0
+            for _, arr in group.arrays():
+                count, size = count + 1, size + arr.size
+            for _, sub in group.groups():
+                c, s = walk(sub)
+                count, size = count + c, size + s
+            return count, size
+
+        return walk(root)
+
+
+class Zarr3(Impl):
+    """zarr-python 3.1, Zarr v2 format, default configuration (``async.concurrency`` 10)."""
+
+    modules = ("zarr", "numcodecs", "numpy", "s3fs", "aiobotocore", "botocore", "fsspec", "obstore")
+    imports = ("zarr", "zarr.storage", "zarr.api.asynchronous", "s3fs", "obstore.store", "numcodecs")
+
+    def store(self, prefix: str, read_only: bool = True) -> Any:
+        raise NotImplementedError
+
+    def read(self, prefix: str) -> Any:
+        import zarr
+
+        return zarr.open_array(self.store(prefix), mode="r", zarr_format=2)[...]
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        import zarr
+
+        arr = zarr.create_array(
+            store=self.store(prefix, read_only=False),
+            shape=data.shape,
+            chunks=chunks,
+            dtype=data.dtype,
+            zarr_format=2,
+            compressors=numcodecs_compressor(compressor),
+            filters=None,
+            fill_value=0.0,
+            overwrite=False,
+        )
+        arr[...] = data
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        """zarr 3's async API on one event loop: 50 tasks, as in an async web server."""
+
+        async def go() -> tuple[list[float], float]:
+            import zarr.api.asynchronous as za
+
+            arr = await za.open_array(store=self.store(prefix), mode="r", zarr_format=2)
+            await run_concurrent_async(arr.getitem, selections[:concurrency], concurrency)
+            return await run_concurrent_async(arr.getitem, selections, concurrency)
+
+        return self.runner.run(go())
+
+    def open_tree(self, prefix: str, consolidated: bool) -> tuple[int, int]:
+        import zarr
+
+        store = self.store(prefix)
+        if consolidated:
+            root = zarr.open_consolidated(store, mode="r", zarr_format=2)
+        else:
+            root = zarr.open_group(store, mode="r", zarr_format=2, use_consolidated=False)
+        count = size = 0
+        for _, node in root.members(max_depth=None):
+            if isinstance(node, zarr.Array):
+                count, size = count + 1, size + node.size
+        return count, size
+
+
+class Zarr3Fsspec(Zarr3):
+    """zarr-python 3.1 ``FsspecStore`` (s3fs)."""
+
+    def store(self, prefix: str, read_only: bool = True) -> Any:
+        from zarr.storage import FsspecStore
+
+        return FsspecStore.from_url(
+            f"s3://{self.bucket}/{prefix}", storage_options=s3fs_options(self.task), read_only=read_only
+        )
+
+
+class Zarr3Obstore(Zarr3):
+    """zarr-python 3.1 ``ObjectStore`` over obstore's ``S3Store`` (Rust ``object_store``)."""
+
+    def store(self, prefix: str, read_only: bool = True) -> Any:
+        from obstore.store import S3Store
+        from zarr.storage import ObjectStore
+
+        inner = S3Store(
+            self.bucket,
+            prefix=prefix,
+            endpoint=self.task["endpoint"],
+            access_key_id=self.task["key"],
+            secret_access_key=self.task["secret"],
+            region="us-east-1",
+            virtual_hosted_style_request=False,
+            client_options={"allow_http": True},
+        )
+        return ObjectStore(inner, read_only=read_only)
+
+
+class TensorStore(Impl):
+    """TensorStore's ``zarr`` (v2) driver on its ``s3`` kvstore, default context (no cache)."""
+
+    modules = ("tensorstore", "numpy")
+    imports = ("tensorstore",)
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        super().__init__(task)
+        os.environ["AWS_ACCESS_KEY_ID"] = task["key"]
+        os.environ["AWS_SECRET_ACCESS_KEY"] = task["secret"]
+
+    def spec(self, prefix: str) -> dict[str, Any]:
+        return {
+            "driver": "zarr",
+            "kvstore": {
+                "driver": "s3",
+                "bucket": self.bucket,
+                "path": f"{prefix}/",
+                "endpoint": self.task["endpoint"],
+                "aws_region": "us-east-1",
+                "aws_credentials": {"type": "environment"},
+            },
+        }
+
+    def read(self, prefix: str) -> Any:
+        import tensorstore as ts
+
+        arr = ts.open(self.spec(prefix), read=True, context=ts.Context()).result()
+        return arr.read().result()
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        import tensorstore as ts
+
+        comp = (
+            {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}
+            if compressor == "blosc-lz4"
+            else {"id": "zstd", "level": 1}
+        )
+        spec = self.spec(prefix)
+        spec["metadata"] = {
+            "shape": list(data.shape),
+            "chunks": list(chunks),
+            "dtype": "<f4",
+            "compressor": comp,
+            "fill_value": 0.0,
+            "order": "C",
+            "filters": None,
+        }
+        arr = ts.open(spec, create=True, context=ts.Context()).result()
+        arr.write(data).result()
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        """TensorStore futures awaited from 50 asyncio tasks."""
+        import tensorstore as ts
+
+        async def go() -> tuple[list[float], float]:
+            arr = await ts.open(self.spec(prefix), read=True, context=ts.Context())
+
+            async def get(sel: Selection) -> Any:
+                return await arr[sel].read()
+
+            await run_concurrent_async(get, selections[:concurrency], concurrency)
+            return await run_concurrent_async(get, selections, concurrency)
+
+        return self.runner.run(go())
+
+
+IMPL_CLASSES: dict[str, type[Impl]] = {
+    "raw": Raw,
+    "azarr": Azarr,
+    "azarr-aiohttp": AzarrAiohttp,
+    "zarr218": Zarr218,
+    "zarr3-fsspec": Zarr3Fsspec,
+    "zarr3-obstore": Zarr3Obstore,
+    "tensorstore": TensorStore,
+}
+
+
+# ---------------------------------------------------------------------- driver loop
+class _Requests:
+    """Counts the proxy's requests around one operation (``None`` without an admin port)."""
+
+    def __init__(self, admin_port: int | None) -> None:
+        self.admin_port = admin_port
+
+    def reset(self) -> None:
+        if self.admin_port:
+            admin_command(self.admin_port, "reset")
+
+    def read(self) -> dict[str, Any] | None:
+        return admin_command(self.admin_port, "counters") if self.admin_port else None
+
+
+def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any]:
+    """Run and time one operation; the result dict goes into the worker's JSON."""
+    kind = op["op"]
+    out: dict[str, Any] = dict(op)
+    out.pop("selections", None)
+    if kind == "read":
+        requests.reset()
+        t0 = time.perf_counter()
+        result = impl.read(op["prefix"])
+        out["seconds"] = time.perf_counter() - t0
+        out["proxy"] = requests.read()
+        out["digest"] = digest(result) if isinstance(result, np.ndarray) else f"bytes:{result}"
+        if isinstance(result, np.ndarray):
+            out["nbytes"] = int(result.nbytes)
+        else:  # raw: the stored bytes it moved; rates are per MiB of array data like everyone's
+            out["stored_bytes"] = int(result)
+            out["nbytes"] = int(np.prod(impl.task["shape"])) * 4
+        del result
+    elif kind == "write":
+        data = make_data(tuple(op["shape"]))
+        requests.reset()
+        t0 = time.perf_counter()
+        impl.write(op["prefix"], data, op["compressor"], tuple(op["chunks"]))
+        out["seconds"] = getattr(impl, "write_seconds", None) or time.perf_counter() - t0
+        out["proxy"] = requests.read()
+        out["nbytes"] = int(data.nbytes)
+    elif kind == "small":
+        selections = [selection(s) for s in op["selections"]]
+        requests.reset()
+        t0 = time.perf_counter()
+        latencies, checksum = impl.small(op["prefix"], selections, op["concurrency"])
+        out["seconds"] = time.perf_counter() - t0
+        out["proxy"] = requests.read()
+        measured = latencies[-len(selections) :]
+        out["latency"] = latency_summary(measured)
+        out["checksum"] = round(checksum, 3)
+        out["count"] = len(measured)
+    elif kind == "open":
+        requests.reset()
+        t0 = time.perf_counter()
+        count, size = impl.open_tree(op["prefix"], op["consolidated"])
+        out["seconds"] = time.perf_counter() - t0
+        out["proxy"] = requests.read()
+        out["arrays"] = count
+        out["checksum"] = size
+    else:
+        raise ValueError(f"unknown op {kind!r}")
+    return out
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """Run every operation of ``task`` in order with one implementation."""
+    impl = IMPL_CLASSES[task["impl"]](task)
+    requests = _Requests(task.get("admin_port"))
+    results = []
+    try:
+        for op in task["ops"]:
+            t0 = time.perf_counter()
+            try:
+                results.append(run_op(impl, op, requests))
+            except Exception as exc:  # report and go on: one failing op must not hide the others
+                failed = {k: v for k, v in op.items() if k != "selections"}
+                failed["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+                failed["seconds"] = time.perf_counter() - t0
+                results.append(failed)
+    finally:
+        impl.close()
+    return {
+        "impl": task["impl"],
+        "versions": _versions(impl.modules),
+        "ops": results,
+        "threads": threading.active_count(),
+    }
+
+
+def main() -> int:
+    """Read a task from stdin, print the result JSON on stdout."""
+    task = json.loads(sys.stdin.read())
+    if task.get("profile"):
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        report = run_task(task)
+        profiler.disable()
+        profiler.dump_stats(task["profile"])
+        pstats.Stats(task["profile"])  # validate the dump
+    else:
+        report = run_task(task)
+    sys.stdout.write(json.dumps(report) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
