@@ -207,3 +207,11 @@ async def test_walking_a_hierarchy_costs_round_trips_per_level_not_per_member() 
     assert elapsed < 2.0, f"walking 200 arrays took {elapsed:.1f} s"
     array_reads = [k for k in slow.gets if "/x" in k]
     assert len(array_reads) == 400 and all(n == 1 for n in slow.gets.values())  # .zarray + .zattrs, once each
+
+
+async def test_opening_an_array_is_one_round_trip() -> None:
+    inner = MemoryStore()
+    await azarr.zeros(4, store=inner, path="a/b")
+    recording = RecordingStore(inner)
+    await azarr.open_array(recording, mode="r", path="a/b")
+    assert dict(recording.gets) == {"a/b/.zarray": 1, "a/b/.zattrs": 1}  # read together, no existence checks
