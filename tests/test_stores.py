@@ -518,7 +518,7 @@ class TestLocalStore(StoreTests):
 
 # ---------------------------------------------------------------------- S3
 def s3_open_filesystems(store: FsspecStore) -> int:
-    return sum(1 for st in store._states.values() if not st.abandoned)
+    return sum(1 for st in store._loops.states.values() if not st.abandoned)
 
 
 S3_TRANSPORTS = ["aiohttp", "s3fs"]

@@ -356,7 +356,7 @@ class TestHTTPConfiguration:
         for op in (lambda: store.set("k", b"v"), lambda: store.delete("k"), lambda: store.delete_prefix("")):
             with pytest.raises(ReadOnlyError, match=r"http://127\.0\.0\.1:9/x"):
                 await op()
-        assert not store._states  # no session was made
+        assert not store._loops.states  # no session was made
 
 
 class TestParseIndex:
@@ -559,7 +559,7 @@ class TestGCSConfiguration:
         assert await store.get("missing") is None  # a miss checks the bucket, once
         assert store._bucket_known
         clone: GCSStore = closing(pickle.loads(pickle.dumps(store)))
-        assert not clone._bucket_known and not clone._states
+        assert not clone._bucket_known and not clone._loops.states
         assert clone.storage_options == store.storage_options
         assert await clone.get("k") == b"v"
 

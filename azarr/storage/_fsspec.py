@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, ClassVar
 
 from azarr.errors import (
@@ -19,6 +16,7 @@ from azarr.errors import (
     TransientStoreError,
 )
 from azarr.storage._base import ByteRange, Store
+from azarr.storage._loops import PerLoop
 
 # Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
 _PERMISSION_CODES = frozenset(
@@ -142,51 +140,6 @@ def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreE
     return StoreError(f"{what} failed: {detail}")
 
 
-@dataclass(eq=False)
-class _LoopState:
-    """The filesystem instance serving one event loop."""
-
-    fs: Any
-    guard: AsyncGenerator[None, None] | None = None
-    abandoned: bool = False  # its loop closed without letting us close the session
-
-
-async def _session_guard(
-    state: _LoopState, close: Callable[[Any], Awaitable[None]]
-) -> AsyncGenerator[None, None]:
-    """Close ``state.fs`` when its event loop shuts down.
-
-    An async generator iterated once is tracked by its loop, and ``asyncio.run`` /
-    ``asyncio.Runner`` close every such generator before closing the loop
-    (``loop.shutdown_asyncgens``). Its ``finally`` is therefore a reliable "this loop
-    is ending" hook: sessions get closed on the right loop even when the caller
-    never calls :meth:`Store.close`. It references no store, so dropping the store
-    lets the loop close the generator (and the session) too.
-    """
-    try:
-        yield
-    finally:
-        if not state.abandoned:
-            with contextlib.suppress(Exception):  # best effort at shutdown
-                await close(state.fs)
-
-
-def _finish_sync(guard: AsyncGenerator[None, None]) -> None:
-    """Finish a guard whose loop is already closed, without any event loop.
-
-    With ``state.abandoned`` set its ``finally`` awaits nothing, so one ``send``
-    completes ``aclose()``; a finished generator then never asks its dead loop to
-    finalize it (which would raise "Event loop is closed" during garbage collection).
-    """
-    closing = guard.aclose()
-    try:
-        closing.send(None)
-    except StopIteration:
-        pass
-    except Exception:  # pragma: no cover - defensive: never raise from cleanup
-        closing.close()
-
-
 class FsspecStore(Store):
     """A store over an fsspec asynchronous filesystem (zarr-python 2 ``FSStore``, zarr 3 ``FsspecStore``).
 
@@ -288,8 +241,7 @@ class FsspecStore(Store):
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
-        self._lock = threading.Lock()
+        self._loops: PerLoop[Any] = PerLoop(self._new_fs, type(self)._close_fs)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -308,7 +260,7 @@ class FsspecStore(Store):
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_states"], state["_lock"]
+        del state["_loops"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -349,59 +301,25 @@ class FsspecStore(Store):
             if asyncio.iscoroutine(result):
                 await result
 
-    def _pop_closed_loops(self) -> list[_LoopState]:
-        # Caller holds self._lock.
-        dead = [loop for loop in self._states if loop.is_closed()]
-        return [self._states.pop(loop) for loop in dead]
-
-    @staticmethod
-    def _abandon(states: list[_LoopState]) -> None:
-        for state in states:
-            state.abandoned = True
-            if state.guard is not None:
-                _finish_sync(state.guard)
-
     async def filesystem(self) -> Any:
         """The filesystem instance serving the running event loop (created on first use).
 
         For advanced use (e.g. backend features azarr does not wrap); the store owns it.
         """
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.get(loop)
-            created = state is None
-            if state is None:
-                stale = self._pop_closed_loops()
-                state = self._states[loop] = _LoopState(self._new_fs(loop))
-            else:
-                stale = []
-        self._abandon(stale)
+        fs, created = await self._loops.get()
         if created:
-            guard = _session_guard(state, type(self)._close_fs)
-            await guard.__anext__()  # first iteration: the loop now tracks the guard
-            state.guard = guard
             try:
-                await self._open_session(state.fs)
+                await self._open_session(fs)
             except Exception as exc:
                 raise self._translate(exc, "connect to", "") from exc
-        return state.fs
+        return fs
 
     async def close(self) -> None:
         """Close the connections of the running loop; the store stays usable.
 
         Sessions of other loops are closed by those loops (or when they shut down).
         """
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.pop(loop, None)
-            stale = self._pop_closed_loops()
-        self._abandon(stale)
-        if state is None:
-            return
-        if state.guard is not None:
-            await state.guard.aclose()  # its finally closes the session
-        else:
-            await self._close_fs(state.fs)
+        await self._loops.close()
 
     # ------------------------------------------------------------------ errors
     def _translate(self, exc: BaseException, op: str, key: str) -> StoreError:

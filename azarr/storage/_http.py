@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import re
-import threading
 from collections.abc import AsyncIterator, Mapping
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -27,7 +26,7 @@ from azarr.errors import (
     TransientStoreError,
 )
 from azarr.storage._base import ByteRange, Store, validate_key
-from azarr.storage._fsspec import _finish_sync, _LoopState, _session_guard
+from azarr.storage._loops import PerLoop
 
 if TYPE_CHECKING:
     import aiohttp
@@ -174,8 +173,7 @@ class HTTPStore(Store):
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
-        self._lock = threading.Lock()
+        self._loops: PerLoop[Any] = PerLoop(lambda _loop: self._new_session(), self._close_session)
         self.supports_listing = bool(self.storage_options.get("listings", True))
 
     # ------------------------------------------------------------------ identity
@@ -185,7 +183,7 @@ class HTTPStore(Store):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_states"], state["_lock"]
+        del state["_loops"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -235,48 +233,13 @@ class HTTPStore(Store):
 
         For advanced use (requests azarr does not make); the store owns it.
         """
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.get(loop)
-            created = state is None
-            stale: list[_LoopState] = []
-            if state is None:
-                stale = self._pop_closed_loops()
-                state = self._states[loop] = _LoopState(self._new_session())
-        self._abandon(stale)
-        if created:
-            # Closes the session when the loop shuts down (see _fsspec._session_guard).
-            guard = _session_guard(state, self._close_session)
-            await guard.__anext__()
-            state.guard = guard
-        session: aiohttp.ClientSession = state.fs
+        session: aiohttp.ClientSession
+        session, _ = await self._loops.get()
         return session
-
-    def _pop_closed_loops(self) -> list[_LoopState]:
-        # Caller holds self._lock.
-        dead = [loop for loop in self._states if loop.is_closed()]
-        return [self._states.pop(loop) for loop in dead]
-
-    @staticmethod
-    def _abandon(states: list[_LoopState]) -> None:
-        for state in states:
-            state.abandoned = True
-            if state.guard is not None:
-                _finish_sync(state.guard)
 
     async def close(self) -> None:
         """Close the running loop's connections; the store stays usable (a new pool is made)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.pop(loop, None)
-            stale = self._pop_closed_loops()
-        self._abandon(stale)
-        if state is None:
-            return
-        if state.guard is not None:
-            await state.guard.aclose()  # its finally closes the session
-        else:
-            await self._close_session(state.fs)
+        await self._loops.close()
 
     # ------------------------------------------------------------------ requests
     async def _send(self, op: str, key: str, method: str, url: URL, headers: Mapping[str, str]) -> _Reply:

@@ -41,7 +41,8 @@ from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import unescape
 
 from azarr.errors import PermissionDeniedError, StoreError
-from azarr.storage._fsspec import _finish_sync, _LoopState, _session_guard, translate_error
+from azarr.storage._fsspec import translate_error
+from azarr.storage._loops import PerLoop
 
 if TYPE_CHECKING:
     import aiohttp
@@ -483,8 +484,7 @@ class S3Transport:
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
-        self._lock = threading.Lock()
+        self._loops: PerLoop[Any] = PerLoop(lambda _loop: self._new_session(), self._close_session)
         self._resolve_lock = threading.Lock()
         self._resolved: _Resolved | None = None
         self._keys = _SigningKeys()
@@ -493,7 +493,7 @@ class S3Transport:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_states", "_lock", "_resolve_lock", "_resolved", "_keys", "_bucket_seen"):
+        for name in ("_loops", "_resolve_lock", "_resolved", "_keys", "_bucket_seen"):
             del state[name]
         return state
 
@@ -695,53 +695,17 @@ class S3Transport:
 
     async def session(self) -> aiohttp.ClientSession:
         """The aiohttp session serving the running event loop (created on first use)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.get(loop)
-            created = state is None
-            stale: list[_LoopState] = []
-            if state is None:
-                stale = self._pop_closed_loops()
-                state = self._states[loop] = _LoopState(self._new_session())
-        self._abandon(stale)
-        if created:
-            # Closes the session when the loop shuts down (see _fsspec._session_guard).
-            guard = _session_guard(state, self._close_session)
-            await guard.__anext__()
-            state.guard = guard
-        session: aiohttp.ClientSession = state.fs
+        session: aiohttp.ClientSession
+        session, _ = await self._loops.get()
         return session
-
-    def _pop_closed_loops(self) -> list[_LoopState]:
-        # Caller holds self._lock.
-        dead = [loop for loop in self._states if loop.is_closed()]
-        return [self._states.pop(loop) for loop in dead]
-
-    @staticmethod
-    def _abandon(states: list[_LoopState]) -> None:
-        for state in states:
-            state.abandoned = True
-            if state.guard is not None:
-                _finish_sync(state.guard)
 
     async def close(self) -> None:
         """Close the running loop's connections; the transport stays usable (a new pool is made)."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            state = self._states.pop(loop, None)
-            stale = self._pop_closed_loops()
-        self._abandon(stale)
-        if state is None:
-            return
-        if state.guard is not None:
-            await state.guard.aclose()  # its finally closes the session
-        else:
-            await self._close_session(state.fs)
+        await self._loops.close()
 
     def open_sessions(self) -> int:
         """Sessions currently held (one per event loop that used the transport)."""
-        with self._lock:
-            return sum(1 for state in self._states.values() if not state.abandoned)
+        return self._loops.open_count()
 
     # ------------------------------------------------------------------ requests
     async def _payload_hash(self, data: bytes | memoryview | None) -> str:
