@@ -8,7 +8,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, get_args
 
 from azarr.storage._base import ByteRange, Store
@@ -461,9 +461,16 @@ class LRUStoreCache(Store):
 
     # ------------------------------------------------------------------ writes
     async def _set(self, key: str, value: bytes) -> None:
+        await self._write_through(key, self._store.set(key, value), value)
+
+    async def _delete(self, key: str) -> None:
+        await self._write_through(key, self._store.delete(key), None)
+
+    async def _write_through(self, key: str, write: Awaitable[None], new_value: bytes | None) -> None:
+        """Await ``write`` on the wrapped store, then cache ``new_value`` (None: missing) for ``key``."""
         st = self._state
         try:
-            await self._store.set(key, value)
+            await write
         except BaseException:
             with st.lock:  # the store may or may not hold the new value now
                 self._forget(key)
@@ -472,23 +479,7 @@ class LRUStoreCache(Store):
                 st.epoch += 1
             raise
         with st.lock:
-            self._remember(key, value, st.generation)
-            self._drop_listings_of(key)
-            st.epoch += 1
-
-    async def _delete(self, key: str) -> None:
-        st = self._state
-        try:
-            await self._store.delete(key)
-        except BaseException:
-            with st.lock:
-                self._forget(key)
-                st.contains.pop(key, None)
-                self._drop_listings_of(key)
-                st.epoch += 1
-            raise
-        with st.lock:
-            self._remember(key, None, st.generation)
+            self._remember(key, new_value, st.generation)
             self._drop_listings_of(key)
             st.epoch += 1
 
