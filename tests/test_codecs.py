@@ -26,6 +26,7 @@ from azarr.codecs import (
     get_codec_pool,
     reset_codec_pool,
     run_in_codec_pool,
+    submit_to_codec_pool,
 )
 from azarr.errors import CodecError, UnsafeCodecError
 
@@ -764,6 +765,42 @@ async def test_run_in_codec_pool_args_errors_and_context() -> None:
 
     with pytest.raises(KeyError, match="inside"):
         await run_in_codec_pool(boom)
+
+
+async def test_submit_to_codec_pool_reports_on_the_loop_thread() -> None:
+    """The lean hop: the work runs in a codec thread, ``on_done`` on the loop, errors passed along."""
+    loop = asyncio.get_running_loop()
+    reports: asyncio.Queue[tuple[BaseException | None, str]] = asyncio.Queue()
+    ran_in: list[str] = []
+
+    def work(fail: bool) -> None:
+        ran_in.append(threading.current_thread().name)
+        if fail:
+            raise KeyError("inside")
+
+    for fail in (False, True):
+        submit_to_codec_pool(
+            work, (fail,), loop, lambda error: reports.put_nowait((error, threading.current_thread().name))
+        )
+        error, reported_in = await asyncio.wait_for(reports.get(), 10)
+        assert reported_in == threading.current_thread().name  # the loop's thread
+        assert (error is None) is (not fail)
+        if fail:
+            assert isinstance(error, KeyError)
+    assert all(name.startswith("azarr-codec") for name in ran_in)
+
+
+def test_submit_to_codec_pool_drops_the_report_when_the_loop_closed() -> None:
+    started, release = threading.Event(), threading.Event()
+    reports: list[BaseException | None] = []
+    loop = asyncio.new_event_loop()
+    submit_to_codec_pool(lambda: (started.set(), release.wait(10)), (), loop, reports.append)
+    assert started.wait(10)
+    loop.close()
+    release.set()
+    get_codec_pool().submit(lambda: None).result(10)  # the job's callback has run by now ...
+    time.sleep(0.05)
+    assert reports == []  # ... and raised nothing into the codec thread or the caller
 
 
 async def test_reset_lets_running_work_finish() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from azarr.codecs._batcher import CodecBatcher
 from azarr.codecs._pipeline import ChunkCodec, decode_chunk_async, encode_chunk_async
-from azarr.codecs._pool import get_codec_pool, reset_codec_pool, run_in_codec_pool
+from azarr.codecs._pool import get_codec_pool, reset_codec_pool, run_in_codec_pool, submit_to_codec_pool
 
 __all__ = [
     "ChunkCodec",
@@ -21,4 +21,5 @@ __all__ = [
     "get_codec_pool",
     "reset_codec_pool",
     "run_in_codec_pool",
+    "submit_to_codec_pool",
 ]

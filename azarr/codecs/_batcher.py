@@ -10,11 +10,12 @@ the event loop and sends them to the pool in batches.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from azarr import config
-from azarr.codecs._pool import run_in_codec_pool
+from azarr.codecs._pool import submit_to_codec_pool
 
 T = TypeVar("T")
 
@@ -43,7 +44,7 @@ class _Failure:
 class _Batch:
     """Jobs run by one codec thread in one hop, and what they returned."""
 
-    __slots__ = ("cancelled", "failed", "has_futures", "jobs", "results", "task", "weight")
+    __slots__ = ("cancelled", "done", "failed", "has_futures", "jobs", "results", "weight")
 
     def __init__(self, jobs: list[_Job], weight: int) -> None:
         self.jobs = jobs
@@ -52,7 +53,7 @@ class _Batch:
         self.has_futures = any(job[2] is not None for job in jobs)
         self.failed = False
         self.cancelled = False  # set on the loop, read by the codec thread (a plain bool: GIL-atomic)
-        self.task: asyncio.Future[None] | None = None
+        self.done: asyncio.Future[None] | None = None  # resolved on the loop once the thread is finished
 
 
 def _run_batch(batch: _Batch) -> None:
@@ -100,10 +101,10 @@ class CodecBatcher:
         "_outstanding",
         "_outstanding_bytes",
         "_pending",
-        "_progress",
         "_running",
         "_scheduled",
         "_slots",
+        "_waiters",
     )
 
     def __init__(
@@ -123,7 +124,7 @@ class CodecBatcher:
         self._running = 0
         self._scheduled = False
         self._batches: set[_Batch] = set()
-        self._progress: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
         self._error: Exception | None = None
 
     async def run(self, fn: Callable[..., T], *args: Any, weight: int = 0) -> T:
@@ -138,7 +139,7 @@ class CodecBatcher:
             batch = next((b for b in self._batches if any(j is job for j in b.jobs)), None)
             if batch is not None:
                 batch.cancelled = True
-                await _wait_for(batch.task)
+                await _wait_for(batch.done)
             else:
                 for i, queued in enumerate(self._pending):
                     if queued is job:
@@ -186,7 +187,7 @@ class CodecBatcher:
         self._pending = []
         for batch in list(self._batches):
             batch.cancelled = True
-            await _wait_for(batch.task)
+            await _wait_for(batch.done)
 
     def _enqueue(self, job: _Job) -> None:
         self._pending.append(job)
@@ -195,14 +196,23 @@ class CodecBatcher:
         self._schedule()
 
     def _schedule(self) -> None:
-        if not self._scheduled and self._running < self._slots:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._dispatch)
+        if self._scheduled or self._running >= self._slots:
+            return
+        if self._running == 0 and len(self._pending) == 1:
+            # Idle: send the job now. A single-chunk read (the latency-bound case) then
+            # waits no loop turn before decoding; jobs queued behind it in the same turn
+            # still travel together, dispatched at the next turn or when this batch ends.
+            self._dispatch()
+            return
+        self._scheduled = True
+        asyncio.get_running_loop().call_soon(self._dispatch)
 
     async def _wait_progress(self) -> None:
-        if self._progress is None:
-            self._progress = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._progress)
+        # One future per waiter, awaited directly: a cancelled waiter cancels only its own
+        # (asyncio.shield around a shared one would cost every waiter an extra loop turn).
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
 
     def _dispatch(self) -> None:
         self._scheduled = False
@@ -218,15 +228,20 @@ class CodecBatcher:
             del self._pending[:n]
             self._running += 1
             self._batches.add(batch)
-            batch.task = asyncio.ensure_future(run_in_codec_pool(_run_batch, batch))
-            batch.task.add_done_callback(lambda task, batch=batch: self._finished(batch, task))  # type: ignore[misc]
+            loop = asyncio.get_running_loop()
+            batch.done = loop.create_future()
+            # The codec thread posts _finished straight back to the loop: one wake-up per
+            # batch (an awaited run_in_executor future would add a Task, a wrap_future
+            # and a shield, each a further loop turn before the caller resumes).
+            submit_to_codec_pool(_run_batch, (batch,), loop, functools.partial(self._finished, batch))
 
-    def _finished(self, batch: _Batch, task: asyncio.Future[None]) -> None:
+    def _finished(self, batch: _Batch, failure: BaseException | None) -> None:
         self._running -= 1
         self._batches.discard(batch)
         self._outstanding -= len(batch.jobs)
         self._outstanding_bytes -= batch.weight
-        failure = None if task.cancelled() else task.exception()
+        if batch.done is not None and not batch.done.done():
+            batch.done.set_result(None)
         if failure is not None or batch.failed or batch.has_futures or batch.cancelled:
             results = batch.results
             for i, (_, _, future, _) in enumerate(batch.jobs):
@@ -245,9 +260,10 @@ class CodecBatcher:
                     future.set_exception(error)
                 else:
                     future.set_result(result)
-        if self._progress is not None:
-            self._progress.set_result(None)
-            self._progress = None
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         if self._pending or self._outstanding:
             # At the loop's next turn, after the callers just woken above have queued
             # their next jobs: dispatching now would send a near-empty batch.

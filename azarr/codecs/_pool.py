@@ -29,7 +29,7 @@ from typing import TypeVar, TypeVarTuple
 
 from azarr import config
 
-__all__ = ["get_codec_pool", "reset_codec_pool", "run_in_codec_pool"]
+__all__ = ["get_codec_pool", "reset_codec_pool", "run_in_codec_pool", "submit_to_codec_pool"]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -114,6 +114,36 @@ def _submit(fn: Callable[[*Ts], T], args: tuple[*Ts]) -> Future[T]:
             # the current one the cause is something else (interpreter shutdown).
             if _pool is pool:
                 raise
+
+
+def submit_to_codec_pool(
+    fn: Callable[[*Ts], object],
+    args: tuple[*Ts],
+    loop: asyncio.AbstractEventLoop,
+    on_done: Callable[[BaseException | None], object],
+) -> None:
+    """Run ``fn(*args)`` in the codec pool, then call ``on_done(error)`` on ``loop``.
+
+    The lean hop behind :class:`~azarr.codecs.CodecBatcher`: the worker thread
+    posts ``on_done`` to the loop itself (``call_soon_threadsafe``), so the loop
+    wakes once per job. ``fn``'s return value is discarded (it reports through
+    its arguments); ``error`` is what it raised, or None. If ``loop`` has closed
+    by then, ``on_done`` is dropped.
+    """
+
+    def finished(cfut: Future[object]) -> None:
+        error = None if cfut.cancelled() else cfut.exception()
+        try:
+            loop.call_soon_threadsafe(on_done, error)
+        except RuntimeError:  # the loop closed while the job ran: nobody is waiting
+            pass
+
+    try:
+        cfut = _submit(fn, args)
+    except RuntimeError as exc:  # interpreter shutdown: report it like a failed job
+        loop.call_soon(on_done, exc)
+        return
+    cfut.add_done_callback(finished)
 
 
 async def run_in_codec_pool(fn: Callable[[*Ts], T], *args: *Ts) -> T:

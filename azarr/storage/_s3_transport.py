@@ -660,6 +660,11 @@ class S3Transport:
         verify = self._verify
         if verify is False:
             return False
+        resolved = self._resolved
+        if resolved is not None and resolved.origin.startswith("http://"):
+            # Plain HTTP (a local or private endpoint): no TLS, so no CA bundle to load
+            # (building a context from one costs ~20 ms, on the first request's path).
+            return True
         cafile = verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE")
         if cafile:
             return ssl.create_default_context(cafile=cafile)
@@ -763,8 +768,8 @@ class S3Transport:
         import aiohttp
         from yarl import URL
 
+        resolved = await self._environment()  # first: the session's TLS set-up depends on it
         session = await self.session()
-        resolved = await self._environment()
         payload_hash = await self._payload_hash(data)
         for _ in range(2):
             path = resolved.path_prefix + self._key_prefix + quote(key, safe="/")
