@@ -175,6 +175,26 @@ async def test_consolidated_open_uses_one_read(store: Store) -> None:
         await azarr.open_consolidated(MemoryStore())
 
 
+async def test_consolidated_nodes_use_decoded_documents_and_own_their_attributes() -> None:
+    """Nodes opened from ``.zmetadata`` take its decoded documents (no JSON round trip), yet
+    what a caller does to one node's attributes never reaches the overlay or another node."""
+    store = MemoryStore()
+    root = await azarr.group(store)
+    arr = await root.create_dataset("x", shape=(6,), chunks=(4,), dtype="<i2", fill_value=3)
+    await arr.attrs.update(nested={"k": [1, 2]})
+    await azarr.consolidate_metadata(store)
+    opened = await azarr.open_consolidated(store)
+    overlay = opened.store
+    assert overlay.get_document("x/.zarray")["fill_value"] == 3  # type: ignore[attr-defined]
+    first = await opened.get("x")
+    assert isinstance(first, azarr.AsyncArray)
+    assert first.metadata == arr.metadata and first.fill_value == 3
+    first.attrs["nested"]["k"].append(99)  # a caller mutating what it was given
+    second = await opened.get("x")
+    assert second.attrs["nested"] == {"k": [1, 2]}  # type: ignore[union-attr]
+    np.testing.assert_array_equal(await second.get_basic_selection(), [3] * 6)  # type: ignore[union-attr]
+
+
 async def test_walking_a_hierarchy_costs_round_trips_per_level_not_per_member() -> None:
     """200 arrays behind a 30 ms store: each level is one concurrent wave of reads."""
 

@@ -10,6 +10,7 @@ writable in mode ``"r+"``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from azarr.core.group import AsyncGroup
 from azarr.errors import ConsolidatedMetadataNotFoundError, ReadOnlyError
 from azarr.metadata import (
     ZARRAY,
+    ZATTRS,
     ZMETADATA,
     build_consolidated,
     encode_json,
@@ -28,7 +30,7 @@ from azarr.metadata import (
     parse_consolidated,
 )
 from azarr.scheduler import bounded_map, budget_for
-from azarr.storage import ByteRange, Store, StoreLike
+from azarr.storage import ByteRange, Store, StoreLike, validate_key
 
 
 class ConsolidatedStore(Store):
@@ -70,6 +72,18 @@ class ConsolidatedStore(Store):
                 f"cannot write {key!r}: metadata opened from consolidated metadata in {self.url} is read-only; "
                 "open without consolidation to change structure or attributes, then consolidate_metadata again"
             )
+
+    def get_document(self, key: str) -> Any | None:
+        """The decoded metadata document at ``key`` (None if absent); no request, no JSON.
+
+        Array and group documents are handed over as stored here (their parsers
+        copy what they keep); ``.zattrs`` objects are copied, since attributes
+        are returned to the caller as dicts.
+        """
+        document = self.documents.get(validate_key(key))
+        if document and key.endswith(ZATTRS):
+            return copy.deepcopy(document)
+        return document
 
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         if is_metadata_key(key):

@@ -4,7 +4,8 @@ preparing a path for a new node (overwrite, implicit parent groups)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
 
 from azarr.core._paths import node_key
 from azarr.errors import ContainsArrayError, ContainsGroupError
@@ -32,8 +33,20 @@ async def node_kind(store: Store, path: str) -> Literal["array", "group"] | None
     return "array" if is_array else "group" if is_group else None
 
 
-async def read_documents(store: Store, *keys: str) -> list[bytes | None]:
-    """Fetch metadata documents concurrently, retried like chunk I/O (None where missing)."""
+Document: TypeAlias = bytes | Mapping[str, Any]
+"""A metadata document as stored (bytes) or already decoded (from consolidated metadata)."""
+
+
+async def read_documents(store: Store, *keys: str) -> list[Document | None]:
+    """Fetch metadata documents concurrently, retried like chunk I/O (None where missing).
+
+    A store that holds decoded documents (``get_document``, as
+    :class:`~azarr.api.consolidated.ConsolidatedStore` does) hands them over as
+    they are: no request, and no JSON encoding only to decode it again.
+    """
+    get_document = getattr(store, "get_document", None)
+    if get_document is not None:
+        return [get_document(key) for key in keys]
     io = StoreIO(store)
     return list(await asyncio.gather(*(io.get(key) for key in keys)))
 

@@ -22,7 +22,7 @@ from numcodecs.abc import Codec
 
 from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
-from azarr.core._hierarchy import read_documents
+from azarr.core._hierarchy import Document, read_documents
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
 from azarr.errors import ArrayNotFoundError
@@ -156,14 +156,14 @@ class AsyncArray(Node):
         cls,
         store: Store,
         path: str,
-        zarray: bytes,
-        zattrs: bytes | None,
+        zarray: Document,
+        zattrs: Document | None,
         *,
         read_only: bool = False,
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
     ) -> AsyncArray:
-        """The array at normalized ``path`` from its already-read ``.zarray`` and ``.zattrs`` bytes.
+        """The array at normalized ``path`` from its already-read ``.zarray`` and ``.zattrs`` documents (bytes, or decoded).
 
         Raises
         ------

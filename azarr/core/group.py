@@ -6,7 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from azarr.core._hierarchy import contains_array, contains_group, node_kind, prepare_node_path, read_documents
+from azarr.core._hierarchy import (
+    Document,
+    contains_array,
+    contains_group,
+    node_kind,
+    prepare_node_path,
+    read_documents,
+)
 from azarr.core._node import Node
 from azarr.core._paths import join_path, node_key, normalize_path
 from azarr.core.array import AsyncArray
@@ -78,13 +85,13 @@ class AsyncGroup(Node):
         cls,
         store: Store,
         path: str,
-        zgroup: bytes,
-        zattrs: bytes | None,
+        zgroup: Document,
+        zattrs: Document | None,
         *,
         read_only: bool = False,
         allow_pickle: bool | None = None,
     ) -> AsyncGroup:
-        """The group at normalized ``path`` from its already-read ``.zgroup`` and ``.zattrs`` bytes.
+        """The group at normalized ``path`` from its already-read ``.zgroup`` and ``.zattrs`` documents (bytes, or decoded).
 
         Raises
         ------

@@ -158,8 +158,12 @@ class ArrayMetadata:
             # null is read as absent, as zarr-python 2 does (``if dimension_separator:``).
             dimension_separator="." if separator is None else separator,
         )
-        del fields["_fill_json"], fields["_cdata_shape"]
-        return cls(**fields)
+        # Validated once: build the instance from the checked fields (cls(**fields) would run
+        # __post_init__'s _validate again -- a third of opening a consolidated hierarchy).
+        metadata = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(metadata, name, value)
+        return metadata
 
     def to_dict(self) -> dict[str, Any]:
         """The document as a JSON-ready dict (zarr-python 2 ``encode_array_metadata``).
