@@ -195,6 +195,42 @@ async def test_consolidated_nodes_use_decoded_documents_and_own_their_attributes
     np.testing.assert_array_equal(await second.get_basic_selection(), [3] * 6)  # type: ignore[union-attr]
 
 
+async def test_members_max_depth_walks_the_subtree_with_sibling_groups_in_parallel() -> None:
+    """zarr-python 3 ``members(max_depth=...)``: relative paths, sorted; sibling subtrees overlap."""
+
+    class ListingStore(MemoryStore):
+        in_flight = peak = 0
+
+        async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+            ListingStore.in_flight += 1
+            ListingStore.peak = max(ListingStore.peak, ListingStore.in_flight)
+            await asyncio.sleep(0.01)
+            ListingStore.in_flight -= 1
+            async for name in super()._list_dir(prefix):
+                yield name
+
+    store = ListingStore()
+    root = await azarr.group(store)
+    for g in ("g0", "g1", "g2"):
+        sub = await root.create_group(g)
+        await sub.zeros("a", shape=(2,), chunks=2)
+        await (await sub.create_group("deep")).zeros("b", shape=(3,), chunks=3)
+    opened = await azarr.open_group(store, mode="r")
+
+    direct = [name async for name, _ in opened.members()]
+    assert direct == ["g0", "g1", "g2"]
+    one_level = [name async for name, _ in opened.members(max_depth=1)]
+    assert one_level == ["g0", "g0/a", "g0/deep", "g1", "g1/a", "g1/deep", "g2", "g2/a", "g2/deep"]
+    ListingStore.peak = 0
+    everything = {name: node async for name, node in opened.members(max_depth=None)}
+    assert sorted(everything) == sorted([*one_level, "g0/deep/b", "g1/deep/b", "g2/deep/b"])
+    b = everything["g1/deep/b"]
+    assert isinstance(b, azarr.AsyncArray) and b.shape == (3,) and b.path == "g1/deep/b"
+    assert ListingStore.peak >= 3  # the three groups were listed at the same time
+    with pytest.raises(ValueError, match="max_depth"):
+        [_ async for _ in opened.members(max_depth=-1)]
+
+
 async def test_walking_a_hierarchy_costs_round_trips_per_level_not_per_member() -> None:
     """200 arrays behind a 30 ms store: each level is one concurrent wave of reads."""
 

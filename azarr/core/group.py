@@ -184,9 +184,43 @@ class AsyncGroup(Node):
         nodes = await bounded_map(open_child, names, budget_for(self._store).max_requests)
         return [(name, node) for name, node in zip(names, nodes, strict=True) if node is not None]
 
-    async def members(self) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
-        """Yield ``(name, node)`` for each direct member, sorted by name (zarr-python 3 ``members``)."""
-        for name, node in await self._members():
+    async def _members_below(self, max_depth: int | None) -> list[tuple[str, AsyncArray | AsyncGroup]]:
+        """``(relative path, node)`` down to ``max_depth`` levels below the direct members.
+
+        Sibling groups are explored concurrently, so a whole tree costs about
+        (requests / budget) + depth round trips instead of a sequence of them per group.
+        """
+        direct = await self._members()
+        if max_depth is not None and max_depth <= 0:
+            return direct
+        below = None if max_depth is None else max_depth - 1
+        groups = [(name, node) for name, node in direct if isinstance(node, AsyncGroup)]
+        subtrees = await bounded_map(lambda item: item[1]._members_below(below), groups, max(1, len(groups)))
+        found = list(direct)
+        for (name, _), subtree in zip(groups, subtrees, strict=True):
+            found.extend((f"{name}/{path}", node) for path, node in subtree)
+        return sorted(found, key=lambda item: item[0])
+
+    async def members(self, max_depth: int | None = 0) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """Yield ``(name, node)`` for the members, sorted by name (zarr-python 3 ``members``).
+
+        Parameters
+        ----------
+        max_depth : int or None, default 0
+            Levels below the direct members to include: 0 yields the direct
+            members only; ``None`` the whole subtree. Deeper members are named by
+            their path relative to this group (``"sub/array"``), as in zarr-python 3.
+
+        Notes
+        -----
+        Each level is opened in one concurrent wave under the store's request
+        budget, and sibling groups' levels overlap (``max_depth=None`` over
+        1,000 arrays in 10 groups behind 40 ms round trips: see
+        ``benchmarks/results/cloud.md``).
+        """
+        if max_depth is not None and max_depth < 0:
+            raise ValueError(f"max_depth must be None or >= 0, got {max_depth}")
+        for name, node in await self._members_below(max_depth):
             yield name, node
 
     async def keys(self) -> AsyncIterator[str]:
