@@ -803,6 +803,29 @@ def test_submit_to_codec_pool_drops_the_report_when_the_loop_closed() -> None:
     assert reports == []  # ... and raised nothing into the codec thread or the caller
 
 
+async def test_awaited_codec_jobs_and_cancellation_of_a_running_one() -> None:
+    from azarr.codecs import CodecBatcher
+
+    batcher = CodecBatcher()
+    assert await asyncio.gather(*(batcher.run(lambda x: x * 2, i, weight=10) for i in range(100))) == [
+        i * 2 for i in range(100)
+    ]
+    started, finished = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        time.sleep(0.2)
+        finished.set()
+
+    task = asyncio.ensure_future(batcher.run(slow, weight=1 << 20))
+    assert await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished.is_set()  # the cancelled call returned only once the thread was done
+    assert await batcher.run(lambda: "after") == "after"
+
+
 async def test_reset_lets_running_work_finish() -> None:
     started = threading.Event()
 
