@@ -11,10 +11,13 @@ Implementations (each a worker subprocess in its own interpreter, see
 =================  =========================================================
 ``raw``            aiohttp GET/PUT of the same objects, concurrency 64: the
                    path's ceiling (no Zarr, no decoding)
-``azarr``          ``azarr.S3Store(transport="s3fs")``; and ``azarr-aiohttp``,
-                   ``transport="aiohttp"`` (the lean SigV4 driver), when
-                   ``S3Store`` has ``transport=`` (else ``azarr`` is the
-                   plain ``S3Store``)
+``raw-codec``      ``raw`` plus the codec work a Zarr client must do
+                   (numcodecs in a thread pool, decoded into the output):
+                   the ceiling for a client that decodes in Python threads
+``azarr``          ``azarr.S3Store`` as it comes (``transport="aiohttp"``, the
+                   lean SigV4 driver); and ``azarr-s3fs``,
+                   ``S3Store(transport="s3fs")``, when ``S3Store`` has
+                   ``transport=`` (before it had, ``azarr`` alone)
 ``zarr218``        zarr-python 2.18 ``FSStore`` + s3fs
 ``zarr3-fsspec``   zarr-python 3.1 ``FsspecStore`` + s3fs
 ``zarr3-obstore``  zarr-python 3.1 ``ObjectStore`` + obstore
@@ -28,7 +31,8 @@ Workloads:
 2. full write of the same array to a fresh prefix;
 3. random small reads: ``--small-requests`` single-element and single-chunk
    reads issued by ``--concurrency`` concurrent tasks (threads for the
-   synchronous zarr 2.18), p50/p99 per request; ``raw`` is one GET per request;
+   synchronous zarr 2.18), p50/p99 per request; ``raw`` is one GET per request,
+   ``raw-codec`` one GET and a decode;
 4. opening a ``--tree-arrays`` hierarchy (10 groups) with and without
    consolidated metadata and visiting every array, with the requests the proxy
    counted;
@@ -37,10 +41,12 @@ Workloads:
 
 The data every reader reads is written once by azarr (directly to SeaweedFS,
 not through the proxy) and every reader's result is checked against the MD5 of
-the expected array; what every writer wrote is read back by azarr and checked
-the same way. Implementations run interleaved in ``--rounds`` rounds; tables
-show medians. Results go to ``benchmarks/results/cloud.md``, ``cloud.png`` (a
-matplotlib chart drawn in the ``plot`` venv) and ``cloud.json``.
+the expected array (``raw`` aside: it returns bytes, not an array); what every
+writer wrote is read back by azarr and checked the same way. Every operation
+also records the worker process's CPU time. Implementations run interleaved in
+``--rounds`` rounds; tables show medians. Results go to
+``benchmarks/results/cloud.md``, ``cloud.png`` (a matplotlib chart drawn in the
+``plot`` venv) and ``cloud.json``.
 
 Usage::
 
@@ -83,11 +89,12 @@ TREE_GROUPS = 10
 SEED = 20240611
 WORKER_TIMEOUT_S = 3600.0
 
-IMPLS = ("raw", "azarr", "azarr-aiohttp", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
+IMPLS = ("raw", "raw-codec", "azarr", "azarr-s3fs", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
 LABELS = {
     "raw": "raw aiohttp GET/PUT (ceiling)",
-    "azarr": "azarr S3Store (s3fs transport)",
-    "azarr-aiohttp": "azarr S3Store (aiohttp transport)",
+    "raw-codec": "raw aiohttp + numcodecs, no Zarr",
+    "azarr": "azarr S3Store (default, aiohttp transport)",
+    "azarr-s3fs": "azarr S3Store (transport='s3fs')",
     "zarr218": "zarr 2.18 FSStore + s3fs",
     "zarr3-fsspec": "zarr 3.1 FsspecStore + s3fs",
     "zarr3-obstore": "zarr 3.1 ObjectStore + obstore",
@@ -95,8 +102,9 @@ LABELS = {
 }
 SHORT = {
     "raw": "raw",
-    "azarr": "azarr (s3fs)",
-    "azarr-aiohttp": "azarr (aiohttp)",
+    "raw-codec": "raw+codec",
+    "azarr": "azarr",
+    "azarr-s3fs": "azarr (s3fs)",
     "zarr218": "zarr 2.18 + s3fs",
     "zarr3-fsspec": "zarr 3.1 + s3fs",
     "zarr3-obstore": "zarr 3.1 + obstore",
@@ -108,7 +116,24 @@ PEER_VENV = {
     "zarr3-obstore": "zarr3-s3",
     "tensorstore": "tensorstore",
 }
-AZARR_IMPLS = ("azarr", "azarr-aiohttp")
+AZARR_IMPLS = ("azarr", "azarr-s3fs")
+CEILINGS = ("raw", "raw-codec")
+"""No Zarr: no metadata, no hierarchy opens."""
+LOCAL_IMPLS = (*CEILINGS, *AZARR_IMPLS)
+"""Run by this interpreter (azarr's venv), with the repository on ``PYTHONPATH``."""
+COLORS = {
+    "raw": "#999999",
+    "raw-codec": "#555555",
+    "azarr": "#d62728",
+    "azarr-s3fs": "#ff7f0e",
+    "zarr218": "#1f77b4",
+    "zarr3-fsspec": "#17becf",
+    "zarr3-obstore": "#2ca02c",
+    "tensorstore": "#9467bd",
+}
+LEGACY_IDS = {"azarr": "azarr-s3fs", "azarr-aiohttp": "azarr"}
+"""Ids of results written before ``azarr`` meant the default ``S3Store``: ``azarr`` was
+``transport="s3fs"`` and ``azarr-aiohttp`` the aiohttp transport."""
 MIB = 1024 * 1024
 
 
@@ -117,18 +142,29 @@ def _log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------------- set-up
-def azarr_has_transport() -> bool:
-    """True when ``azarr.S3Store`` takes ``transport=`` (the aiohttp driver exists)."""
+def azarr_default_transport() -> str | None:
+    """``azarr.S3Store``'s default ``transport=``; None when it has no such option (one transport, s3fs)."""
     import inspect
 
     from azarr.storage import S3Store
 
-    return "transport" in inspect.signature(S3Store.__init__).parameters
+    param = inspect.signature(S3Store.__init__).parameters.get("transport")
+    return None if param is None else str(param.default)
+
+
+def label_azarr() -> bool:
+    """Label ``azarr`` after the measured azarr's default ``S3Store``; False when ``azarr-s3fs`` cannot run."""
+    default = azarr_default_transport()
+    if default is None:
+        LABELS["azarr"] = "azarr S3Store"
+    elif default != "aiohttp":
+        LABELS["azarr"] = f"azarr S3Store (default, {default} transport)"
+    return default is not None
 
 
 def interpreter(impl: str) -> str:
     """The python that runs ``impl``'s worker (peers: their cached venvs)."""
-    if impl in ("raw", *AZARR_IMPLS):
+    if impl in LOCAL_IMPLS:
         return sys.executable
     from benchmarks.peers import ensure_peer_python
 
@@ -237,7 +273,7 @@ def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -
     env = {
         **os.environ,
         "AWS_EC2_METADATA_DISABLED": "true",
-        "PYTHONPATH": str(REPO_ROOT) if impl in ("raw", *AZARR_IMPLS) else "",
+        "PYTHONPATH": str(REPO_ROOT) if impl in LOCAL_IMPLS else "",
     }
     proc = subprocess.run(
         [*(wrap or []), interpreter(impl), str(WORKER)],
@@ -286,7 +322,7 @@ def ops_for(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]
                 "selections": cfg["selections"][kind],
             }
         )
-    if impl not in ("raw", "tensorstore"):
+    if impl not in (*CEILINGS, "tensorstore"):
         if round_ == 0 and not cfg["skip_unconsolidated"]:
             ops.append({"op": "open", "workload": "open", "consolidated": False, "prefix": "tree"})
         ops.append({"op": "open", "workload": "open-consolidated", "consolidated": True, "prefix": "tree"})
@@ -317,6 +353,8 @@ def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict
             if not runs:
                 continue
             slot["seconds"] = _median([r["seconds"] for r in runs])
+            if all("cpu_seconds" in r for r in runs):  # results from before it was recorded have none
+                slot["cpu_seconds"] = _median([r["cpu_seconds"] for r in runs])
             slot["requests"] = _median([r["proxy"]["requests"] for r in runs if r.get("proxy")])
             if "nbytes" in runs[0]:
                 nbytes = runs[0]["nbytes"]
@@ -332,6 +370,10 @@ def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict
 
 def _fmt_s(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _fmt_cpu(seconds: float) -> str:
+    return f"{seconds:.3f} s" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def _machine() -> dict[str, str]:
@@ -392,13 +434,32 @@ def markdown(results: dict[str, Any]) -> str:
             return "error" if slot and slot.get("errors") else "n/a"
         return fmt.format(slot[key])
 
+    comps = cfg["compressors"]
     for workload, title in (("read", "Cold full read"), ("write", "Full write")):
+        codec_note = (
+            f"; `raw-codec`: the same plus the numcodecs {'decoding' if workload == 'read' else 'encoding'} "
+            f"a Zarr client must do, in a thread pool of {results['machine']['cores']}"
+            if "raw-codec" in impls
+            else ""
+        )
+        has_cpu = any(
+            "cpu_seconds" in per.get(f"{workload}/{c}", {}) for per in summary.values() for c in comps
+        )
+        cpu_note = (
+            ", CPU seconds of the client process meanwhile: every thread of the worker, native ones included; "
+            "not the server's or the proxy's, which share the same cores"
+            if has_cpu
+            else ""
+        )
+        raw_note = (
+            "`raw` times its PUTs only (its chunks are encoded beforehand). " if workload == "write" else ""
+        )
         lines += [
             f"## {title} ({cfg['size_mib']} MiB)",
             "",
             "MB/s = MiB of array data per second (for `raw`: the same objects moved with no Zarr work, at "
-            "concurrency 64 — the path's ceiling). Cells: MiB/s (median time, requests seen by the proxy). "
-            "`azarr x` = peer time / azarr time: above 1 azarr is faster.",
+            f"concurrency 64 — the path's ceiling{codec_note}). Cells: MiB/s (median time, requests seen by the "
+            f"proxy{cpu_note}). {raw_note}`azarr x` = peer time / azarr time: above 1 azarr is faster.",
             "",
         ]
         header = ["implementation"]
@@ -413,7 +474,10 @@ def markdown(results: dict[str, Any]) -> str:
                 name = f"{workload}/{comp}"
                 slot = summary.get(impl, {}).get(name, {})
                 if "seconds" in slot:
-                    row.append(f"{slot['mbps']:.0f} ({_fmt_s(slot['seconds'])}, {slot['requests']:.0f})")
+                    cpu = f", {_fmt_cpu(slot['cpu_seconds'])} CPU" if "cpu_seconds" in slot else ""
+                    row.append(
+                        f"{slot['mbps']:.0f} ({_fmt_s(slot['seconds'])}, {slot['requests']:.0f} req{cpu})"
+                    )
                 else:
                     row.append("error" if slot.get("errors") else "n/a")
                 for a in azarrs:
@@ -432,8 +496,14 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "Per-request latency after a warm-up of one request per task. Async APIs use "
         f"{cfg['concurrency']} tasks on one event loop (azarr, zarr 3.1's async API, TensorStore futures); "
-        f"zarr 2.18 uses a pool of {cfg['concurrency']} threads. `raw` = one aiohttp GET of the chunk's object. "
-        "`p99 / raw` = the implementation's p99 over raw's p99.",
+        f"zarr 2.18 uses a pool of {cfg['concurrency']} threads. `raw` = one aiohttp GET of the chunk's object "
+        "(the same for both kinds)"
+        + (
+            "; `raw-codec` = that GET and a numcodecs decode in a thread pool, then the element or the chunk"
+            if "raw-codec" in impls
+            else ""
+        )
+        + ". `p99 / raw` = the implementation's p99 over raw's p99.",
         "",
         "| implementation | element p50 | element p99 | chunk p50 | chunk p99 | element p99 / raw | "
         "chunk p99 / raw | element req/s |",
@@ -468,7 +538,7 @@ def markdown(results: dict[str, Any]) -> str:
         "| --- | ---: | ---: |",
     ]
     for impl in impls:
-        if impl in ("raw", "tensorstore"):
+        if impl in (*CEILINGS, "tensorstore"):
             continue
         row = [LABELS[impl]]
         for name in ("open", "open-consolidated"):
@@ -521,7 +591,9 @@ def targets(
     lines = [
         "## Targets",
         "",
-        "Ratios as speed-ups (other's time / azarr's time), from the tables above.",
+        "Ratios as speed-ups (other's time / azarr's time), from the tables above. The raw+codec rows are "
+        "no target of the issue (its ceiling is `raw`): they hold azarr to the same bars against a client "
+        "that does the codec work too, and show how much of the gap to `raw` is decoding/encoding.",
         "",
         header,
         "| --- |" + " --- |" * len(azarrs),
@@ -529,12 +601,17 @@ def targets(
     for workload in ("read", "write"):
         for comp in cfg["compressors"]:
             name = f"{workload}/{comp}"
-            rows: dict[str, list[str]] = {"best": [], "ts": [], "raw": []}
+            rows: dict[str, list[str]] = {"best": [], "ts": [], "raw": [], "codec": []}
             for a in azarrs:
                 mine = sec(a, name)
                 best = min((t for z in zarr_pythons if (t := sec(z, name)) is not None), default=None)
-                ts_s, raw_s = sec("tensorstore", name), sec("raw", name)
-                for key, other, goal in (("best", best, 1.5), ("ts", ts_s, 1.0), ("raw", raw_s, 0.8)):
+                ts_s, raw_s, codec_s = sec("tensorstore", name), sec("raw", name), sec("raw-codec", name)
+                for key, other, goal in (
+                    ("best", best, 1.5),
+                    ("ts", ts_s, 1.0),
+                    ("raw", raw_s, 0.8),
+                    ("codec", codec_s, 0.8),
+                ):
                     if mine is None or other is None:
                         rows[key].append("n/a")
                     else:
@@ -544,16 +621,21 @@ def targets(
             )
             lines.append(f"| {workload} {comp}: >= 1.0x TensorStore | " + " | ".join(rows["ts"]) + " |")
             lines.append(f"| {workload} {comp}: >= 0.8 of raw ceiling | " + " | ".join(rows["raw"]) + " |")
+            lines.append(
+                f"| {workload} {comp}: >= 0.8 of raw+codec ceiling | " + " | ".join(rows["codec"]) + " |"
+            )
     raw_p99 = summary.get("raw", {}).get("small-chunk", {}).get("p99")
     for kind in ("element", "chunk"):
-        cells = []
-        for a in azarrs:
-            p99 = summary.get(a, {}).get(f"small-{kind}", {}).get("p99")
-            if p99 is None or not raw_p99:
-                cells.append("n/a")
-            else:
-                cells.append(f"{p99 / raw_p99:.2f} {verdict(p99 / raw_p99 <= 1.3)}")
-        lines.append(f"| small {kind} reads: p99 <= 1.3x raw GET p99 | " + " | ".join(cells) + " |")
+        codec_p99 = summary.get("raw-codec", {}).get(f"small-{kind}", {}).get("p99")
+        for ref_p99, what in ((raw_p99, "raw GET"), (codec_p99, "raw+codec")):
+            cells = []
+            for a in azarrs:
+                p99 = summary.get(a, {}).get(f"small-{kind}", {}).get("p99")
+                if p99 is None or not ref_p99:
+                    cells.append("n/a")
+                else:
+                    cells.append(f"{p99 / ref_p99:.2f} {verdict(p99 / ref_p99 <= 1.3)}")
+            lines.append(f"| small {kind} reads: p99 <= 1.3x {what} p99 | " + " | ".join(cells) + " |")
     cells = []
     for a in azarrs:
         req = summary.get(a, {}).get("open-consolidated", {}).get("requests")
@@ -593,16 +675,7 @@ def plot(results_json: Path, out_png: Path) -> None:
     if "small-chunk" in summary.get("raw", {}):  # raw's one GET per request serves both kinds
         summary["raw"]["small-element"] = summary["raw"]["small-chunk"]
     cfg = results["config"]
-    impls = [i for i in IMPLS if i in summary]
-    colors = {
-        "raw": "#999999",
-        "azarr": "#d62728",
-        "azarr-aiohttp": "#ff7f0e",
-        "zarr218": "#1f77b4",
-        "zarr3-fsspec": "#17becf",
-        "zarr3-obstore": "#2ca02c",
-        "tensorstore": "#9467bd",
-    }
+    impls = [i for i in IMPLS if i in summary]  # results of ids no longer known are left out
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
 
     def bars(
@@ -612,7 +685,7 @@ def plot(results_json: Path, out_png: Path) -> None:
         for k, impl in enumerate(impls):
             vals = [summary.get(impl, {}).get(name, {}).get(key, 0) * scale for name, _ in groups]
             xs = [g + (k - (len(impls) - 1) / 2) * width for g in range(len(groups))]
-            ax.bar(xs, vals, width, label=SHORT[impl], color=colors[impl])
+            ax.bar(xs, vals, width, label=SHORT[impl], color=COLORS[impl])
         ax.set_xticks(range(len(groups)), [label for _, label in groups])
         ax.set_ylabel(ylabel)
         ax.set_title(title)
@@ -667,8 +740,14 @@ def plot(results_json: Path, out_png: Path) -> None:
 def render(json_path: Path, *, plot_png: bool = True) -> int:
     """Recompute the summary of a results JSON and rewrite its markdown (and chart) beside it."""
     results = json.loads(json_path.read_text())
-    if not azarr_has_transport():
-        LABELS["azarr"], SHORT["azarr"] = "azarr S3Store", "azarr"
+    label_azarr()
+    if any(r["impl"] == "azarr-aiohttp" for r in results["reports"]):  # ids before azarr meant the default
+        for r in results["reports"]:
+            r["impl"] = LEGACY_IDS.get(r["impl"], r["impl"])
+        results["versions"] = {LEGACY_IDS.get(k, k): v for k, v in results["versions"].items()}
+    unknown = sorted({r["impl"] for r in results["reports"]} - set(IMPLS))
+    if unknown:
+        _log(f"leaving out results of unknown implementations: {', '.join(unknown)}")
     results["summary"] = summarize(results["reports"], results["config"]["shape"])
     json_path.write_text(json.dumps(results, indent=1, default=str))
     json_path.with_suffix(".md").write_text(markdown(results))
@@ -909,11 +988,12 @@ def main(argv: list[str] | None = None) -> int:
     shape = shape_for(args.size_mib)
     compressors = [c for c in args.compressors.split(",") if c]
     impls = [i for i in args.impls.split(",") if i]
-    if not azarr_has_transport():
-        LABELS["azarr"], SHORT["azarr"] = "azarr S3Store", "azarr"
-        if "azarr-aiohttp" in impls:
-            _log("azarr's S3Store has no transport= option: measuring the default S3Store only")
-            impls.remove("azarr-aiohttp")
+    unknown = [i for i in impls if i not in IMPLS]
+    if unknown:
+        raise SystemExit(f"unknown implementation(s) {', '.join(unknown)}; known: {', '.join(IMPLS)}")
+    if not label_azarr() and "azarr-s3fs" in impls:
+        _log("azarr's S3Store has no transport= option: measuring its one S3Store as azarr, no azarr-s3fs")
+        impls.remove("azarr-s3fs")
     if "azarr" not in impls:
         raise SystemExit("--impls must include azarr")
     cfg: dict[str, Any] = {
@@ -993,6 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
                             _log(f"  {brief}: ERROR {op['error'][:300]}")
                             continue
                         _log(f"  {brief}: {op['seconds']:.2f} s, {op['proxy']['requests']} requests")
+                        # raw returns the bytes it moved, not an array; raw-codec is checked
                         if op["op"] == "read" and impl != "raw" and op["digest"] != expected:
                             mismatches.append(f"{impl} read {op['compressor']}: digest {op['digest']}")
                         if op["op"] == "write" and impl != "raw" and round_ == 0:

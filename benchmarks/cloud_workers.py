@@ -8,16 +8,18 @@ client in azarr's venv, the peers in theirs: :mod:`benchmarks.peers`)::
 The task (JSON on stdin) names the implementation, the S3 endpoint (the delay
 proxy), credentials, the proxy's admin port and a list of operations; the worker
 prints one JSON line ``{"impl", "versions", "ops": [...]}``. Every operation
-records its wall time and the HTTP requests the proxy saw while it ran (the
-worker resets and reads the proxy's counters around it; nothing else talks to
-the proxy meanwhile).
+records its wall time (``seconds``), the worker's CPU time meanwhile
+(``cpu_seconds``: ``time.process_time()``, every thread of the worker process,
+native threads included; not the server's or the proxy's) and the HTTP requests
+the proxy saw while it ran (the worker resets and reads the proxy's counters
+around it; nothing else talks to the proxy meanwhile).
 
 Operations (``op`` field):
 
 ``read``
     Cold full read of an array: a new store/client/context, open, ``arr[...]``.
     Returns an MD5 of the result's bytes so the driver can check that every
-    implementation read the same data.
+    implementation read the same data (``raw`` returns the bytes it moved instead).
 ``write``
     Generate the benchmark data (not timed), then create the array at a fresh
     prefix and write it whole.
@@ -37,6 +39,7 @@ inside its own functions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib.metadata
 import json
@@ -45,7 +48,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -56,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from delay_proxy import admin_command
 
 Selection = tuple[Any, ...]
-IMPLS = ("raw", "azarr", "azarr-aiohttp", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
+IMPLS = ("raw", "raw-codec", "azarr", "azarr-s3fs", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
 
 
 # ---------------------------------------------------------------------- shared helpers
@@ -97,6 +100,22 @@ def numcodecs_compressor(name: str) -> Any:
     if name == "zstd":
         return numcodecs.Zstd(level=1)
     raise ValueError(f"unknown compressor {name!r}")
+
+
+def zarray_document(shape: Iterable[int], chunks: Iterable[int], codec: Any) -> bytes:
+    """The ``.zarray`` azarr writes for a float32 array with ``codec`` (byte for byte: sorted keys, indent 4)."""
+    doc = {
+        "chunks": list(chunks),
+        "compressor": codec.get_config(),
+        "dimension_separator": ".",
+        "dtype": "<f4",
+        "fill_value": 0.0,
+        "filters": None,
+        "order": "C",
+        "shape": list(shape),
+        "zarr_format": 2,
+    }
+    return json.dumps(doc, indent=4, sort_keys=True).encode()
 
 
 def s3fs_options(task: dict[str, Any]) -> dict[str, Any]:
@@ -210,6 +229,8 @@ class Impl:
     def __init__(self, task: dict[str, Any]) -> None:
         self.task = task
         self.bucket: str = task["bucket"]
+        self.op: dict[str, Any] = {}
+        """The operation being run (set by :func:`run_op`), for what a method's arguments do not say."""
         self.runner = asyncio.Runner()
         for name in self.imports:
             importlib.import_module(name)
@@ -270,6 +291,7 @@ class Raw(Impl):
         return sum(sizes)
 
     def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        """PUT the chunks, encoded beforehand: only the PUTs are timed (``write_seconds``, ``write_cpu_seconds``)."""
         codec = numcodecs_compressor(compressor)
         rows, cols = chunks
         payloads = {
@@ -277,11 +299,18 @@ class Raw(Impl):
             for i in range(0, data.shape[0], rows)
             for j in range(0, data.shape[1], cols)
         }
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         self.runner.run(self._put_all(prefix, payloads))
         self.write_seconds = time.perf_counter() - t0
+        self.write_cpu_seconds = time.process_time() - c0
 
     async def _put_all(self, prefix: str, payloads: dict[str, bytes]) -> None:
+        async with self._putter(prefix) as put:
+            await asyncio.gather(*(put(k, v) for k, v in payloads.items()))
+
+    @contextlib.asynccontextmanager
+    async def _putter(self, prefix: str) -> AsyncIterator[Callable[[str, bytes], Awaitable[None]]]:
+        """A session and ``put(key, body)``: signed PUTs under ``prefix``, ``concurrency`` at a time."""
         import aiohttp
         from botocore.auth import S3SigV4Auth
         from botocore.awsrequest import AWSRequest
@@ -307,7 +336,7 @@ class Raw(Impl):
                     if response.status != 200:
                         raise RuntimeError(f"PUT {key}: {response.status} {text[:300]!r}")
 
-            await asyncio.gather(*(put(k, v) for k, v in payloads.items()))
+            yield put
 
     def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
         """Single-chunk GETs: the chunk each selection falls in (bytes, not decoded)."""
@@ -335,12 +364,134 @@ class Raw(Impl):
         return self.runner.run(go())
 
 
+class RawCodec(Raw):
+    """The ceiling with the codec work a Zarr client must do: ``raw``'s requests plus numcodecs in a thread pool.
+
+    Same GETs (anonymous) and signed PUTs at concurrency 64 as :class:`Raw`; each
+    chunk is decoded / encoded by numcodecs in a ``ThreadPoolExecutor(os.cpu_count())``.
+    Reads decode every chunk straight into its region of a preallocated output
+    (which the driver checks like everyone's); writes encode inside the timed region,
+    overlapped with the PUTs, and PUT a ``.zarray`` like azarr's (the driver reads the
+    array back). No metadata is read: like ``raw`` it knows the chunk keys, and the
+    codec from the operation (``self.op``).
+    """
+
+    modules = ("aiohttp", "botocore", "numcodecs", "numpy")
+
+    def _codec(self) -> Any:
+        return numcodecs_compressor(self.op["compressor"])
+
+    def read(self, prefix: str) -> Any:
+        shape, (rows, cols) = self.task["shape"], self.task["chunks"]
+        out = np.empty(shape, dtype="<f4")
+        codec = self._codec()
+        scratch = threading.local()
+
+        def decode(body: bytes, i: int, j: int) -> None:
+            buf = getattr(scratch, "buf", None)
+            if buf is None:
+                buf = scratch.buf = np.empty((rows, cols), dtype="<f4")
+            codec.decode(body, out=buf)  # contiguous temporary: the region in `out` is strided
+            region = out[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols]
+            region[...] = buf[: region.shape[0], : region.shape[1]]
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+            futures = self.runner.run(self._get_decode_all(prefix, pool, decode))
+            for future in futures:
+                future.result()
+        return out
+
+    async def _get_decode_all(
+        self, prefix: str, pool: ThreadPoolExecutor, decode: Callable[[bytes, int, int], None]
+    ) -> list[Any]:
+        """GET every chunk; hand each body to the pool as it arrives (futures, not awaited on the loop)."""
+        import aiohttp
+
+        rows, cols = self.task["chunks"]
+        grid = [-(-s // c) for s, c in zip(self.task["shape"], (rows, cols), strict=True)]
+        sem = asyncio.Semaphore(self.concurrency)
+        futures: list[Any] = []
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
+
+            async def get(i: int, j: int) -> None:
+                key = f"{i}.{j}"
+                async with sem, session.get(self._url(prefix, key)) as response:
+                    body = await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"GET {key}: {response.status} {body[:200]!r}")
+                futures.append(pool.submit(decode, body, i, j))
+
+            await asyncio.gather(*(get(i, j) for i in range(grid[0]) for j in range(grid[1])))
+        return futures
+
+    def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
+        """``.zarray`` and every chunk, each encoded in the pool and PUT as soon as it is (all timed)."""
+        codec = numcodecs_compressor(compressor)
+        rows, cols = chunks
+
+        def encode(i: int, j: int) -> bytes:
+            return bytes(
+                codec.encode(np.ascontiguousarray(data[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols]))
+            )
+
+        async def go(pool: ThreadPoolExecutor) -> None:
+            loop = asyncio.get_running_loop()
+            grid = [-(-s // c) for s, c in zip(data.shape, chunks, strict=True)]
+            async with self._putter(prefix) as put:
+
+                async def one(i: int, j: int) -> None:
+                    await put(f"{i}.{j}", await loop.run_in_executor(pool, encode, i, j))
+
+                await asyncio.gather(
+                    put(".zarray", zarray_document(data.shape, chunks, codec)),
+                    *(one(i, j) for i in range(grid[0]) for j in range(grid[1])),
+                )
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+            self.runner.run(go(pool))
+
+    def small(self, prefix: str, selections: list[Selection], concurrency: int) -> tuple[list[float], float]:
+        """One GET of the selection's chunk, decoded in the pool; the element or the chunk (no Zarr)."""
+        rows, cols = self.task["chunks"]
+        codec = self._codec()
+
+        def decode(body: bytes, sel: Selection, i0: int, j0: int) -> Any:
+            chunk = np.frombuffer(codec.decode(body), dtype="<f4").reshape(rows, cols)
+            local = tuple(
+                slice(s.start - o, s.stop - o) if isinstance(s, slice) else s - o
+                for s, o in zip(sel, (i0, j0), strict=True)
+            )
+            return chunk[local]
+
+        async def go(pool: ThreadPoolExecutor) -> tuple[list[float], float]:
+            import aiohttp
+
+            loop = asyncio.get_running_loop()
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+
+                async def get(sel: Selection) -> Any:
+                    i, j = (s.start if isinstance(s, slice) else s for s in sel)
+                    ci, cj = i // rows, j // cols
+                    async with session.get(self._url(prefix, f"{ci}.{cj}")) as response:
+                        body = await response.read()
+                        if response.status != 200:
+                            raise RuntimeError(f"GET: {response.status}")
+                    return await loop.run_in_executor(pool, decode, body, sel, ci * rows, cj * cols)
+
+                await run_concurrent_async(get, selections[:concurrency], concurrency)
+                return await run_concurrent_async(get, selections, concurrency)
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+            return self.runner.run(go(pool))
+
+
 class Azarr(Impl):
-    """azarr's ``S3Store`` with ``transport="s3fs"`` (or its only transport, before it had a choice)."""
+    """azarr's ``S3Store`` as it comes (``transport="aiohttp"`` since it has the option)."""
 
     modules = ("azarr", "s3fs", "aiobotocore", "botocore", "aiohttp", "numcodecs", "numpy")
     imports = ("azarr", "azarr.storage", "s3fs", "aiohttp", "numcodecs")
-    transport: str | None = "s3fs"
+    transport: str | None = None
+    """``transport=`` for ``S3Store``; None: the default (and the only choice before it had one)."""
 
     def __init__(self, task: dict[str, Any]) -> None:
         super().__init__(task)
@@ -352,10 +503,10 @@ class Azarr(Impl):
         from azarr.storage import S3Store
 
         kwargs: dict[str, Any] = {}
-        if "transport" in inspect.signature(S3Store.__init__).parameters:
+        if self.transport is not None:
+            if "transport" not in inspect.signature(S3Store.__init__).parameters:
+                raise RuntimeError("this azarr's S3Store has no transport= option")
             kwargs["transport"] = self.transport
-        elif self.transport == "aiohttp":
-            raise RuntimeError("this azarr's S3Store has no transport= option")
         return S3Store(
             f"{self.bucket}/{prefix}", storage_options=s3fs_options(self.task), read_only=read_only, **kwargs
         )
@@ -423,9 +574,18 @@ class Azarr(Impl):
         return self.runner.run(go())
 
     async def _walk(self, group: Any) -> tuple[int, int]:
+        """Every array below ``group``: ``members(max_depth=None)`` (zarr-python 3's walk) where
+        this azarr has it, else member lists group by group."""
+        import inspect
+
         import azarr
 
         count = size = 0
+        if "max_depth" in inspect.signature(group.members).parameters:
+            async for _, node in group.members(max_depth=None):
+                if isinstance(node, azarr.AsyncArray):
+                    count, size = count + 1, size + node.size
+            return count, size
         async for _, node in group.members():
             if isinstance(node, azarr.AsyncArray):
                 count, size = count + 1, size + node.size
@@ -435,10 +595,10 @@ class Azarr(Impl):
         return count, size
 
 
-class AzarrAiohttp(Azarr):
-    """azarr's ``S3Store(transport="aiohttp")`` (the lean SigV4 driver), when it exists."""
+class AzarrS3fs(Azarr):
+    """azarr's ``S3Store(transport="s3fs")``, when it has the option."""
 
-    transport = "aiohttp"
+    transport = "s3fs"
 
 
 class Zarr218(Impl):
@@ -653,8 +813,9 @@ class TensorStore(Impl):
 
 IMPL_CLASSES: dict[str, type[Impl]] = {
     "raw": Raw,
+    "raw-codec": RawCodec,
     "azarr": Azarr,
-    "azarr-aiohttp": AzarrAiohttp,
+    "azarr-s3fs": AzarrS3fs,
     "zarr218": Zarr218,
     "zarr3-fsspec": Zarr3Fsspec,
     "zarr3-obstore": Zarr3Obstore,
@@ -682,11 +843,13 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
     kind = op["op"]
     out: dict[str, Any] = dict(op)
     out.pop("selections", None)
+    impl.op = op
     if kind == "read":
         requests.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = impl.read(op["prefix"])
         out["seconds"] = time.perf_counter() - t0
+        out["cpu_seconds"] = time.process_time() - c0
         out["proxy"] = requests.read()
         out["digest"] = digest(result) if isinstance(result, np.ndarray) else f"bytes:{result}"
         if isinstance(result, np.ndarray):
@@ -698,17 +861,20 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
     elif kind == "write":
         data = make_data(tuple(op["shape"]))
         requests.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         impl.write(op["prefix"], data, op["compressor"], tuple(op["chunks"]))
+        # raw times its PUTs only (its encoding is not the path's work)
         out["seconds"] = getattr(impl, "write_seconds", None) or time.perf_counter() - t0
+        out["cpu_seconds"] = getattr(impl, "write_cpu_seconds", None) or time.process_time() - c0
         out["proxy"] = requests.read()
         out["nbytes"] = int(data.nbytes)
     elif kind == "small":
         selections = [selection(s) for s in op["selections"]]
         requests.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         latencies, checksum = impl.small(op["prefix"], selections, op["concurrency"])
         out["seconds"] = time.perf_counter() - t0
+        out["cpu_seconds"] = time.process_time() - c0
         out["proxy"] = requests.read()
         measured = latencies[-len(selections) :]
         out["latency"] = latency_summary(measured)
@@ -716,9 +882,10 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
         out["count"] = len(measured)
     elif kind == "open":
         requests.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         count, size = impl.open_tree(op["prefix"], op["consolidated"])
         out["seconds"] = time.perf_counter() - t0
+        out["cpu_seconds"] = time.process_time() - c0
         out["proxy"] = requests.read()
         out["arrays"] = count
         out["checksum"] = size
