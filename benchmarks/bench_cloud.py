@@ -17,7 +17,8 @@ Implementations (each a worker subprocess in its own interpreter, see
 ``azarr``          ``azarr.S3Store`` as it comes (``transport="aiohttp"``, the
                    lean SigV4 driver); and ``azarr-s3fs``,
                    ``S3Store(transport="s3fs")``, when ``S3Store`` has
-                   ``transport=`` (before it had, ``azarr`` alone)
+                   ``transport=`` (before it had, ``azarr`` alone);
+                   ``azarr-uvloop``: ``azarr`` on a uvloop event loop
 ``zarr218``        zarr-python 2.18 ``FSStore`` + s3fs
 ``zarr3-fsspec``   zarr-python 3.1 ``FsspecStore`` + s3fs
 ``zarr3-obstore``  zarr-python 3.1 ``ObjectStore`` + obstore
@@ -93,12 +94,23 @@ TREE_GROUPS = 10
 SEED = 20240611
 WORKER_TIMEOUT_S = 3600.0
 
-IMPLS = ("raw", "raw-codec", "azarr", "azarr-s3fs", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
+IMPLS = (
+    "raw",
+    "raw-codec",
+    "azarr",
+    "azarr-s3fs",
+    "azarr-uvloop",
+    "zarr218",
+    "zarr3-fsspec",
+    "zarr3-obstore",
+    "tensorstore",
+)
 LABELS = {
     "raw": "raw aiohttp GET/PUT (ceiling)",
     "raw-codec": "raw aiohttp + numcodecs, no Zarr",
     "azarr": "azarr S3Store (default, aiohttp transport)",
     "azarr-s3fs": "azarr S3Store (transport='s3fs')",
+    "azarr-uvloop": "azarr S3Store (default) on uvloop",
     "zarr218": "zarr 2.18 FSStore + s3fs",
     "zarr3-fsspec": "zarr 3.1 FsspecStore + s3fs",
     "zarr3-obstore": "zarr 3.1 ObjectStore + obstore",
@@ -109,6 +121,7 @@ SHORT = {
     "raw-codec": "raw+codec",
     "azarr": "azarr",
     "azarr-s3fs": "azarr (s3fs)",
+    "azarr-uvloop": "azarr (uvloop)",
     "zarr218": "zarr 2.18 + s3fs",
     "zarr3-fsspec": "zarr 3.1 + s3fs",
     "zarr3-obstore": "zarr 3.1 + obstore",
@@ -120,7 +133,7 @@ PEER_VENV = {
     "zarr3-obstore": "zarr3-s3",
     "tensorstore": "tensorstore",
 }
-AZARR_IMPLS = ("azarr", "azarr-s3fs")
+AZARR_IMPLS = ("azarr", "azarr-s3fs", "azarr-uvloop")
 CEILINGS = ("raw", "raw-codec")
 """No Zarr: no metadata, no hierarchy opens."""
 LOCAL_IMPLS = (*CEILINGS, *AZARR_IMPLS)
@@ -130,6 +143,7 @@ COLORS = {
     "raw-codec": "#555555",
     "azarr": "#d62728",
     "azarr-s3fs": "#ff7f0e",
+    "azarr-uvloop": "#8c1d1d",
     "zarr218": "#1f77b4",
     "zarr3-fsspec": "#17becf",
     "zarr3-obstore": "#2ca02c",

@@ -59,7 +59,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from delay_proxy import admin_command
 
 Selection = tuple[Any, ...]
-IMPLS = ("raw", "raw-codec", "azarr", "azarr-s3fs", "zarr218", "zarr3-fsspec", "zarr3-obstore", "tensorstore")
+IMPLS = (
+    "raw",
+    "raw-codec",
+    "azarr",
+    "azarr-s3fs",
+    "azarr-uvloop",
+    "zarr218",
+    "zarr3-fsspec",
+    "zarr3-obstore",
+    "tensorstore",
+)
 
 
 # ---------------------------------------------------------------------- shared helpers
@@ -601,6 +611,19 @@ class AzarrS3fs(Azarr):
     transport = "s3fs"
 
 
+class AzarrUvloop(Azarr):
+    """azarr's default ``S3Store`` on a uvloop event loop (what uvicorn runs when uvloop is installed)."""
+
+    modules = (*Azarr.modules, "uvloop")
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        super().__init__(task)
+        import uvloop
+
+        self.runner.close()  # the default loop's runner, never started
+        self.runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
 class Zarr218(Impl):
     """zarr-python 2.18 ``FSStore`` over s3fs, synchronous API, library defaults."""
 
@@ -816,6 +839,7 @@ IMPL_CLASSES: dict[str, type[Impl]] = {
     "raw-codec": RawCodec,
     "azarr": Azarr,
     "azarr-s3fs": AzarrS3fs,
+    "azarr-uvloop": AzarrUvloop,
     "zarr218": Zarr218,
     "zarr3-fsspec": Zarr3Fsspec,
     "zarr3-obstore": Zarr3Obstore,
