@@ -59,17 +59,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from delay_proxy import admin_command
 
 Selection = tuple[Any, ...]
-IMPLS = (
-    "raw",
-    "raw-codec",
-    "azarr",
-    "azarr-s3fs",
-    "azarr-uvloop",
-    "zarr218",
-    "zarr3-fsspec",
-    "zarr3-obstore",
-    "tensorstore",
-)
 
 
 # ---------------------------------------------------------------------- shared helpers
