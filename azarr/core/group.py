@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from azarr.core._hierarchy import (
@@ -184,22 +183,24 @@ class AsyncGroup(Node):
         nodes = await bounded_map(open_child, names, budget_for(self._store).max_requests)
         return [(name, node) for name, node in zip(names, nodes, strict=True) if node is not None]
 
-    async def _members_below(self, max_depth: int | None) -> list[tuple[str, AsyncArray | AsyncGroup]]:
-        """``(relative path, node)`` down to ``max_depth`` levels below the direct members.
+    async def _subtree(self, max_depth: int | None) -> _Subtree:
+        """The direct members, each group's own members below it down to ``max_depth`` more levels.
 
-        Sibling groups are explored concurrently, so a whole tree costs about
-        (requests / budget) + depth round trips instead of a sequence of them per group.
+        One walk serves :meth:`members` and :meth:`tree`: every group is listed and
+        opened in one concurrent wave and sibling groups are walked at the same
+        time, so a whole tree costs about (requests / budget) + depth round trips
+        instead of a sequence of them per group.
         """
         direct = await self._members()
         if max_depth is not None and max_depth <= 0:
-            return direct
+            return [(name, node, []) for name, node in direct]
         below = None if max_depth is None else max_depth - 1
-        groups = [(name, node) for name, node in direct if isinstance(node, AsyncGroup)]
-        subtrees = await bounded_map(lambda item: item[1]._members_below(below), groups, max(1, len(groups)))
-        found = list(direct)
-        for (name, _), subtree in zip(groups, subtrees, strict=True):
-            found.extend((f"{name}/{path}", node) for path, node in subtree)
-        return sorted(found, key=lambda item: item[0])
+
+        async def expand(member: tuple[str, AsyncArray | AsyncGroup]) -> _SubtreeEntry:
+            name, node = member
+            return name, node, await node._subtree(below) if isinstance(node, AsyncGroup) else []
+
+        return await bounded_map(expand, direct, max(1, len(direct)))
 
     async def members(self, max_depth: int | None = 0) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
         """Yield ``(name, node)`` for the members, sorted by name (zarr-python 3 ``members``).
@@ -220,7 +221,7 @@ class AsyncGroup(Node):
         """
         if max_depth is not None and max_depth < 0:
             raise ValueError(f"max_depth must be None or >= 0, got {max_depth}")
-        for name, node in await self._members_below(max_depth):
+        for name, node in sorted(_flatten(await self._subtree(max_depth)), key=lambda item: item[0]):
             yield name, node
 
     async def keys(self) -> AsyncIterator[str]:
@@ -267,7 +268,8 @@ class AsyncGroup(Node):
             Maximum depth to descend.
         """
         lines = [self.name if self._path else "/"]
-        lines.extend(await _tree_lines(self, "", level))
+        if level is None or level > 0:
+            lines.extend(_tree_lines(await self._subtree(None if level is None else level - 1), ""))
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- creation
@@ -396,28 +398,30 @@ class AsyncGroup(Node):
         )
 
 
-async def _tree_lines(group: AsyncGroup, indent: str, level: int | None) -> list[str]:
-    """Lines below ``group``; sibling subtrees are walked concurrently (round trips ~ depth)."""
-    if level is not None and level <= 0:
-        return []
-    members = await group._members()
-    deeper = None if level is None else level - 1
+_SubtreeEntry = tuple[str, "AsyncArray | AsyncGroup", "list[_SubtreeEntry]"]
+"""``(name, node, its members)``: a group's members as :meth:`AsyncGroup._subtree` found them
+(an array's, and a group's beyond the depth asked for, are ``[]``)."""
+_Subtree = list[_SubtreeEntry]
 
-    async def subtree(i: int, node: AsyncArray | AsyncGroup) -> list[str]:
-        if isinstance(node, AsyncArray):
-            return []
-        last = i == len(members) - 1
-        return await _tree_lines(node, indent + ("    " if last else " │  "), deeper)
 
-    subtrees = await asyncio.gather(*(subtree(i, node) for i, (_, node) in enumerate(members)))
+def _flatten(subtree: _Subtree, prefix: str = "") -> Iterator[tuple[str, AsyncArray | AsyncGroup]]:
+    """``(path relative to the walked group, node)`` for every member of ``subtree``."""
+    for name, node, below in subtree:
+        yield prefix + name, node
+        yield from _flatten(below, f"{prefix}{name}/")
+
+
+def _tree_lines(subtree: _Subtree, indent: str) -> list[str]:
+    """The ``tree()`` lines of ``subtree`` (zarr-python 2's layout)."""
     lines: list[str] = []
-    for i, ((name, node), below) in enumerate(zip(members, subtrees, strict=True)):
-        branch = " └── " if i == len(members) - 1 else " ├── "
+    for i, (name, node, below) in enumerate(subtree):
+        last = i == len(subtree) - 1
+        branch = " └── " if last else " ├── "
         if isinstance(node, AsyncArray):
             lines.append(f"{indent}{branch}{name} {node.shape} {node.dtype}")
         else:
             lines.append(f"{indent}{branch}{name}")
-            lines.extend(below)
+            lines.extend(_tree_lines(below, indent + ("    " if last else " │  ")))
     return lines
 
 
