@@ -66,6 +66,11 @@ async def test_hierarchy_ancestors_members_and_tree(store: Store) -> None:
             "         └── z (2, 3) int16",
         ]
     )
+    assert await fresh.tree(level=0) == "/"
+    assert await fresh.tree(level=1) == "\n".join(["/", " ├── bar", " ├── foo", " └── x"])
+    assert await fresh.tree(level=2) == "\n".join(
+        ["/", " ├── bar", " │   ├── baz", " │   └── quux", " ├── foo", " └── x", "     └── y"]
+    )
     with pytest.raises(ReadOnlyError):
         await fresh.create_group("new")
 
