@@ -122,6 +122,19 @@ def zarr2_corpus(run_ref_script: RunRef, tmp_path_factory: pytest.TempPathFactor
     yield RefCorpus(target, json.loads((target / "manifest.json").read_text()))
 
 
+def _upload_corpus(corpus: RefCorpus, fs: Any, prefix: str, server: str) -> None:
+    """Copy the corpus stores (not the expected files) to ``prefix/<store name>/`` with fsspec ``fs``."""
+    files: dict[str, bytes] = {}
+    for store_name in corpus.manifest["stores"]:
+        store_dir = corpus.root / store_name
+        for file in store_dir.rglob("*"):
+            if file.is_file():
+                files[f"{prefix}/{store_name}/{file.relative_to(store_dir).as_posix()}"] = file.read_bytes()
+    fs.pipe(files)
+    missing = sorted(set(files) - set(fs.find(prefix)))
+    assert not missing, f"upload to {server} lost {len(missing)} objects, e.g. {missing[:5]}"
+
+
 @dataclass(frozen=True)
 class S3Corpus:
     """The corpus stores under ``s3://{prefix}/<store name>`` on SeaweedFS."""
@@ -135,19 +148,9 @@ def s3_corpus(zarr2_corpus: RefCorpus, seaweedfs: Any) -> S3Corpus:
     """Upload the zarr 2.18 stores (not the expected files) to a fresh bucket, once per session."""
     import s3fs
 
-    bucket = seaweedfs.create_bucket()
-    prefix = f"{bucket}/corpus"
+    prefix = f"{seaweedfs.create_bucket()}/corpus"
     fs = s3fs.S3FileSystem(**seaweedfs.storage_options, skip_instance_cache=True)
-    files: dict[str, bytes] = {}
-    for store_name in zarr2_corpus.manifest["stores"]:
-        store_dir = zarr2_corpus.root / store_name
-        for file in store_dir.rglob("*"):
-            if file.is_file():
-                files[f"{prefix}/{store_name}/{file.relative_to(store_dir).as_posix()}"] = file.read_bytes()
-    fs.pipe(files)
-    listed = set(fs.find(prefix))
-    missing = sorted(set(files) - listed)
-    assert not missing, f"upload to SeaweedFS lost {len(missing)} objects, e.g. {missing[:5]}"
+    _upload_corpus(zarr2_corpus, fs, prefix, "SeaweedFS")
     return S3Corpus(prefix, dict(seaweedfs.storage_options))
 
 
@@ -162,19 +165,8 @@ class GCSCorpus:
 @pytest.fixture(scope="session")
 def gcs_corpus(zarr2_corpus: RefCorpus, fake_gcs: Any) -> GCSCorpus:
     """Upload the zarr 2.18 stores (not the expected files) to a fresh fake-gcs bucket, once per session."""
-    bucket = fake_gcs.create_bucket()
-    prefix = f"{bucket}/corpus"
-    fs = fake_gcs.filesystem()
-    files: dict[str, bytes] = {}
-    for store_name in zarr2_corpus.manifest["stores"]:
-        store_dir = zarr2_corpus.root / store_name
-        for file in store_dir.rglob("*"):
-            if file.is_file():
-                files[f"{prefix}/{store_name}/{file.relative_to(store_dir).as_posix()}"] = file.read_bytes()
-    fs.pipe(files)
-    listed = set(fs.find(prefix))
-    missing = sorted(set(files) - listed)
-    assert not missing, f"upload to fake-gcs-server lost {len(missing)} objects, e.g. {missing[:5]}"
+    prefix = f"{fake_gcs.create_bucket()}/corpus"
+    _upload_corpus(zarr2_corpus, fake_gcs.filesystem(), prefix, "fake-gcs-server")
     return GCSCorpus(prefix, dict(fake_gcs.storage_options))
 
 
