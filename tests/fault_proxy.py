@@ -96,6 +96,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
+from servers import terminate
 
 if TYPE_CHECKING:
     from servers import S3Server
@@ -1215,16 +1216,8 @@ class FaultProxy:
     def stop(self) -> None:
         """SIGTERM the child (by PID), SIGKILL after ``STOP_TIMEOUT`` s; remove its log."""
         proc = self.proc
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=STOP_TIMEOUT)
         if proc is not None:
+            terminate(proc, STOP_TIMEOUT)
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     with contextlib.suppress(OSError):

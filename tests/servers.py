@@ -36,6 +36,20 @@ START_TIMEOUT = 60.0  # seconds; SeaweedFS accepts its first PUT after ~1.5 s he
 STOP_TIMEOUT = 10.0  # seconds of SIGTERM grace before SIGKILL (SeaweedFS needs 2-4 s)
 
 
+def terminate(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM ``proc`` by PID, wait up to ``timeout`` seconds, then SIGKILL (nothing if it has exited)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -124,17 +138,8 @@ class ServerProcess:
 
     def stop(self) -> None:
         """SIGTERM, wait up to STOP_TIMEOUT seconds, then SIGKILL."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=STOP_TIMEOUT)
+        if self.proc is not None:
+            terminate(self.proc)
 
 
 @dataclass
