@@ -18,25 +18,37 @@ Run ``python -m benchmarks.peers`` to build every peer and print the interpreter
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CACHE_ROOT = REPO_ROOT / ".cache" / "bench-venvs"
-REF_ZARR218_VENV = REPO_ROOT / ".cache" / "ref-zarr218" / "venv"
 KEY_FILE = ".azarr-bench-key"
 BUILD_TIMEOUT_S = 900.0
 
-Reporter = Callable[[str], None]
+
+def _load_refenv() -> ModuleType:
+    """``tests/interop/refenv.py``, which builds the interop tests' zarr 2.18 venv: its
+    location, key file and lock are reused here (loaded by path: ``tests`` is no package)."""
+    path = REPO_ROOT / "tests" / "interop" / "refenv.py"
+    spec = importlib.util.spec_from_file_location("azarr_bench_refenv", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+refenv = _load_refenv()
+Reporter = refenv.Reporter
+venv_python = refenv.venv_python
 
 
 class PeerError(RuntimeError):
@@ -120,11 +132,6 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def venv_python(venv: Path) -> Path:
-    """The interpreter of ``venv``."""
-    return venv / "bin" / "python"
-
-
 def cache_key(peer: Peer) -> str:
     """Hash of the peer's requirements and the base interpreter's ``major.minor``."""
     h = hashlib.sha256()
@@ -165,21 +172,6 @@ def _check(peer: Peer, python: Path | str) -> str:
             f"{python} has {versions}; {peer.label} needs {peer.modules[0]} {peer.expect_version}x"
         )
     return versions
-
-
-@contextmanager
-def _locked(lock_path: Path, report: Reporter) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            report(f"[bench] another session holds {lock_path}; waiting for it ...")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _run(cmd: list[str], log: Path, deadline: float) -> None:
@@ -225,13 +217,13 @@ def _build(peer: Peer, venv: Path, key: str, report: Reporter) -> None:
 
 def _reusable_ref_zarr218(report: Reporter) -> Path | None:
     """The interop tests' zarr 2.18 interpreter, if it was built completely."""
-    if not (REF_ZARR218_VENV / ".azarr-ref-key").is_file():
+    if not (refenv.VENV / refenv.KEY_FILE).is_file():
         return None
-    python = venv_python(REF_ZARR218_VENV)
+    python = venv_python(refenv.VENV)
     try:
         versions = _check(PEERS["zarr218"], python)
     except PeerError as exc:
-        report(f"[bench] not reusing {REF_ZARR218_VENV}: {exc}")
+        report(f"[bench] not reusing {refenv.VENV}: {exc}")
         return None
     report(f"[bench] zarr 2.18: reusing the interop reference venv ({versions})")
     return python
@@ -272,7 +264,7 @@ def ensure_peer_python(name: str, *, report: Reporter = _stderr, cache_root: Pat
             return ref
     venv = cache_root / name
     key = cache_key(peer)
-    with _locked(cache_root / f".{name}.lock", report):
+    with refenv.venv_lock(cache_root / f".{name}.lock", report, tag="[bench]"):
         key_file = venv / KEY_FILE
         if key_file.is_file() and key_file.read_text().strip() == key:
             return venv_python(venv)

@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 REQUIREMENTS = HERE / "requirements-zarr218.txt"
 CACHE_DIR = REPO_ROOT / ".cache" / "ref-zarr218"
+VENV = CACHE_DIR / "venv"
 ENV_VAR = "AZARR_REF_PYTHON"
 KEY_FILE = ".azarr-ref-key"
 EXPECTED_ZARR = "2.18."
@@ -59,13 +60,18 @@ def venv_python(venv: Path) -> Path:
 
 
 @contextmanager
-def _locked(lock_path: Path, report: Reporter) -> Iterator[None]:
+def venv_lock(lock_path: Path, report: Reporter, tag: str = "[ref-zarr218]") -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` while a cached venv is checked or built.
+
+    Parallel sessions (pytest-xdist, a benchmark beside the tests) wait for the
+    builder and then reuse its venv; ``benchmarks/peers.py`` uses it for its venvs too.
+    """
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            report(f"[ref-zarr218] another session holds {lock_path}; waiting for it ...")
+            report(f"{tag} another session holds {lock_path}; waiting for it ...")
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -173,10 +179,10 @@ def ensure_reference_python(report: Reporter = _stderr) -> Path:
     if override:
         report(f"[ref-zarr218] using {ENV_VAR}={override}: {check_interpreter(override)}")
         return Path(override)
-    venv = CACHE_DIR / "venv"
+    venv = VENV
     key = cache_key()
     key_file = venv / KEY_FILE
-    with _locked(CACHE_DIR / ".lock", report):
+    with venv_lock(CACHE_DIR / ".lock", report):
         if key_file.is_file() and key_file.read_text().strip() == key:
             return venv_python(venv)
         if venv.exists():
