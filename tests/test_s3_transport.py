@@ -411,6 +411,32 @@ async def test_each_call_is_exactly_one_request(
     assert s3_fault_proxy.counters().received == 2
 
 
+async def test_existence_checks_take_one_request_each(
+    seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy, transports: list[S3Transport]
+) -> None:
+    # A new store's first check must still tell a missing key from a missing bucket
+    # (a HEAD 404 cannot), yet cost one round trip: `create` and `open` start there.
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    seeded = S3Transport(s3_bucket, "p", storage_options=options)
+    transports.append(seeded)
+    await seeded.put("k", VALUE)
+    await seeded.put("empty", b"")
+    for key, size in (("missing", None), ("k", len(VALUE)), ("empty", 0)):
+        fresh = S3Transport(s3_bucket, "p", storage_options=options)
+        transports.append(fresh)
+        s3_fault_proxy.reset_counters()
+        assert await fresh.head(key) == size
+        assert s3_fault_proxy.counters().received == 1
+        assert await fresh.head(key) == size  # the bucket is known now: a HEAD
+        assert dict(s3_fault_proxy.counters().methods) == {"GET": 1, "HEAD": 1}
+    nobucket = S3Transport(f"azarr-missing-{uuid.uuid4().hex[:12]}", storage_options=options)
+    transports.append(nobucket)
+    s3_fault_proxy.reset_counters()
+    with pytest.raises(StoreUnavailableError, match="bucket does not exist"):
+        await nobucket.head("k")
+    assert s3_fault_proxy.counters().received == 1
+
+
 async def test_scheduler_retries_equal_injected_faults(
     seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
 ) -> None:

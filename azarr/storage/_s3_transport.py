@@ -416,8 +416,9 @@ class S3Transport:
       {"payload_signing_enabled": True}}`` (botocore's own switch) signs bodies with
       a SHA-256 computed in a worker thread.
     * **No retries here.** Every call sends exactly one request (plus at most one
-      after a region redirect, or one ``Range: bytes=0-0`` probe when a ``HEAD``
-      404 must be told apart from a missing bucket). aiohttp's silent re-send of
+      after a region redirect); until the bucket is known to exist, an existence
+      check is a ``GET`` of ``Range: bytes=0-0`` instead of a ``HEAD``, whose 404
+      could not tell a missing key from a missing bucket. aiohttp's silent re-send of
       idempotent requests after a dropped connection is disabled with a client
       middleware (aiohttp >= 3.12); :mod:`azarr.scheduler` retries and counts.
     * **Errors** are azarr errors naming the location, the key and (through the
@@ -798,7 +799,11 @@ class S3Transport:
                 resolved = self._redirected(resolved, region)
                 continue
             break
-        if reply.status < 300 or (reply.status == 404 and _error_code(reply) == "NoSuchKey"):
+        if (
+            reply.status < 300
+            or reply.status == 416
+            or (reply.status == 404 and _error_code(reply) == "NoSuchKey")
+        ):
             self._bucket_seen = True
         return reply
 
@@ -895,17 +900,28 @@ class S3Transport:
         raise self._error(reply, "delete", key)
 
     async def head(self, key: str, *, op: str = "exists") -> int | None:
-        """Size of the object at ``key`` in bytes (``HEAD``); ``None`` if it does not exist.
+        """Size of the object at ``key`` in bytes; ``None`` if it does not exist.
 
-        A ``HEAD`` response has no body, so a 404 cannot say whether the key or the
-        bucket is missing; until some response has shown the bucket exists, a 404 is
-        followed by one ``GET`` of ``Range: bytes=0-0`` that can.
+        A ``HEAD`` response has no body, so its 404 cannot say whether the key or
+        the bucket is missing. Until some response has shown that the bucket
+        exists, the question goes as one ``GET`` of ``Range: bytes=0-0`` instead,
+        whose answer says both (and the size, in ``Content-Range``): one round
+        trip, where a ``HEAD`` and then a probe took two on every new store's
+        first missing key (``create`` checks for ``.zarray`` and ``.zgroup``).
 
         Raises
         ------
         StoreError
-            See the class notes.
+            See the class notes; a missing bucket is
+            :class:`~azarr.errors.StoreUnavailableError`.
         """
+        if not self._bucket_seen:
+            probe = await self._request(op, key, "GET", {"range": "bytes=0-0"})
+            if probe.status in (200, 206, 416):
+                return _size_from_probe(probe)
+            if probe.status == 404 and _error_code(probe) != "NoSuchBucket":
+                return None
+            raise self._error(probe, op, key)
         reply = await self._request(op, key, "HEAD", {})
         if reply.status == 200:
             length = reply.headers.get("Content-Length")
@@ -913,16 +929,7 @@ class S3Transport:
                 return int(length)
             raise StoreError(f"{op} {key!r} in {self.location}: HEAD answered without a Content-Length")
         if reply.status == 404:
-            if self._bucket_seen:
-                return None
-            probe = await self._request(op, key, "GET", {"range": "bytes=0-0"})
-            if probe.status == 404:
-                if _error_code(probe) == "NoSuchBucket":
-                    raise self._error(probe, op, key)
-                return None
-            if probe.status in (200, 206, 416):  # written since the HEAD
-                return _size_from_probe(probe)
-            raise self._error(probe, op, key)
+            return None
         code = "PermanentRedirect" if reply.status == 301 else None
         raise self._error(reply, op, key, code=code)
 
