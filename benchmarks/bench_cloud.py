@@ -89,7 +89,7 @@ RESULTS_DIR = BENCH_DIR / "results"
 WORKER = BENCH_DIR / "cloud_workers.py"
 COLS = 8192
 CHUNKS = (512, 512)  # float32: 1 MiB per chunk
-COMPRESSORS = ("blosc-lz4", "zstd")
+COMPRESSORS = ("blosc-lz4", "zstd", "none")
 TREE_GROUPS = 10
 SEED = 20240611
 WORKER_TIMEOUT_S = 3600.0
@@ -978,7 +978,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mib", type=int, default=256, help="array size (multiple of 16; default 256)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")
     parser.add_argument(
-        "--compressors", default=",".join(COMPRESSORS), help="comma-separated: blosc-lz4, zstd"
+        "--compressors",
+        default=",".join(COMPRESSORS),
+        help="comma-separated: blosc-lz4, zstd, none (no compressor: decoding is one copy)",
     )
     parser.add_argument("--impls", default=",".join(IMPLS), help="comma-separated implementations")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="one-way delay (default 20)")

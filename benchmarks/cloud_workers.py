@@ -91,9 +91,12 @@ def digest(arr: Any) -> str:
 
 
 def numcodecs_compressor(name: str) -> Any:
-    """The numcodecs compressor for ``name``: ``blosc-lz4`` (zarr-python 2's default) or ``zstd``."""
+    """The numcodecs compressor for ``name``: ``blosc-lz4`` (zarr-python 2's default), ``zstd``,
+    or ``none`` (``None``: chunks stored as their raw bytes, so decoding is one copy)."""
     import numcodecs
 
+    if name == "none":
+        return None
     if name == "blosc-lz4":
         return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE, blocksize=0)
     if name == "zstd":
@@ -105,7 +108,7 @@ def zarray_document(shape: Iterable[int], chunks: Iterable[int], codec: Any) -> 
     """The ``.zarray`` azarr writes for a float32 array with ``codec`` (byte for byte: sorted keys, indent 4)."""
     doc = {
         "chunks": list(chunks),
-        "compressor": codec.get_config(),
+        "compressor": None if codec is None else codec.get_config(),
         "dimension_separator": ".",
         "dtype": "<f4",
         "fill_value": 0.0,
@@ -115,6 +118,21 @@ def zarray_document(shape: Iterable[int], chunks: Iterable[int], codec: Any) -> 
         "zarr_format": 2,
     }
     return json.dumps(doc, indent=4, sort_keys=True).encode()
+
+
+def encode_chunk(codec: Any, chunk: np.ndarray) -> bytes:
+    """One chunk's stored bytes: ``codec`` (None: the C-order bytes as they are)."""
+    contiguous = np.ascontiguousarray(chunk)
+    return contiguous.tobytes() if codec is None else bytes(codec.encode(contiguous))
+
+
+def decode_chunk(codec: Any, body: bytes, out: np.ndarray) -> np.ndarray:
+    """Decode one stored chunk into ``out`` (C-contiguous, the chunk's shape and dtype)."""
+    if codec is None:
+        out[...] = np.frombuffer(body, dtype=out.dtype).reshape(out.shape)
+    else:
+        codec.decode(body, out=out)
+    return out
 
 
 def s3fs_options(task: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +312,7 @@ class Raw(Impl):
         codec = numcodecs_compressor(compressor)
         rows, cols = chunks
         payloads = {
-            f"{i // rows}.{j // cols}": codec.encode(np.ascontiguousarray(data[i : i + rows, j : j + cols]))
+            f"{i // rows}.{j // cols}": encode_chunk(codec, data[i : i + rows, j : j + cols])
             for i in range(0, data.shape[0], rows)
             for j in range(0, data.shape[1], cols)
         }
@@ -390,7 +408,7 @@ class RawCodec(Raw):
             buf = getattr(scratch, "buf", None)
             if buf is None:
                 buf = scratch.buf = np.empty((rows, cols), dtype="<f4")
-            codec.decode(body, out=buf)  # contiguous temporary: the region in `out` is strided
+            decode_chunk(codec, body, buf)  # contiguous temporary: the region in `out` is strided
             region = out[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols]
             region[...] = buf[: region.shape[0], : region.shape[1]]
 
@@ -429,9 +447,7 @@ class RawCodec(Raw):
         rows, cols = chunks
 
         def encode(i: int, j: int) -> bytes:
-            return bytes(
-                codec.encode(np.ascontiguousarray(data[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols]))
-            )
+            return encode_chunk(codec, data[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols])
 
         async def go(pool: ThreadPoolExecutor) -> None:
             loop = asyncio.get_running_loop()
@@ -455,7 +471,7 @@ class RawCodec(Raw):
         codec = self._codec()
 
         def decode(body: bytes, sel: Selection, i0: int, j0: int) -> Any:
-            chunk = np.frombuffer(codec.decode(body), dtype="<f4").reshape(rows, cols)
+            chunk = decode_chunk(codec, body, np.empty((rows, cols), dtype="<f4"))
             local = tuple(
                 slice(s.start - o, s.stop - o) if isinstance(s, slice) else s - o
                 for s, o in zip(sel, (i0, j0), strict=True)
@@ -789,11 +805,11 @@ class TensorStore(Impl):
     def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
         import tensorstore as ts
 
-        comp = (
-            {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}
-            if compressor == "blosc-lz4"
-            else {"id": "zstd", "level": 1}
-        )
+        comp = {  # its venv has no numcodecs: the same configs, spelled out
+            "blosc-lz4": {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
+            "zstd": {"id": "zstd", "level": 1},
+            "none": None,
+        }[compressor]
         spec = self.spec(prefix)
         spec["metadata"] = {
             "shape": list(data.shape),
