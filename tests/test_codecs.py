@@ -376,6 +376,20 @@ def test_decoded_chunk_is_writable_even_from_immutable_bytes() -> None:
     assert dec[0, 0] == 99
 
 
+def test_read_only_decode_is_a_view_of_uncompressed_bytes() -> None:
+    # Reads only copy each chunk into their output: a chunk stored raw needs no copy of its own.
+    codec = ChunkCodec("<i2", CHUNKS, "C", None, None)
+    x = sample("<i2")
+    stored = x.tobytes()
+    view = codec.decode(stored, key="k", writable=False)
+    np.testing.assert_array_equal(view, x)
+    assert np.shares_memory(view, np.frombuffer(stored, dtype="<i2"))
+    assert not np.shares_memory(codec.decode(stored, key="k"), np.frombuffer(stored, dtype="<i2"))
+    for f_order in (codec, ChunkCodec("<i2", CHUNKS, "F", None, None)):  # the layout is still honoured
+        stored_f = x.tobytes(order=f_order.order)
+        np.testing.assert_array_equal(f_order.decode(stored_f, key="k", writable=False), x)
+
+
 def test_zstd_frame_without_content_size_uses_the_copying_path() -> None:
     """A streamed zstd frame does not state its size: decode falls back to decompress-then-check."""
     payload = np.arange(42, dtype="<i4").tobytes()

@@ -216,7 +216,9 @@ class ChunkCodec:
 
     # ------------------------------------------------------------------ decode
 
-    def decode(self, data: BytesLike, *, key: str, out: NDArray | None = None) -> NDArray:
+    def decode(
+        self, data: BytesLike, *, key: str, out: NDArray | None = None, writable: bool = True
+    ) -> NDArray:
         """Decode one stored chunk (zarr-python 2: ``Array._decode_chunk``).
 
         Parameters
@@ -230,12 +232,19 @@ class ChunkCodec:
             contiguous in ``order``. When :attr:`direct_decode` holds, the
             compressor writes into it directly (no intermediate buffer, no
             copy); otherwise the decoded chunk is copied in once.
+        writable : bool, default True
+            False lets the result be a read-only view of ``data`` (or of a
+            codec's immutable output) instead of a copy: for callers that only
+            copy out of it, as reads scatter each chunk into the selection's
+            output. Saves one allocation and copy per chunk when there is no
+            compressor. Ignored with ``out``.
 
         Returns
         -------
         numpy.ndarray
-            ``out`` if given; else a new writable array of shape ``chunks``, dtype
-            ``dtype``, contiguous in ``order``. Object dtypes give an object array.
+            ``out`` if given; else an array of shape ``chunks``, dtype ``dtype``,
+            contiguous in ``order``: new and writable, or with ``writable=False``
+            possibly a read-only view. Object dtypes give an object array.
 
         Raises
         ------
@@ -304,7 +313,7 @@ class ChunkCodec:
         if out is not None:
             np.copyto(out, arr)
             return out
-        if not arr.flags.writeable:  # e.g. a view of immutable decompressed bytes
+        if writable and not arr.flags.writeable:  # e.g. a view of immutable decompressed bytes
             arr = arr.copy(order=self.order)
         return arr
 

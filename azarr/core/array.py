@@ -564,7 +564,7 @@ class AsyncArray(Node):
             ):
                 self._codec.decode(data, key=key, out=region)
                 return
-        chunk = self._codec.decode(data, key=key)
+        chunk = self._codec.decode(data, key=key, writable=False)  # only copied out of
         if fields is not None:
             chunk = chunk[fields]
         out[projection.out_selection] = chunk[projection.chunk_selection]
@@ -690,12 +690,7 @@ class AsyncArray(Node):
         Returns None when the chunk should be deleted (all fill_value with
         ``write_empty_chunks=False``).
         """
-        if data is None:
-            chunk = self._codec.fill_chunk(self.fill_value)
-        else:
-            chunk = self._codec.decode(data, key=key)
-            if not chunk.flags.writeable:
-                chunk = chunk.copy(order=self.order)  # type: ignore[arg-type]
+        chunk = self._codec.fill_chunk(self.fill_value) if data is None else self._codec.decode(data, key=key)
         if isinstance(fields, (list, tuple)):
             # Through a multi-field view NumPy's fancy-index assignment copies whole items,
             # padding included, clobbering the fields not named: assign field by field.
