@@ -377,8 +377,9 @@ def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict
             if not runs:
                 continue
             slot["seconds"] = _median([r["seconds"] for r in runs])
-            if all("cpu_seconds" in r for r in runs):  # results from before it was recorded have none
-                slot["cpu_seconds"] = _median([r["cpu_seconds"] for r in runs])
+            for cpu in ("cpu_seconds", "sys_seconds"):
+                if all(cpu in r for r in runs):  # results from before it was recorded have none
+                    slot[cpu] = _median([r[cpu] for r in runs])
             slot["requests"] = _median([r["proxy"]["requests"] for r in runs if r.get("proxy")])
             if "nbytes" in runs[0]:
                 nbytes = runs[0]["nbytes"]
@@ -471,7 +472,8 @@ def markdown(results: dict[str, Any]) -> str:
         )
         cpu_note = (
             ", CPU seconds of the client process meanwhile: every thread of the worker, native ones included; "
-            "not the server's or the proxy's, which share the same cores"
+            "not the server's or the proxy's, which share the same cores; `sys`: the kernel's share, mostly "
+            "page faults of the new output array, whose cost varies run to run with the kernel's huge-page work"
             if has_cpu
             else ""
         )
@@ -499,6 +501,8 @@ def markdown(results: dict[str, Any]) -> str:
                 slot = summary.get(impl, {}).get(name, {})
                 if "seconds" in slot:
                     cpu = f", {_fmt_cpu(slot['cpu_seconds'])} CPU" if "cpu_seconds" in slot else ""
+                    if "sys_seconds" in slot:
+                        cpu += f" ({slot['sys_seconds']:.2f} sys)"
                     row.append(
                         f"{slot['mbps']:.0f} ({_fmt_s(slot['seconds'])}, {slot['requests']:.0f} req{cpu})"
                     )

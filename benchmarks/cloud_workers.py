@@ -10,7 +10,9 @@ proxy), credentials, the proxy's admin port and a list of operations; the worker
 prints one JSON line ``{"impl", "versions", "ops": [...]}``. Every operation
 records its wall time (``seconds``), the worker's CPU time meanwhile
 (``cpu_seconds``: ``time.process_time()``, every thread of the worker process,
-native threads included; not the server's or the proxy's) and the HTTP requests
+native threads included; not the server's or the proxy's), the kernel's share of
+it (``sys_seconds``: ``os.times().system``; page faults of a new output array are
+charged there) and the HTTP requests
 the proxy saw while it ran (the worker resets and reads the proxy's counters
 around it; nothing else talks to the proxy meanwhile).
 
@@ -308,7 +310,7 @@ class Raw(Impl):
         return sum(sizes)
 
     def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
-        """PUT the chunks, encoded beforehand: only the PUTs are timed (``write_seconds``, ``write_cpu_seconds``)."""
+        """PUT the chunks, encoded beforehand: only the PUTs are timed (``write_elapsed``)."""
         codec = numcodecs_compressor(compressor)
         rows, cols = chunks
         payloads = {
@@ -316,10 +318,9 @@ class Raw(Impl):
             for i in range(0, data.shape[0], rows)
             for j in range(0, data.shape[1], cols)
         }
-        t0, c0 = time.perf_counter(), time.process_time()
+        start = clock()
         self.runner.run(self._put_all(prefix, payloads))
-        self.write_seconds = time.perf_counter() - t0
-        self.write_cpu_seconds = time.process_time() - c0
+        self.write_elapsed = elapsed(start)
 
     async def _put_all(self, prefix: str, payloads: dict[str, bytes]) -> None:
         async with self._putter(prefix) as put:
@@ -867,6 +868,20 @@ class _Requests:
         return admin_command(self.admin_port, "counters") if self.admin_port else None
 
 
+Clock = tuple[float, float, float]
+
+
+def clock() -> Clock:
+    """Wall, process CPU and kernel CPU seconds now (the kernel's share: ``os.times().system``)."""
+    return time.perf_counter(), time.process_time(), os.times().system
+
+
+def elapsed(start: Clock) -> dict[str, float]:
+    """``seconds``, ``cpu_seconds`` and ``sys_seconds`` since ``start`` (from :func:`clock`)."""
+    now = clock()
+    return {"seconds": now[0] - start[0], "cpu_seconds": now[1] - start[1], "sys_seconds": now[2] - start[2]}
+
+
 def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any]:
     """Run and time one operation; the result dict goes into the worker's JSON."""
     kind = op["op"]
@@ -875,10 +890,9 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
     impl.op = op
     if kind == "read":
         requests.reset()
-        t0, c0 = time.perf_counter(), time.process_time()
+        start = clock()
         result = impl.read(op["prefix"])
-        out["seconds"] = time.perf_counter() - t0
-        out["cpu_seconds"] = time.process_time() - c0
+        out.update(elapsed(start))
         out["proxy"] = requests.read()
         out["digest"] = digest(result) if isinstance(result, np.ndarray) else f"bytes:{result}"
         if isinstance(result, np.ndarray):
@@ -890,20 +904,18 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
     elif kind == "write":
         data = make_data(tuple(op["shape"]))
         requests.reset()
-        t0, c0 = time.perf_counter(), time.process_time()
+        start = clock()
         impl.write(op["prefix"], data, op["compressor"], tuple(op["chunks"]))
         # raw times its PUTs only (its encoding is not the path's work)
-        out["seconds"] = getattr(impl, "write_seconds", None) or time.perf_counter() - t0
-        out["cpu_seconds"] = getattr(impl, "write_cpu_seconds", None) or time.process_time() - c0
+        out.update(getattr(impl, "write_elapsed", None) or elapsed(start))
         out["proxy"] = requests.read()
         out["nbytes"] = int(data.nbytes)
     elif kind == "small":
         selections = [selection(s) for s in op["selections"]]
         requests.reset()
-        t0, c0 = time.perf_counter(), time.process_time()
+        start = clock()
         latencies, checksum = impl.small(op["prefix"], selections, op["concurrency"])
-        out["seconds"] = time.perf_counter() - t0
-        out["cpu_seconds"] = time.process_time() - c0
+        out.update(elapsed(start))
         out["proxy"] = requests.read()
         measured = latencies[-len(selections) :]
         out["latency"] = latency_summary(measured)
@@ -911,10 +923,9 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
         out["count"] = len(measured)
     elif kind == "open":
         requests.reset()
-        t0, c0 = time.perf_counter(), time.process_time()
+        start = clock()
         count, size = impl.open_tree(op["prefix"], op["consolidated"])
-        out["seconds"] = time.perf_counter() - t0
-        out["cpu_seconds"] = time.process_time() - c0
+        out.update(elapsed(start))
         out["proxy"] = requests.read()
         out["arrays"] = count
         out["checksum"] = size
