@@ -70,7 +70,7 @@ def bench_cloud(session: nox.Session) -> None:
 
     Starts SeaweedFS (the test extras' ``weed``) and a delay proxy on 127.0.0.1,
     builds the peers' venvs under ``.cache/bench-venvs`` on first use, and writes
-    ``benchmarks/results/cloud.{md,png,json}``. ~12 minutes; arguments after
+    ``benchmarks/results/cloud.{md,png,json}``. ~15 minutes (2 rounds); arguments after
     ``--`` go to ``python -m benchmarks.bench_cloud`` (e.g. ``nox -s bench-cloud -- --quick``).
     """
     session.install("-e", ".[test]")
