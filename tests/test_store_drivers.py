@@ -1,4 +1,4 @@
-"""Focused tests of ZipStore, MappingStore, LRUStoreCache, SyncFsspecStore, chained URLs,
+"""Focused tests of ZipStore, MappingStore, LRUStoreCache, SyncFsspecStore, BlockingIO, chained URLs,
 and pickling arrays and groups as configuration (the conformance suite is in test_stores.py)."""
 
 from __future__ import annotations
@@ -879,3 +879,31 @@ class TestPicklingNodes:
             await store.close()
 
         asyncio.run(close())
+
+
+# ---------------------------------------------------------------------- BlockingIO.call
+async def test_blocking_io_call_translates_failures_for_the_store() -> None:
+    from azarr.storage._threads import BlockingIO
+
+    io = BlockingIO(1, "azarr-test")
+    seen: list[tuple[str, str, str]] = []
+
+    def translate(exc: Exception, op: str, key: str) -> StoreError | None:
+        seen.append((type(exc).__name__, op, key))
+        return None if isinstance(exc, TypeError) else StoreError(f"{op} {key!r}: {exc}")
+
+    def fail(exc: BaseException) -> None:
+        raise exc
+
+    try:
+        assert await io.call(translate, "get", "a/0", lambda x: x + 1, 41) == 42
+        with pytest.raises(StoreError, match="get 'a/0': boom") as info:
+            await io.call(translate, "get", "a/0", fail, OSError("boom"))
+        assert isinstance(info.value.__cause__, OSError)
+        with pytest.raises(TypeError, match="a bug"):  # not the store's to classify: as it is
+            await io.call(translate, "set", "a/1", fail, TypeError("a bug"))
+        with pytest.raises(ReadOnlyError):  # azarr errors pass untranslated
+            await io.call(translate, "set", "a/2", fail, ReadOnlyError("read-only"))
+        assert seen == [("OSError", "get", "a/0"), ("TypeError", "set", "a/1")]
+    finally:
+        io.shutdown()

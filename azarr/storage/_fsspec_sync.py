@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar, TypeVarTuple, cast
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
 
-from azarr.errors import AzarrError, StoreError
+from azarr.errors import StoreError
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._fsspec import FsspecStore, _no_such_bucket
 from azarr.storage._threads import BlockingIO
-
-T = TypeVar("T")
-Ts = TypeVarTuple("Ts")
 
 # fsspec filesystems are thread-safe (dask calls them from many threads) and mostly
 # wait on the network, so several calls may overlap.
@@ -165,14 +162,6 @@ class SyncFsspecStore(Store):
         # The same classification as the async stores (it only needs _where()).
         return FsspecStore._translate(cast(FsspecStore, self), exc, op, key)
 
-    async def _call(self, op: str, key: str, fn: Callable[[*Ts], T], *args: *Ts) -> T:
-        try:
-            return await self._io.run(fn, *args)
-        except AzarrError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc, op, key) from exc
-
     @staticmethod
     def _is_missing(exc: BaseException) -> bool:
         return isinstance(exc, _NOT_A_VALUE) and not _no_such_bucket(exc)
@@ -260,33 +249,33 @@ class SyncFsspecStore(Store):
         start = end = None
         if byte_range is not None:
             start, end = byte_range.start or None, byte_range.end
-        return await self._call("get", key, self._read, self._full(key), start, end)
+        return await self._io.call(self._translate, "get", key, self._read, self._full(key), start, end)
 
     async def _set(self, key: str, value: bytes) -> None:
-        await self._call("set", key, self._write, self._full(key), value)
+        await self._io.call(self._translate, "set", key, self._write, self._full(key), value)
 
     async def _delete(self, key: str) -> None:
-        await self._call("delete", key, self._remove, self._full(key))
+        await self._io.call(self._translate, "delete", key, self._remove, self._full(key))
 
     async def _exists(self, key: str) -> bool:
-        return (await self._call("exists", key, self._info, self._full(key))) is not None
+        return (await self._io.call(self._translate, "exists", key, self._info, self._full(key))) is not None
 
     async def _getsize(self, key: str) -> int:
-        info = await self._call("getsize", key, self._info, self._full(key))
+        info = await self._io.call(self._translate, "getsize", key, self._info, self._full(key))
         if info is None:
             raise FileNotFoundError(f"{key!r} not found in {self.url}")
         return int(info["size"])
 
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for key in await self._call("list", prefix, self._find, prefix):
+        for key in await self._io.call(self._translate, "list", prefix, self._find, prefix):
             yield key
 
     async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
-        for name in await self._call("list_dir", prefix, self._ls, prefix):
+        for name in await self._io.call(self._translate, "list_dir", prefix, self._ls, prefix):
             yield name
 
     async def _delete_prefix(self, prefix: str) -> None:
-        keys = await self._call("delete_prefix", prefix, self._find, prefix)
+        keys = await self._io.call(self._translate, "delete_prefix", prefix, self._find, prefix)
         # One rm_file per key, spread over the workers (not fs.rm, which glob-expands
         # keys containing '*?[').
         await asyncio.gather(*(self._delete(k) for k in keys))

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import AsyncIterator, Callable, Iterable, MutableMapping
-from typing import Any, TypeVar, TypeVarTuple
+from collections.abc import AsyncIterator, Iterable, MutableMapping
+from typing import Any
 
 from azarr.errors import (
-    AzarrError,
     ConnectionFailedError,
     PermissionDeniedError,
     StoreError,
 )
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._threads import BlockingIO
-
-T = TypeVar("T")
-Ts = TypeVarTuple("Ts")
 
 # Requests the store admits per worker thread: enough to overlap fetching with decoding,
 # few enough that queueing in front of a slow backend does not eat the per-request timeout.
@@ -176,14 +172,6 @@ class MappingStore(Store):
             return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
         return StoreError(f"{what} failed: {detail}")
 
-    async def _call(self, op: str, key: str, fn: Callable[[*Ts], T], *args: *Ts) -> T:
-        try:
-            return await self._io.run(fn, *args)
-        except AzarrError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc, op, key) from exc
-
     # ------------------------------------------------------------------ sync bodies (worker threads)
     def _read(self, key: str) -> bytes | None:
         try:
@@ -220,29 +208,29 @@ class MappingStore(Store):
 
     # ------------------------------------------------------------------ primitives
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        value = await self._call("get", key, self._read, key)
+        value = await self._io.call(self._translate, "get", key, self._read, key)
         if value is None or byte_range is None:
             return value
         return byte_range.apply(value)
 
     async def _set(self, key: str, value: bytes) -> None:
-        await self._call("set", key, self._write, key, value)
+        await self._io.call(self._translate, "set", key, self._write, key, value)
 
     async def _delete(self, key: str) -> None:
-        await self._call("delete", key, self._remove, key)
+        await self._io.call(self._translate, "delete", key, self._remove, key)
 
     async def _exists(self, key: str) -> bool:
-        return await self._call("exists", key, self._contains, key)
+        return await self._io.call(self._translate, "exists", key, self._contains, key)
 
     async def _getsize(self, key: str) -> int:
-        size = await self._call("getsize", key, self._size, key)
+        size = await self._io.call(self._translate, "getsize", key, self._size, key)
         if size is None:
             raise FileNotFoundError(f"{key!r} not found in {self.url}")
         return size
 
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for key in await self._call("list", prefix, self._keys, prefix):
+        for key in await self._io.call(self._translate, "list", prefix, self._keys, prefix):
             yield key
 
     async def _delete_prefix(self, prefix: str) -> None:
-        await self._call("delete_prefix", prefix, self._remove_prefix, prefix)
+        await self._io.call(self._translate, "delete_prefix", prefix, self._remove_prefix, prefix)

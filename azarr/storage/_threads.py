@@ -21,6 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, TypeVarTuple
 
+from azarr.errors import AzarrError
+
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
@@ -90,6 +92,30 @@ class BlockingIO:
                     raise
                 continue
             return await future
+
+    async def call(
+        self,
+        translate: Callable[[Exception, str, str], BaseException | None],
+        op: str,
+        key: str,
+        fn: Callable[[*Ts], T],
+        *args: *Ts,
+    ) -> T:
+        """:meth:`run` one store operation, its failure turned into the store's error.
+
+        azarr errors pass through. Any other exception becomes
+        ``translate(exc, op, key)``, chained to it, or is re-raised as it is when
+        ``translate`` returns None (an exception the store does not classify).
+        """
+        try:
+            return await self.run(fn, *args)
+        except AzarrError:
+            raise
+        except Exception as exc:
+            error = translate(exc, op, key)
+            if error is None:
+                raise
+            raise error from exc
 
     def shutdown(self) -> None:
         """Stop the workers after the calls already queued (a later :meth:`run` starts new ones)."""

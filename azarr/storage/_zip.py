@@ -7,17 +7,14 @@ import os
 import threading
 import time
 import zipfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar, TypeVarTuple
+from typing import Any, Literal
 
-from azarr.errors import AzarrError, KeyExistsError, StoreError, StoreUnavailableError
+from azarr.errors import KeyExistsError, StoreError, StoreUnavailableError
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._mapping import iter_keys
 from azarr.storage._threads import BlockingIO
-
-T = TypeVar("T")
-Ts = TypeVarTuple("Ts")
 
 ZipMode = Literal["r", "w", "x", "a"]
 _MODES = ("r", "w", "x", "a")
@@ -288,14 +285,16 @@ class ZipStore(Store):
             # A read-only view (with_read_only) of a writing store shares its archive:
             # closing the view must not finalize the writer's archive.
             return
-        await self._call("close", "", functools.partial(self._archive.close, finalize=True))
+        await self._io.call(
+            self._translate, "close", "", functools.partial(self._archive.close, finalize=True)
+        )
 
     async def flush(self) -> None:
         """Write the central directory now, keeping the store writable (zarr-python 2 ``flush``).
 
         Afterwards the file on disk is a complete archive that other readers can open.
         """
-        await self._call("flush", "", self._archive.flush)
+        await self._io.call(self._translate, "flush", "", self._archive.flush)
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict[str, Any]:
@@ -315,28 +314,24 @@ class ZipStore(Store):
         self._init_runtime()
 
     # ------------------------------------------------------------------ helpers
-    async def _call(self, op: str, key: str, fn: Callable[[*Ts], T], *args: *Ts) -> T:
-        try:
-            return await self._io.run(fn, *args)
-        except AzarrError:
-            raise
-        except FileNotFoundError as exc:
-            raise StoreUnavailableError(
+    def _translate(self, exc: Exception, op: str, key: str) -> StoreError | None:
+        """The store error for a failure of the archive (None: not one, re-raised as is)."""
+        if isinstance(exc, FileNotFoundError):
+            return StoreUnavailableError(
                 f"{op} {key!r} in {self.url} failed: the archive does not exist ({exc.strerror or exc})"
-            ) from exc
-        except FileExistsError as exc:
-            raise StoreError(
-                f"{op} {key!r} in {self.url} failed: mode 'x' and the archive exists already"
-            ) from exc
-        except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, RuntimeError) as exc:
-            raise StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}") from exc
+            )
+        if isinstance(exc, FileExistsError):
+            return StoreError(f"{op} {key!r} in {self.url} failed: mode 'x' and the archive exists already")
+        if isinstance(exc, (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, RuntimeError)):
+            return StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}")
+        return None
 
     # ------------------------------------------------------------------ primitives
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        return await self._call("get", key, self._archive.read, key, byte_range)
+        return await self._io.call(self._translate, "get", key, self._archive.read, key, byte_range)
 
     async def _set(self, key: str, value: bytes) -> None:
-        await self._call("set", key, self._archive.write, key, value)
+        await self._io.call(self._translate, "set", key, self._archive.write, key, value)
 
     async def _delete(self, key: str) -> None:
         if await self._exists(key):
@@ -345,20 +340,20 @@ class ZipStore(Store):
             )
 
     async def _exists(self, key: str) -> bool:
-        return await self._call("exists", key, self._archive.contains, key)
+        return await self._io.call(self._translate, "exists", key, self._archive.contains, key)
 
     async def _getsize(self, key: str) -> int:
-        size = await self._call("getsize", key, self._archive.size, key)
+        size = await self._io.call(self._translate, "getsize", key, self._archive.size, key)
         if size is None:
             raise FileNotFoundError(f"{key!r} not found in {self.url}")
         return size
 
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for key in await self._call("list", prefix, self._archive.keys, prefix):
+        for key in await self._io.call(self._translate, "list", prefix, self._archive.keys, prefix):
             yield key
 
     async def _delete_prefix(self, prefix: str) -> None:
-        keys = await self._call("delete_prefix", prefix, self._archive.keys, prefix)
+        keys = await self._io.call(self._translate, "delete_prefix", prefix, self._archive.keys, prefix)
         if keys:
             raise StoreError(
                 f"cannot delete {len(keys)} keys under {prefix!r} from {self.url}: "
