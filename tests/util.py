@@ -1,11 +1,37 @@
-"""Test helpers: a store wrapper that records every request (a real store underneath, not a mock)."""
+"""Test helpers: a store wrapper that records every request (a real store underneath, not a
+mock), and the check that a cancelled read leaves its output alone."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+import numpy as np
+import pytest
 
 from azarr.storage import ByteRange, Store
+
+
+async def cancel_read_part_way(
+    read: Awaitable[Any], out: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], after: float
+) -> None:
+    """Cancel ``read`` (a read into ``out`` of ``expected``) ``after`` seconds in.
+
+    Checks that it was cancelled part-way through (``out`` holds some but not all of
+    ``expected``'s non-zero values) and that nothing, a codec thread included, writes
+    into ``out`` once the cancelled read has returned.
+    """
+    task = asyncio.ensure_future(read)
+    await asyncio.sleep(after)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    snapshot = out.copy()
+    assert 0 < np.count_nonzero(snapshot) < np.count_nonzero(expected)
+    await asyncio.sleep(0.1)
+    np.testing.assert_array_equal(out, snapshot)
 
 
 class RecordingStore(Store):
