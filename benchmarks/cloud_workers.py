@@ -106,6 +106,18 @@ def numcodecs_compressor(name: str) -> Any:
     raise ValueError(f"unknown compressor {name!r}")
 
 
+def chunk_indices(shape: Iterable[int], chunks: Iterable[int]) -> list[tuple[int, int]]:
+    """``(i, j)`` of every chunk of a 2-d array, row-major (the key is ``f"{i}.{j}"``)."""
+    rows, cols = (-(-s // c) for s, c in zip(shape, chunks, strict=True))
+    return [(i, j) for i in range(rows) for j in range(cols)]
+
+
+def chunk_region(i: int, j: int, chunks: Iterable[int]) -> tuple[slice, slice]:
+    """The region of chunk ``(i, j)`` in the array (edge chunks: NumPy clips the stops)."""
+    rows, cols = chunks
+    return slice(i * rows, (i + 1) * rows), slice(j * cols, (j + 1) * cols)
+
+
 def zarray_document(shape: Iterable[int], chunks: Iterable[int], codec: Any) -> bytes:
     """The ``.zarray`` azarr writes for a float32 array with ``codec`` (byte for byte: sorted keys, indent 4)."""
     doc = {
@@ -285,12 +297,16 @@ class Raw(Impl):
     def _url(self, prefix: str, key: str) -> str:
         return f"{self.task['endpoint']}/{self.bucket}/{prefix}/{key}"
 
-    def _chunk_keys(self, shape: list[int], chunks: list[int]) -> list[str]:
-        grid = [-(-s // c) for s, c in zip(shape, chunks, strict=True)]
-        return [f"{i}.{j}" for i in range(grid[0]) for j in range(grid[1])]
+    async def _get(self, session: Any, prefix: str, key: str) -> bytes:
+        """One anonymous GET of ``key``; anything but 200 is an error."""
+        async with session.get(self._url(prefix, key)) as response:
+            body: bytes = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"GET {key}: {response.status} {body[:200]!r}")
+            return body
 
     def read(self, prefix: str) -> Any:
-        keys = self._chunk_keys(self.task["shape"], self.task["chunks"])
+        keys = [f"{i}.{j}" for i, j in chunk_indices(self.task["shape"], self.task["chunks"])]
         return self.runner.run(self._get_all(prefix, keys))
 
     async def _get_all(self, prefix: str, keys: list[str]) -> int:
@@ -300,11 +316,8 @@ class Raw(Impl):
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
 
             async def get(key: str) -> int:
-                async with sem, session.get(self._url(prefix, key)) as response:
-                    body = await response.read()
-                    if response.status != 200:
-                        raise RuntimeError(f"GET {key}: {response.status} {body[:200]!r}")
-                    return len(body)
+                async with sem:
+                    return len(await self._get(session, prefix, key))
 
             sizes = await asyncio.gather(*(get(k) for k in keys))
         return sum(sizes)
@@ -312,11 +325,9 @@ class Raw(Impl):
     def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
         """PUT the chunks, encoded beforehand: only the PUTs are timed (``write_elapsed``)."""
         codec = numcodecs_compressor(compressor)
-        rows, cols = chunks
         payloads = {
-            f"{i // rows}.{j // cols}": encode_chunk(codec, data[i : i + rows, j : j + cols])
-            for i in range(0, data.shape[0], rows)
-            for j in range(0, data.shape[1], cols)
+            f"{i}.{j}": encode_chunk(codec, data[chunk_region(i, j, chunks)])
+            for i, j in chunk_indices(data.shape, chunks)
         }
         start = clock()
         self.runner.run(self._put_all(prefix, payloads))
@@ -370,11 +381,7 @@ class Raw(Impl):
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
 
                 async def get(sel: Selection) -> Any:
-                    async with session.get(self._url(prefix, key(sel))) as response:
-                        body = await response.read()
-                        if response.status != 200:
-                            raise RuntimeError(f"GET: {response.status}")
-                        return np.zeros(1) + len(body)
+                    return np.zeros(1) + len(await self._get(session, prefix, key(sel)))
 
                 await run_concurrent_async(get, selections[:concurrency], concurrency)
                 return await run_concurrent_async(get, selections, concurrency)
@@ -410,7 +417,7 @@ class RawCodec(Raw):
             if buf is None:
                 buf = scratch.buf = np.empty((rows, cols), dtype="<f4")
             decode_chunk(codec, body, buf)  # contiguous temporary: the region in `out` is strided
-            region = out[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols]
+            region = out[chunk_region(i, j, (rows, cols))]
             region[...] = buf[: region.shape[0], : region.shape[1]]
 
         with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
@@ -425,34 +432,29 @@ class RawCodec(Raw):
         """GET every chunk; hand each body to the pool as it arrives (futures, not awaited on the loop)."""
         import aiohttp
 
-        rows, cols = self.task["chunks"]
-        grid = [-(-s // c) for s, c in zip(self.task["shape"], (rows, cols), strict=True)]
         sem = asyncio.Semaphore(self.concurrency)
         futures: list[Any] = []
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
 
             async def get(i: int, j: int) -> None:
-                key = f"{i}.{j}"
-                async with sem, session.get(self._url(prefix, key)) as response:
-                    body = await response.read()
-                    if response.status != 200:
-                        raise RuntimeError(f"GET {key}: {response.status} {body[:200]!r}")
+                async with sem:
+                    body = await self._get(session, prefix, f"{i}.{j}")
                 futures.append(pool.submit(decode, body, i, j))
 
-            await asyncio.gather(*(get(i, j) for i in range(grid[0]) for j in range(grid[1])))
+            await asyncio.gather(
+                *(get(i, j) for i, j in chunk_indices(self.task["shape"], self.task["chunks"]))
+            )
         return futures
 
     def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
         """``.zarray`` and every chunk, each encoded in the pool and PUT as soon as it is (all timed)."""
         codec = numcodecs_compressor(compressor)
-        rows, cols = chunks
 
         def encode(i: int, j: int) -> bytes:
-            return encode_chunk(codec, data[i * rows : (i + 1) * rows, j * cols : (j + 1) * cols])
+            return encode_chunk(codec, data[chunk_region(i, j, chunks)])
 
         async def go(pool: ThreadPoolExecutor) -> None:
             loop = asyncio.get_running_loop()
-            grid = [-(-s // c) for s, c in zip(data.shape, chunks, strict=True)]
             async with self._putter(prefix) as put:
 
                 async def one(i: int, j: int) -> None:
@@ -460,7 +462,7 @@ class RawCodec(Raw):
 
                 await asyncio.gather(
                     put(".zarray", zarray_document(data.shape, chunks, codec)),
-                    *(one(i, j) for i in range(grid[0]) for j in range(grid[1])),
+                    *(one(i, j) for i, j in chunk_indices(data.shape, chunks)),
                 )
 
         with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
@@ -488,10 +490,7 @@ class RawCodec(Raw):
                 async def get(sel: Selection) -> Any:
                     i, j = (s.start if isinstance(s, slice) else s for s in sel)
                     ci, cj = i // rows, j // cols
-                    async with session.get(self._url(prefix, f"{ci}.{cj}")) as response:
-                        body = await response.read()
-                        if response.status != 200:
-                            raise RuntimeError(f"GET: {response.status}")
+                    body = await self._get(session, prefix, f"{ci}.{cj}")
                     return await loop.run_in_executor(pool, decode, body, sel, ci * rows, cj * cols)
 
                 await run_concurrent_async(get, selections[:concurrency], concurrency)
