@@ -121,6 +121,43 @@ async def test_basic_selection_matches_numpy(selection: Any) -> None:
     np.testing.assert_array_equal(await arr.get_basic_selection(), expected)
 
 
+ONE_CHUNK_SELECTIONS = [
+    (7, 5),  # an element
+    (slice(6, 12), slice(4, 8)),  # a whole interior chunk
+    (slice(18, 20), slice(8, 9)),  # the whole (partial) corner chunk
+    (slice(7, 10), slice(5, 7)),  # a window
+    (slice(11, 5, -2), 6),  # reversed, an int axis dropped
+]
+
+
+@pytest.mark.parametrize("selection", ONE_CHUNK_SELECTIONS, ids=repr)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("compressor", [None, numcodecs.Blosc()], ids=["raw", "blosc"])
+async def test_reads_within_one_chunk_are_new_writable_arrays(
+    selection: Any, order: str, compressor: Any
+) -> None:
+    # One-chunk reads allocate their result in the codec thread (AsyncArray._read_one_chunk):
+    # same values, order and ownership as any other read, stored chunk or missing one.
+    data = np.arange(20 * 9, dtype="i8").reshape(20, 9)
+    store = MemoryStore()
+    arr = await azarr.array(data, chunks=(6, 4), order=order, compressor=compressor, store=store)
+    first = await arr.get_basic_selection(selection)
+    second = await arr.get_basic_selection(selection)
+    np.testing.assert_array_equal(first, data[selection])
+    if isinstance(first, np.ndarray) and first.ndim == 2:
+        assert first.flags.writeable and first.flags.owndata
+        assert first.flags.c_contiguous if order == "C" else first.flags.f_contiguous
+        first[...] = -1  # not a view of the stored bytes or of another read's result
+        np.testing.assert_array_equal(second, data[selection])
+    np.testing.assert_array_equal(await arr.get_orthogonal_selection(selection), data[selection])
+    chunk = [
+        int(np.arange(n)[s].flat[0]) // c for s, n, c in zip(selection, data.shape, arr.chunks, strict=True)
+    ]
+    await store.delete(".".join(map(str, chunk)))
+    filled = await arr.get_basic_selection(selection)
+    np.testing.assert_array_equal(filled, np.zeros_like(data)[selection])
+
+
 async def test_int_selection_returns_scalar_and_zero_d_arrays(store: Store) -> None:
     arr = await azarr.array(np.arange(10.0), chunks=3, store=store, path="v")
     value = await arr.get_basic_selection(4)
