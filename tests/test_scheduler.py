@@ -130,6 +130,31 @@ async def test_byte_budget_admits_reservations_as_bytes_free_up() -> None:
     assert budget.bytes_in_flight == 0
 
 
+async def test_byte_budget_admits_in_order_and_cancelled_waiters_let_the_next_in() -> None:
+    budget = IOBudget(max_requests=10, max_bytes=100)
+    admitted: list[str] = []
+    release = asyncio.Event()
+
+    async def hold(name: str, nbytes: int) -> None:
+        async with budget.reserve(nbytes):
+            admitted.append(name)
+            await release.wait()
+
+    first = asyncio.ensure_future(hold("a", 80))
+    await asyncio.sleep(0)
+    big = asyncio.ensure_future(hold("b", 50))  # does not fit next to a: waits
+    await asyncio.sleep(0)
+    small = asyncio.ensure_future(hold("c", 10))  # would fit, but b came first
+    await asyncio.sleep(0.01)
+    assert admitted == ["a"] and budget.bytes_in_flight == 80
+    big.cancel()
+    await asyncio.sleep(0.01)
+    assert admitted == ["a", "c"] and budget.bytes_in_flight == 90  # b's place went to c
+    release.set()
+    await asyncio.gather(first, small)
+    assert big.cancelled() and budget.bytes_in_flight == 0
+
+
 async def test_budget_is_shared_across_arrays_and_settable() -> None:
     inner = MemoryStore()
     for name in "abc":

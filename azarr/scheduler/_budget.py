@@ -31,7 +31,8 @@ class _LoopState:
 
     free_requests: int
     waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
-    condition: asyncio.Condition = field(default_factory=asyncio.Condition)
+    #: Reservations waiting for bytes, first come first served: ``(nbytes, future)``.
+    byte_waiters: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)
     bytes_in_flight: int = 0
     requests_in_flight: int = 0
     peak_requests: int = 0
@@ -93,26 +94,31 @@ class IOBudget:
         """Bytes currently reserved on the current loop."""
         return self._state().bytes_in_flight
 
-    @asynccontextmanager
-    async def reserve(self, nbytes: int) -> AsyncIterator[None]:
-        """Hold ``nbytes`` of the byte budget for the duration of the block.
+    def reserve(self, nbytes: int) -> _Reservation:
+        """Hold ``nbytes`` of the byte budget for the duration of an ``async with`` block.
 
-        Waits until the reservation fits (or nothing else is reserved).
-        Cancellation while waiting reserves nothing.
+        Waits until the reservation fits (or nothing else is reserved); waiting
+        reservations are admitted first come, first served, so a large one is not
+        overtaken forever by small ones. Cancellation while waiting reserves nothing.
         """
-        state = self._state()
-        nbytes = max(0, int(nbytes))
-        async with state.condition:
-            await state.condition.wait_for(
-                lambda: state.bytes_in_flight == 0 or state.bytes_in_flight + nbytes <= self.max_bytes
-            )
-            state.bytes_in_flight += nbytes
-        try:
-            yield
-        finally:
-            async with state.condition:
-                state.bytes_in_flight -= nbytes
-                state.condition.notify_all()
+        return _Reservation(self, max(0, int(nbytes)))
+
+    def _fits(self, state: _LoopState, nbytes: int) -> bool:
+        return state.bytes_in_flight == 0 or state.bytes_in_flight + nbytes <= self.max_bytes
+
+    def _admit_waiting(self, state: _LoopState) -> None:
+        """Grant waiting reservations in order while they fit (their bytes are added here)."""
+        waiters = state.byte_waiters
+        while waiters:
+            nbytes, waiter = waiters[0]
+            if waiter.done():  # cancelled while waiting
+                waiters.popleft()
+            elif self._fits(state, nbytes):
+                waiters.popleft()
+                state.bytes_in_flight += nbytes
+                waiter.set_result(None)
+            else:
+                return
 
     @asynccontextmanager
     async def request(self) -> AsyncIterator[None]:
@@ -164,6 +170,41 @@ class IOBudget:
 
 
 _budgets: weakref.WeakKeyDictionary[Store, IOBudget] = weakref.WeakKeyDictionary()
+
+
+class _Reservation:
+    """``async with budget.reserve(nbytes):`` (a class, not a generator: this runs per chunk)."""
+
+    __slots__ = ("_budget", "_nbytes", "_state")
+
+    def __init__(self, budget: IOBudget, nbytes: int) -> None:
+        self._budget = budget
+        self._nbytes = nbytes
+
+    async def __aenter__(self) -> None:
+        budget, nbytes = self._budget, self._nbytes
+        state = self._state = budget._state()
+        if not state.byte_waiters and budget._fits(state, nbytes):
+            state.bytes_in_flight += nbytes
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (nbytes, waiter)
+        state.byte_waiters.append(entry)
+        try:
+            await waiter  # _admit_waiting adds our bytes, then resolves this
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                state.bytes_in_flight -= nbytes  # admitted as we were cancelled: give the bytes back
+            else:
+                state.byte_waiters.remove(entry)
+            budget._admit_waiting(state)  # whoever queued behind us may fit now
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        state = self._state
+        state.bytes_in_flight -= self._nbytes
+        if state.byte_waiters:
+            self._budget._admit_waiting(state)
 
 
 def budget_for(store: Store) -> IOBudget:
