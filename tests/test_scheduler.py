@@ -271,3 +271,35 @@ async def test_copy_store_between_stores(store: Store, tmp_path: Any) -> None:
     assert (n_copied, n_skipped) == (0, len(keys))
     replaced = await azarr.copy_store(src, store, dest_path="copy", if_exists="replace", excludes=r"^a/x/\d")
     assert replaced.n_copied == len(keys) - 10
+
+
+@pytest.mark.parametrize("kind", ["request", "bytes"])
+async def test_a_waiter_cancelled_as_the_budget_frees_up_leaves_cleanly(kind: str) -> None:
+    # The holder releases (and the budget drops the cancelled waiter) before the
+    # cancelled waiter's task runs: it must still end with CancelledError, holding nothing.
+    budget = IOBudget(max_requests=1, max_bytes=100)
+    release = asyncio.Event()
+
+    def hold() -> Any:
+        return budget.request() if kind == "request" else budget.reserve(100)
+
+    async def holder() -> None:
+        async with hold():
+            await release.wait()
+
+    async def waiter() -> None:
+        async with hold():
+            pass
+
+    first = asyncio.ensure_future(holder())
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(waiter())
+    await asyncio.sleep(0)
+    release.set()  # the holder's wake-up is queued first ...
+    second.cancel()  # ... then the waiter's cancellation
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    assert results[0] is None and isinstance(results[1], asyncio.CancelledError)
+    assert budget.bytes_in_flight == 0
+    async with asyncio.timeout(1):  # the slot / bytes are free again
+        async with hold():
+            pass

@@ -525,7 +525,7 @@ class AsyncArray(Node):
         Allocated on the event loop, a chunk-sized result churns the top of the loop
         thread's malloc arena (trimmed when results are freed, page-faulted back in by the
         next ones): 50 concurrent whole-chunk reads of 1 MiB through S3 measured about
-        800 -> 560 µs of loop CPU per read, p99 132 -> 105 ms (``benchmarks/README.md``).
+        800 -> 600 µs of loop CPU per read, p99 ~130 -> ~100 ms (``benchmarks/README.md``).
         """
         projection = next(iter(indexer))
         key = self._chunk_key(projection.chunk_coords)

@@ -15,6 +15,7 @@ array plus ``max_bytes``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator
@@ -145,7 +146,10 @@ class IOBudget:
                 if waiter.done() and not waiter.cancelled():
                     self._release(state)  # the slot arrived as we were cancelled: pass it on
                 else:
-                    state.waiters.remove(waiter)
+                    # _release may already have dropped our cancelled future (a slot freed
+                    # between the cancellation and this task running).
+                    with contextlib.suppress(ValueError):
+                        state.waiters.remove(waiter)
                 raise
         state.requests_in_flight += 1
         if state.requests_in_flight > state.peak_requests:
@@ -196,7 +200,8 @@ class _Reservation:
             if waiter.done() and not waiter.cancelled():
                 state.bytes_in_flight -= nbytes  # admitted as we were cancelled: give the bytes back
             else:
-                state.byte_waiters.remove(entry)
+                with contextlib.suppress(ValueError):  # _admit_waiting may have dropped it already
+                    state.byte_waiters.remove(entry)
             budget._admit_waiting(state)  # whoever queued behind us may fit now
             raise
 
