@@ -54,12 +54,15 @@ from azarr.indexing._normalize import (
     replace_lists,
 )
 from azarr.indexing._orthogonal import OrthogonalIndexer
+from azarr.indexing._parse import SelectionSyntaxError, parse_selection
 from azarr.indexing._projection import ChunkProjection
 
 Indexer = BasicIndexer | OrthogonalIndexer | CoordinateIndexer | MaskIndexer | BlockIndexer
 """Any of the indexers (they share ``shape``, ``result_shape``, ``drop_axes``, ``nchunks``, iteration)."""
 
 __all__ = [
+    "SelectionSyntaxError",
+    "parse_selection",
     "BasicIndexer",
     "BlockIndexer",
     "BoundsCheckError",
