@@ -20,13 +20,13 @@ def test_redact_options_nested() -> None:
         "secret": "s3cr3t",
         "anon": False,
         "endpoint_url": "http://u:p@127.0.0.1:9000",
-        "client_kwargs": {"region_name": "eu-west-1", "aws_session_token": "tok"},
+        "client_kwargs": {"region_name": "eu-west-1", "aws_session_token": "SESSIONXYZ"},
         "headers": {"Authorization": "Bearer x"},
         "token": None,
     }
     shown = redact_options(options)
     text = repr(shown)
-    for secret in ("AKIA", "s3cr3t", "tok", "Bearer", ":p@"):
+    for secret in ("AKIA", "s3cr3t", "SESSIONXYZ", "Bearer", ":p@"):
         assert secret not in text
     assert shown["client_kwargs"]["region_name"] == "eu-west-1"
     assert shown["anon"] is False and shown["token"] is None
