@@ -38,6 +38,7 @@ from hypothesis.extra import numpy as npst
 
 import azarr
 from azarr.core.array import AsyncArray
+from azarr.scheduler import set_budget
 from azarr.storage import ByteRange, MemoryStore, S3Store, Store
 from tests.util import RecordingStore, cancel_read_part_way
 
@@ -784,7 +785,6 @@ class SlowStore(RecordingStore):
     """A remote-like store: every get and set takes ``delay`` seconds; tracks peak requests in flight."""
 
     is_local = False
-    max_concurrency = 64  # the default remote budget, pinned so the test does not depend on config
 
     def __init__(self, inner: Store, delay: float) -> None:
         super().__init__(inner)
@@ -821,6 +821,7 @@ async def test_coordinate_selection_over_1000_chunks_runs_concurrently() -> None
     rows, cols = rows[order], cols[order]
 
     slow = SlowStore(inner, delay)
+    set_budget(slow, max_requests=64)  # the default remote budget, so the test does not depend on config
     arr = await azarr.open_array(slow, mode="r+")
     slow.reset()
     loop = asyncio.get_running_loop()

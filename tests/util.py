@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from azarr.storage import ByteRange, Store
+from azarr.storage import ByteRange, Store, WrapperStore
 
 
 async def cancel_read_part_way(
@@ -34,21 +34,17 @@ async def cancel_read_part_way(
     np.testing.assert_array_equal(out, snapshot)
 
 
-class RecordingStore(Store):
+class RecordingStore(WrapperStore):
     """Delegates to ``inner`` and counts requests per operation and key."""
 
+    wrapper_name = "test-recorder"
+
     def __init__(self, inner: Store) -> None:
-        super().__init__(read_only=inner.read_only)
-        self.inner = inner
+        super().__init__(inner)
         self.gets: Counter[str] = Counter()
         self.sets: Counter[str] = Counter()
         self.deletes: Counter[str] = Counter()
         self.lists = 0
-        self.is_local = inner.is_local
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
 
     @property
     def requests(self) -> int:

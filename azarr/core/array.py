@@ -101,7 +101,6 @@ class AsyncArray(Node):
             config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
         )
         self._codec = self._make_codec(metadata)
-        self._io = StoreIO(store)
         self._budget = self._io.budget
         self._key_prefix = node_key(self._path, "")
 
@@ -138,7 +137,7 @@ class AsyncArray(Node):
         """
         path = normalize_path(path)
         meta_key = node_key(path, ZARRAY)
-        raw_meta, raw_attrs = await read_documents(store, meta_key, node_key(path, ZATTRS))
+        raw_meta, raw_attrs = await read_documents(StoreIO(store), meta_key, node_key(path, ZATTRS))
         if raw_meta is None:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
         return cls.from_documents(
@@ -302,7 +301,8 @@ class AsyncArray(Node):
         if self.filters:
             items.extend((f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters))
         items.append(("Compressor", repr(self.compressor)))
-        items.append(("Store type", f"{type(self._store).__module__}.{type(self._store).__qualname__}"))
+        store_type = type(self.store)
+        items.append(("Store type", f"{store_type.__module__}.{store_type.__qualname__}"))
         items.append(("No. bytes", f"{self.nbytes} ({_human_bytes(self.nbytes)})"))
         return items
 
@@ -317,7 +317,7 @@ class AsyncArray(Node):
         prefix = node_key(self._path, "")
         sep = self._metadata.dimension_separator
         ndim = max(self.ndim, 1)  # 0-d arrays have one chunk, key "0"
-        async for key in self._store.list_prefix(self._path):
+        for key in await self._io.list_prefix(self._path):
             name = key[len(prefix) :]
             if name.startswith(".") or "/." in name:
                 continue
@@ -337,8 +337,8 @@ class AsyncArray(Node):
 
     async def nbytes_stored(self) -> int:
         """Bytes stored for this array: chunks and metadata documents (zarr-python 2 ``nbytes_stored``)."""
-        keys = [k async for k in self._store.list_prefix(self._path)]
-        sizes = await bounded_map(self._store.getsize, keys, self._budget.max_requests)
+        keys = await self._io.list_prefix(self._path)
+        sizes = await bounded_map(self._io.getsize, keys, self._budget.max_requests)
         return sum(sizes)
 
     # ---------------------------------------------------------------- reads
@@ -568,7 +568,7 @@ class AsyncArray(Node):
         parallel ranges when large on a remote store, and holding its size in the
         store's bytes-in-flight budget when it is big enough to matter."""
         io, nbytes = self._io, self._codec.nbytes
-        if not self._store.is_local and nbytes > int(config.get("large_chunk_threshold")):
+        if not self.store.is_local and nbytes > int(config.get("large_chunk_threshold")):
 
             async def fetch_large(key: str) -> bytes | None:
                 async with io.budget.reserve(nbytes):
@@ -773,7 +773,7 @@ class AsyncArray(Node):
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
         new_metadata = self._metadata.replace(shape=new_shape)
-        await self._store.set(node_key(self._path, ZARRAY), new_metadata.to_json())
+        await self._io.set(node_key(self._path, ZARRAY), new_metadata.to_json())
         self._metadata = new_metadata
         grid = new_metadata.cdata_shape
         stale = [

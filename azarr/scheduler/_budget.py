@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from azarr import config
-from azarr.storage import Store
+from azarr.storage import Store, StoreSpec
 
 
 @dataclass
@@ -173,9 +174,6 @@ class IOBudget:
         return f"IOBudget(max_requests={self.max_requests}, max_bytes={self.max_bytes})"
 
 
-_budgets: weakref.WeakKeyDictionary[Store, IOBudget] = weakref.WeakKeyDictionary()
-
-
 class _Reservation:
     """``async with budget.reserve(nbytes):`` (a class, not a generator: this runs per chunk)."""
 
@@ -212,28 +210,34 @@ class _Reservation:
             self._budget._admit_waiting(state)
 
 
+# Budgets by store spec (Store.budget_key): every open of one configuration shares one.
+_budgets: dict[StoreSpec, IOBudget] = {}
+_budgets_lock = threading.Lock()
+
+
 def budget_for(store: Store) -> IOBudget:
     """The I/O budget of ``store``, created on first use and shared from then on.
 
-    Limits come from :func:`set_budget`, else from the store's own
-    ``max_concurrency`` / ``max_bytes_in_flight`` attributes, else from
+    Budgets are kept per store spec (:attr:`azarr.storage.Store.budget_key`), not per
+    object: two opens of one URL, unpickled copies, read-only views and wrappers
+    (cache, consolidated overlay) all share one. Limits come from
+    :func:`set_budget`, else from the store's declared ``max_requests``, else from
     ``azarr.config``: ``max_concurrency_local`` (local and memory stores) or
-    ``max_concurrency`` (remote), and ``max_bytes_in_flight``. Wrapping stores
-    resolve to the store they wrap (``Store.budget_owner``).
+    ``max_concurrency`` (remote), and ``max_bytes_in_flight``.
     """
-    store = store.budget_owner
-    budget = _budgets.get(store)
+    key = store.budget_key
+    budget = _budgets.get(key)
     if budget is None:
-        requests = getattr(store, "max_concurrency", None)
+        requests = store.max_requests
         if requests is None:
             requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
-        nbytes = getattr(store, "max_bytes_in_flight", None) or config.get("max_bytes_in_flight")
-        budget = _budgets[store] = IOBudget(int(requests), int(nbytes))
+        with _budgets_lock:
+            budget = _budgets.setdefault(key, IOBudget(int(requests), int(config.get("max_bytes_in_flight"))))
     return budget
 
 
 def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int | None = None) -> IOBudget:
-    """Set the I/O limits of ``store`` (and of every wrapper sharing its budget).
+    """Set the I/O limits of ``store`` (and of every store sharing its spec).
 
     Takes effect for operations started afterwards; in-flight work keeps the
     slots it holds.
@@ -250,5 +254,6 @@ def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int 
         max_requests if max_requests is not None else current.max_requests,
         max_bytes if max_bytes is not None else current.max_bytes,
     )
-    _budgets[store.budget_owner] = budget
+    with _budgets_lock:
+        _budgets[store.budget_key] = budget
     return budget

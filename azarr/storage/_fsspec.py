@@ -17,6 +17,7 @@ from azarr.errors import (
 )
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._loops import PerLoop
+from azarr.storage._spec import StoreSpec
 
 # Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
 _PERMISSION_CODES = frozenset(
@@ -191,20 +192,27 @@ class FsspecStore(Store):
         read_only: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         protocol: str | None = None,
+        fs_class: type[Any] | None = None,
+        fs_args: tuple[Any, ...] = (),
     ) -> None:
         import fsspec
         from fsspec.asyn import AsyncFileSystem
 
         super().__init__(read_only=read_only)
         options: dict[str, Any] = {}
-        args: tuple[Any, ...] = ()
-        if fs is not None:
+        args: tuple[Any, ...] = tuple(fs_args)
+        if fs is None and fs_class is not None:
+            # Reopened from a spec: the filesystem class and arguments it recorded.
+            if protocol is None:
+                raise ValueError("FsspecStore(fs_class=...) needs the protocol too")
+            cls: type[Any] = fs_class
+        elif fs is not None:
             if not isinstance(fs, AsyncFileSystem):
                 raise TypeError(
                     f"FsspecStore needs an fsspec AsyncFileSystem, got {type(fs).__module__}."
                     f"{type(fs).__qualname__}, which is synchronous-only"
                 )
-            cls: type[Any] = type(fs)
+            cls = type(fs)
             options.update(getattr(fs, "storage_options", {}) or {})
             args = tuple(getattr(fs, "storage_args", ()) or ())
             if protocol is None:
@@ -238,9 +246,6 @@ class FsspecStore(Store):
             # fsspec's HTTP filesystem cannot write or delete.
             self.supports_writes = False
             self.supports_deletes = False
-        self._init_runtime()
-
-    def _init_runtime(self) -> None:
         self._loops: PerLoop[Any] = PerLoop(self._new_fs, type(self)._close_fs)
 
     # ------------------------------------------------------------------ identity
@@ -257,15 +262,52 @@ class FsspecStore(Store):
     def _full(self, key: str) -> str:
         return f"{self.path}/{key}" if self.path else key
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_loops"]
-        return state
+    # ------------------------------------------------------------------ spec
+    def _make_spec(self) -> StoreSpec:
+        import fsspec
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
+        params: dict[str, Any] = {"protocol": self.protocol}
+        if self._fs_cls is not fsspec.get_filesystem_class(self.protocol) or self._fs_args:
+            params["fs_class"] = self._fs_cls
+            params["fs_args"] = self._fs_args
+        return StoreSpec.create("fsspec", self.path, self.storage_options, params)
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """Any protocol fsspec implements asynchronously (``az://``, ``abfs://``, ...).
+
+        Raises
+        ------
+        ValueError
+            fsspec does not know the protocol.
+        TypeError
+            Its filesystem is synchronous-only.
+        """
+        import fsspec
+        from fsspec.asyn import AsyncFileSystem
+
+        protocol, _ = fsspec.core.split_protocol(url)
+        if protocol is None:
+            raise ValueError(f"cannot open {url!r}: no protocol")
+        try:
+            fs_cls = fsspec.get_filesystem_class(protocol)
+        except (ValueError, ImportError) as exc:
+            raise ValueError(f"cannot open {url!r}: {exc}") from exc
+        if not issubclass(fs_cls, AsyncFileSystem):
+            raise TypeError(
+                f"fsspec filesystem {protocol!r} ({fs_cls.__module__}.{fs_cls.__qualname__}) is "
+                "synchronous-only; azarr needs an fsspec AsyncFileSystem"
+            )
+        options = dict(fs_cls._get_kwargs_from_urls(url))
+        options.update(storage_options or {})
+        stripped = fs_cls._strip_protocol(url)
+        root = stripped.rstrip("/") if isinstance(stripped, str) else ""
+        return StoreSpec.create("fsspec", root, options, {"protocol": protocol})
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> FsspecStore:
+        """``FsspecStore(None, spec.root, protocol=..., storage_options=...)``."""
+        return cls(None, spec.root, storage_options=spec.storage_options(), **spec.constructor_params())
 
     # ------------------------------------------------------------------ per-loop filesystems
     def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:

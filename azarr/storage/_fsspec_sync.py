@@ -9,6 +9,7 @@ from typing import Any, cast
 from azarr.errors import StoreError
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._fsspec import FsspecStore, _no_such_bucket
+from azarr.storage._spec import StoreSpec
 from azarr.storage._threads import BlockingIO
 
 # fsspec filesystems are thread-safe (dask calls them from many threads) and mostly
@@ -117,7 +118,7 @@ class SyncFsspecStore(Store):
         workers = _DEFAULT_WORKERS if max_workers is None else int(max_workers)
         self._io = BlockingIO(workers, "azarr-fsspec")
         #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
-        self.max_concurrency = _REQUESTS_PER_WORKER * workers
+        self.max_requests = _REQUESTS_PER_WORKER * workers
         self.is_local = bool(set(_protocols(_innermost(fs))) & _LOCAL_PROTOCOLS)
 
     @classmethod
@@ -150,6 +151,20 @@ class SyncFsspecStore(Store):
     def max_workers(self) -> int:
         """Threads calling the filesystem."""
         return self._io.max_workers
+
+    def _make_spec(self) -> StoreSpec:
+        # fsspec filesystems are hashable and pickle as their configuration.
+        return StoreSpec.create(
+            "fsspec-sync",
+            self.path,
+            params={"fs": self.fs, "max_workers": self.max_workers, "url": self._url},
+        )
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> SyncFsspecStore:
+        """``SyncFsspecStore(fs, spec.root, ...)`` with the filesystem the spec holds."""
+        params = spec.constructor_params()
+        return cls(params.pop("fs"), spec.root, **params)
 
     def _where(self) -> str:
         return self.url

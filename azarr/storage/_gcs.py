@@ -24,6 +24,7 @@ from azarr.errors import (
 )
 from azarr.storage._base import ByteRange
 from azarr.storage._fsspec import FsspecStore, _codes
+from azarr.storage._spec import StoreSpec
 
 _SCHEMES = ("gs://", "gcs://")
 
@@ -114,12 +115,22 @@ class GCSStore(FsspecStore):
         options.setdefault("retries", 1)
         options.setdefault("use_listings_cache", False)
         super().__init__(None, path, protocol="gs", storage_options=options, read_only=read_only)
-
-    def _init_runtime(self) -> None:
-        super()._init_runtime()
         # Whether the bucket is known to exist (see the class notes): runtime state,
         # so a pickled copy checks again.
         self._bucket_known = False
+
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create("gs", self.path, self.storage_options)
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``gs://bucket/path`` (or ``gcs://``); the spec of ``GCSStore(url, storage_options=...)``."""
+        return cls(url, storage_options=storage_options).spec
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> GCSStore:
+        """``GCSStore(spec.root, storage_options=...)``."""
+        return cls(spec.root, storage_options=spec.storage_options())
 
     @property
     def bucket(self) -> str:

@@ -27,6 +27,7 @@ from azarr.errors import (
 )
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._loops import PerLoop
+from azarr.storage._spec import StoreSpec
 
 if TYPE_CHECKING:
     import aiohttp
@@ -170,9 +171,6 @@ class HTTPStore(Store):
         if ":" in parts.hostname:  # IPv6 literal
             netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port is not None else "")
         self._display = parts._replace(netloc=netloc).geturl().rstrip("/")
-        self._init_runtime()
-
-    def _init_runtime(self) -> None:
         self._loops: PerLoop[Any] = PerLoop(lambda _loop: self._new_session(), self._close_session)
         self.supports_listing = bool(self.storage_options.get("listings", True))
 
@@ -181,14 +179,18 @@ class HTTPStore(Store):
     def url(self) -> str:
         return self._display
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_loops"]
-        return state
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create("http", self._root, self.storage_options)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``http://`` / ``https://`` roots; the spec of ``HTTPStore(url, storage_options=...)``."""
+        return cls(url, storage_options=storage_options).spec
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> HTTPStore:
+        """``HTTPStore(spec.root, storage_options=...)``."""
+        return cls(spec.root, storage_options=spec.storage_options())
 
     def _key_url(self, key: str, *, directory: bool = False) -> URL:
         """Absolute URL of ``key`` (or of the directory ``key``, with a trailing slash)."""

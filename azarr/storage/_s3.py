@@ -18,6 +18,7 @@ from azarr.errors import AzarrError
 from azarr.storage._base import ByteRange
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._s3_transport import S3Transport
+from azarr.storage._spec import StoreSpec
 
 # One DeleteObjects request removes at most 1000 keys (S3 API limit).
 _BULK_DELETE = 1000
@@ -159,10 +160,6 @@ class S3Store(FsspecStore):
         options["config_kwargs"] = config
         options.setdefault("use_listings_cache", False)
         super().__init__(None, path, protocol="s3", storage_options=options, read_only=read_only)
-
-    def _init_runtime(self) -> None:
-        super()._init_runtime()
-        # Decided from the configuration on construction and again after unpickling.
         problems: list[str] = []
         if self._requested_transport == "aiohttp":
             problems = S3Transport.unsupported_options(self.storage_options, self.bucket)
@@ -175,10 +172,22 @@ class S3Store(FsspecStore):
                 bucket, inside, storage_options=self.storage_options, location=self._where()
             )
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        del state["_transport"]  # live sessions; rebuilt from the configuration
-        return state
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create(
+            "s3", self.path, self.storage_options, {"transport": self._requested_transport}
+        )
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``s3://bucket/path`` (or ``s3a://``); the spec of ``S3Store(url, storage_options=...)``."""
+        # Building the store is cheap and I/O-free, and normalizes options exactly as the
+        # constructor does, so a URL and a direct construction give equal specs.
+        return cls(url, storage_options=storage_options).spec
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> S3Store:
+        """``S3Store(spec.root, storage_options=..., transport=...)``."""
+        return cls(spec.root, storage_options=spec.storage_options(), **spec.constructor_params())
 
     def __repr__(self) -> str:
         extra = ", transport='s3fs'" if self._requested_transport == "s3fs" else ""
