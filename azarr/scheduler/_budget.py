@@ -86,6 +86,41 @@ class IOBudget:
         self._last = (loop, state)
         return state
 
+    def set_limits(self, max_requests: int, max_bytes: int) -> None:
+        """Change the limits in place: every holder of this budget sees them at its next request.
+
+        Lowering takes effect as requests finish (slots are absorbed, not revoked);
+        raising admits waiters at once. Safe to call from any thread.
+
+        Raises
+        ------
+        ValueError
+            A limit below 1.
+        """
+        if max_requests < 1 or max_bytes < 1:
+            raise ValueError(f"limits must be >= 1, got max_requests={max_requests}, max_bytes={max_bytes}")
+        delta = max_requests - self.max_requests
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, state in list(self._states.items()):
+            if loop is running:
+                self._apply_delta(state, delta)  # before any request this task starts next
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(self._apply_delta, state, delta)
+
+    def _apply_delta(self, state: _LoopState, delta: int) -> None:
+        state.free_requests += delta
+        while state.free_requests > 0 and state.waiters:
+            waiter = state.waiters.popleft()
+            if not waiter.done():
+                state.free_requests -= 1
+                waiter.set_result(None)
+        self._admit_waiting(state)
+
     @property
     def peak_requests(self) -> int:
         """Most requests seen in flight at once on the current loop (for tests and stats)."""
@@ -163,6 +198,9 @@ class IOBudget:
 
     @staticmethod
     def _release(state: _LoopState) -> None:
+        if state.free_requests < 0:  # the limit was lowered: this slot is absorbed
+            state.free_requests += 1
+            return
         while state.waiters:
             waiter = state.waiters.popleft()
             if not waiter.done():
@@ -239,8 +277,9 @@ def budget_for(store: Store) -> IOBudget:
 def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int | None = None) -> IOBudget:
     """Set the I/O limits of ``store`` (and of every store sharing its spec).
 
-    Takes effect for operations started afterwards; in-flight work keeps the
-    slots it holds.
+    The one budget object is changed in place, so arrays and groups already open
+    on the store follow it from their next request; in-flight work keeps the slots
+    it holds (a lowered limit is reached as those requests finish).
 
     Parameters
     ----------
@@ -249,11 +288,9 @@ def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int 
     max_bytes : int, optional
         Bytes in flight at most.
     """
-    current = budget_for(store)
-    budget = IOBudget(
-        max_requests if max_requests is not None else current.max_requests,
-        max_bytes if max_bytes is not None else current.max_bytes,
+    budget = budget_for(store)
+    budget.set_limits(
+        max_requests if max_requests is not None else budget.max_requests,
+        max_bytes if max_bytes is not None else budget.max_bytes,
     )
-    with _budgets_lock:
-        _budgets[store.budget_key] = budget
     return budget

@@ -232,8 +232,8 @@ class Store(ABC):
         validate_key(key)
         return await self._get(key, byte_range)
 
-    async def set(self, key: str, value: bytes) -> None:
-        """Store ``value`` at ``key``, replacing any previous value atomically.
+    async def set(self, key: str, value: bytes | bytearray | memoryview) -> None:
+        """Store ``value`` (any bytes-like object) at ``key``, replacing any previous value atomically.
 
         Raises
         ------
