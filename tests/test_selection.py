@@ -1025,13 +1025,13 @@ async def test_cancelled_read_leaves_out_untouched_once_cancelled() -> None:
     import time
 
     arr = await azarr.array(np.ones((400, 10)), chunks=(1, 10), store=MemoryStore())  # 400 chunks
-    decode = arr._decode_into
+    decode = arr._pipeline._decode_into
 
     def slow_decode(*args: Any) -> None:
         time.sleep(0.001)  # in the codec thread
         decode(*args)
 
-    arr._decode_into = slow_decode  # type: ignore[method-assign]
+    arr._pipeline._decode_into = slow_decode  # type: ignore[method-assign]
     out = np.zeros((400, 10))
     await cancel_read_part_way(arr.get_basic_selection(..., out=out), out, np.ones((400, 10)), after=0.05)
 
@@ -1049,13 +1049,13 @@ async def test_cancelled_write_stops_storing_chunks_once_cancelled() -> None:
 
     store = RecordingStore(MemoryStore())
     arr = await azarr.zeros((400, 10), chunks=(1, 10), store=store)  # 400 chunks
-    update = arr._update_chunk
+    update = arr._pipeline._update_chunk
 
     def slow_update(*args: Any) -> bytes | None:
         time.sleep(0.001)  # in the codec thread
         return update(*args)
 
-    arr._update_chunk = slow_update  # type: ignore[method-assign]
+    arr._pipeline._update_chunk = slow_update  # type: ignore[method-assign]
     store.reset()
     task = asyncio.ensure_future(arr.set_basic_selection(..., 1.0))
     await asyncio.sleep(0.05)
