@@ -3,142 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
-from azarr.errors import (
-    AzarrError,
-    ConnectionFailedError,
-    PermissionDeniedError,
-    StoreError,
-    StoreUnavailableError,
-    ThrottledError,
-    TransientStoreError,
-)
+from azarr.errors import AzarrError, StoreError
 from azarr.storage._base import ByteRange, Store
+from azarr.storage._errors import _invalid_range, _no_such_bucket, translate_error
 from azarr.storage._loops import PerLoop
 from azarr.storage._spec import StoreSpec
 
-# Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
-_PERMISSION_CODES = frozenset(
-    {
-        "AccessDenied",
-        "AllAccessDisabled",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "InvalidClientTokenId",
-        "AuthorizationHeaderMalformed",
-        "401",
-        "403",
-    }
-)
-_UNAVAILABLE_CODES = frozenset({"NoSuchBucket", "PermanentRedirect"})
-# Backend codes meaning "slow down" (retried with backoff) and "try again" (5xx, 408).
-_THROTTLED_CODES = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "429"}
-)
-_TRANSIENT_CODES = frozenset(
-    {"InternalError", "ServiceUnavailable", "RequestTimeout", "500", "502", "503", "504", "408"}
-)
-# Exception class names meaning the request timed out or the connection broke mid-transfer.
-_TRANSIENT_TYPES = frozenset(
-    {"ReadTimeoutError", "ServerTimeoutError", "TimeoutError", "ClientPayloadError", "IncompleteReadError"}
-)
-_INVALID_RANGE_CODES = frozenset({"InvalidRange", "416"})
-# Exception class names (anywhere in the MRO) meaning "could not reach the backend":
-# botocore, aiohttp and the builtins. Matched by name so no backend must be importable.
-_UNREACHABLE_TYPES = frozenset(
-    {
-        "ConnectionError",  # builtins and botocore.exceptions
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "ProxyConnectionError",
-        "ClientConnectionError",  # aiohttp: refused, reset, server disconnected
-        "ClientConnectorError",
-        "ServerDisconnectedError",
-    }
-)
 # Concurrent single-key deletes for backends without a bulk delete.
 _DELETE_CONCURRENCY = 32
 _HTTP_PROTOCOLS = frozenset({"http", "https"})
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from (``__cause__``/``__context__``)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or cur.__context__
-
-
-def _codes(exc: BaseException) -> set[str]:
-    """Backend error codes found along the chain (S3 codes, HTTP statuses)."""
-    codes: set[str] = set()
-    for e in _chain(exc):
-        response = getattr(e, "response", None)
-        if isinstance(response, Mapping):  # botocore ClientError
-            code = response.get("Error", {}).get("Code")
-            if code:
-                codes.add(str(code))
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status:
-                codes.add(str(status))
-        status = getattr(e, "status", None)  # aiohttp ClientResponseError
-        if isinstance(status, int):
-            codes.add(str(status))
-        elif isinstance(code := getattr(e, "code", None), int):  # gcsfs HttpError
-            # (elif: aiohttp deprecates .code, an alias of .status)
-            codes.add(str(code))
-    return codes
-
-
-def _has_type(exc: BaseException, names: frozenset[str]) -> bool:
-    """True if an exception along the chain has a class (in its MRO) named in ``names``."""
-    return any(cls.__name__ in names for e in _chain(exc) for cls in type(e).__mro__ if cls is not object)
-
-
-def _unreachable(exc: BaseException) -> bool:
-    return _has_type(exc, _UNREACHABLE_TYPES)
-
-
-def _no_such_bucket(exc: BaseException) -> bool:
-    return "NoSuchBucket" in _codes(exc)
-
-
-def _invalid_range(exc: BaseException) -> bool:
-    return bool(_codes(exc) & _INVALID_RANGE_CODES)
-
-
-def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreError:
-    """Map a backend exception to the azarr error tree; the message names ``where`` and ``key``.
-
-    Shared by :class:`FsspecStore` and the lean S3 transport (``_s3_transport``), so
-    both classify S3 codes, HTTP statuses and connection failures identically.
-    """
-    if isinstance(exc, StoreError):
-        return exc
-    what = f"{op} {key!r} in {where}" if key else f"{op} {where}"
-    detail = f"{type(exc).__name__}: {exc}"
-    codes = _codes(exc)
-    if "NoSuchBucket" in codes:
-        return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
-    if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:
-        return PermissionDeniedError(f"permission denied: {what}: {detail}")
-    if codes & _UNAVAILABLE_CODES:
-        return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
-    if codes & _THROTTLED_CODES:
-        return ThrottledError(f"{what} was throttled by the backend ({detail})")
-    if codes & _TRANSIENT_CODES:
-        return TransientStoreError(f"{what} failed with a transient error ({detail})")
-    if _unreachable(exc):
-        return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
-    if _has_type(exc, _TRANSIENT_TYPES):
-        return TransientStoreError(f"{what} failed with a transient error ({detail})")
-    return StoreError(f"{what} failed: {detail}")
 
 
 class FsspecStore(Store):

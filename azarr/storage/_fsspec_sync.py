@@ -8,7 +8,8 @@ from typing import Any, cast
 
 from azarr.errors import StoreError
 from azarr.storage._base import ByteRange, Store
-from azarr.storage._fsspec import FsspecStore, _no_such_bucket
+from azarr.storage._errors import _no_such_bucket
+from azarr.storage._fsspec import FsspecStore
 from azarr.storage._spec import StoreSpec
 from azarr.storage._threads import BlockingIO
 

@@ -23,7 +23,8 @@ from azarr.errors import (
     StoreUnavailableError,
 )
 from azarr.storage._base import ByteRange
-from azarr.storage._fsspec import FsspecStore, _codes
+from azarr.storage._errors import _codes
+from azarr.storage._fsspec import FsspecStore
 from azarr.storage._spec import StoreSpec
 
 _SCHEMES = ("gs://", "gcs://")
