@@ -152,3 +152,31 @@ async def test_two_opens_and_an_unpickled_copy_share_one_budget(request: pytest.
     assert 3 <= peak <= 5, f"{peak} requests in flight at the server with one budget of 5"
     proxy.clear_faults()
     await direct.close()
+
+
+@pytest.mark.s3
+def test_store_works_in_a_forked_child_and_parent_keeps_its_connections(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A forked child makes its own sessions (the parent's sockets are not its to use or close)."""
+    import os
+
+    server = request.getfixturevalue("seaweedfs")
+    bucket = request.getfixturevalue("s3_bucket")
+    store = S3Store(f"{bucket}/fork", storage_options=server.storage_options)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(store.set("k", b"v"))  # the parent's session on `loop` stays open
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's outcome is its exit status
+            try:
+                ok = asyncio.run(store.get("k")) == b"v"
+                os._exit(0 if ok else 1)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert loop.run_until_complete(store.get("k")) == b"v"  # the parent's pool still works
+        loop.run_until_complete(store.close())
+    finally:
+        loop.close()

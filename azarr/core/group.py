@@ -169,8 +169,7 @@ class AsyncGroup(Node):
 
         One listing, then every child's documents read concurrently under the
         store's budget: the round trips are bounded by depth, not by the number
-        of members (opening them one by one cost 6,000+ sequential requests for
-        1,000 arrays over a 40 ms path, measured in ``benchmarks/bench_cloud.py``).
+        of members (the unconsolidated-open figures are in ``benchmarks/README.md``).
         """
         names = sorted({n for n in await self._io.list_dir(self._path) if not n.startswith(".")})
 
@@ -217,9 +216,7 @@ class AsyncGroup(Node):
         Notes
         -----
         Each level is opened in one concurrent wave under the store's request
-        budget, and sibling groups' levels overlap (``max_depth=None`` over
-        1,000 arrays in 10 groups behind 40 ms round trips: see
-        ``benchmarks/results/cloud.md``).
+        budget, and sibling groups' levels overlap.
         """
         if max_depth is not None and max_depth < 0:
             raise ValueError(f"max_depth must be None or >= 0, got {max_depth}")

@@ -64,10 +64,8 @@ class S3Store(FsspecStore):
         the botocore session other than ``profile``; access-point ARNs and S3
         Express (``--x-s3``) buckets; ``AWS_USE_FIPS_ENDPOINT`` or
         ``AWS_USE_DUALSTACK_ENDPOINT`` set without an ``endpoint_url``.
-        Measured on loopback SeaweedFS (2 shared cores), against s3fs with this
-        store's botocore settings: client CPU per 64 KiB GET 0.19 ms instead of
-        1.1 ms; ~3x the GETs per second at 64 KiB, ~2x the MiB/s at 1 MiB;
-        whole-array reads of 1 MiB chunks 1.2-2x faster.
+        Its speed against s3fs is in ``benchmarks/README.md`` (the cloud benchmark's
+        "s3fs transport" row).
 
     Attributes
     ----------
@@ -100,7 +98,7 @@ class S3Store(FsspecStore):
       results would miss keys written after the first listing.
 
     Each event loop gets its own ``S3FileSystem`` (see :class:`FsspecStore`); they
-    share one botocore model loader, so a new loop costs ~5 ms rather than ~150 ms.
+    share one botocore model loader, so only the first parses the S3 service model.
 
     ``list_dir`` checks that each sub-prefix it reports still holds a key (one flat
     listing page, plus a one-key listing per child that page did not reach):
