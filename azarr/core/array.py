@@ -28,17 +28,24 @@ from azarr.core._paths import node_key, normalize_path
 from azarr.errors import ArrayNotFoundError
 from azarr.indexing import (
     BasicIndexer,
+    BasicSelection,
     BlockIndexer,
+    BlockSelection,
     CoordinateIndexer,
+    CoordinateSelection,
+    Fields,
     MaskIndexer,
+    MaskSelection,
     OrthogonalIndexer,
+    OrthogonalSelection,
+    Selection,
     check_fields,
     is_pure_fancy_indexing,
     is_pure_orthogonal_indexing,
     pop_fields,
 )
 from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
-from azarr.pipeline import ChunkPipeline, Fields
+from azarr.pipeline import ChunkPipeline
 from azarr.scheduler import ProgressCallback, StoreIO, bounded_map
 from azarr.storage import Store
 
@@ -343,7 +350,7 @@ class AsyncArray(Node):
     # ---------------------------------------------------------------- reads
     async def get_basic_selection(
         self,
-        selection: Any = Ellipsis,
+        selection: BasicSelection = Ellipsis,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -382,7 +389,7 @@ class AsyncArray(Node):
 
     async def get_orthogonal_selection(
         self,
-        selection: Any,
+        selection: OrthogonalSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -404,7 +411,7 @@ class AsyncArray(Node):
 
     async def get_coordinate_selection(
         self,
-        selection: Any,
+        selection: CoordinateSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -420,7 +427,7 @@ class AsyncArray(Node):
 
     async def get_mask_selection(
         self,
-        selection: Any,
+        selection: MaskSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -432,7 +439,7 @@ class AsyncArray(Node):
 
     async def get_block_selection(
         self,
-        selection: Any,
+        selection: BlockSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -442,7 +449,7 @@ class AsyncArray(Node):
         indexer = BlockIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
-    async def getitem(self, selection: Any) -> Any:
+    async def getitem(self, selection: Selection) -> Any:
         """``z[selection]`` of zarr-python 2, awaited.
 
         Routes as zarr-python 2's ``Array.__getitem__``: pure fancy indexing
@@ -491,7 +498,12 @@ class AsyncArray(Node):
 
     # ---------------------------------------------------------------- writes
     async def set_basic_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: BasicSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write ``value`` into a basic selection (zarr-python 2 ``Array.set_basic_selection``).
 
@@ -513,7 +525,12 @@ class AsyncArray(Node):
         )
 
     async def set_orthogonal_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: OrthogonalSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write into an orthogonal selection (zarr-python 2 ``set_orthogonal_selection``)."""
         await self._set_selection(
@@ -521,7 +538,12 @@ class AsyncArray(Node):
         )
 
     async def set_coordinate_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: CoordinateSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write points given by broadcast int arrays (zarr-python 2 ``set_coordinate_selection``)."""
         await self._set_selection(
@@ -529,7 +551,12 @@ class AsyncArray(Node):
         )
 
     async def set_mask_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: MaskSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write the elements where a bool mask is True (zarr-python 2 ``set_mask_selection``)."""
         await self._set_selection(
@@ -537,14 +564,19 @@ class AsyncArray(Node):
         )
 
     async def set_block_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: BlockSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write whole chunks by chunk-grid index (zarr-python 2 ``set_block_selection``)."""
         await self._set_selection(
             BlockIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
-    async def setitem(self, selection: Any, value: Any) -> None:
+    async def setitem(self, selection: Selection, value: Any) -> None:
         """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
         fields, pure = pop_fields(selection)
         if is_pure_fancy_indexing(pure, self.ndim):

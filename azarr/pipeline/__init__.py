@@ -6,6 +6,6 @@ merges, encodes and stores (writes) every chunk, through the store's managed
 path and the codec pool. See :mod:`azarr.pipeline._chunks`.
 """
 
-from azarr.pipeline._chunks import ChunkPipeline, Fields
+from azarr.pipeline._chunks import ChunkPipeline
 
-__all__ = ["ChunkPipeline", "Fields"]
+__all__ = ["ChunkPipeline"]

@@ -31,13 +31,10 @@ import numpy as np
 
 from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
-from azarr.indexing import ChunkProjection
+from azarr.indexing import ChunkProjection, Fields
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
-__all__ = ["ChunkPipeline", "Fields"]
-
-Fields = str | list[str] | None
-"""Structured-dtype fields a read or write is restricted to (None: all)."""
+__all__ = ["ChunkPipeline"]
 
 #: Chunks a write keeps in flight (read, encoded or being stored) at least.
 _WRITE_PIPELINE = 64

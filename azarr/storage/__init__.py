@@ -35,6 +35,7 @@ from azarr.storage._http import HTTPStore
 from azarr.storage._local import LocalStore
 from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
+from azarr.storage._options import GCSOptions, HTTPOptions, S3Options
 from azarr.storage._registry import (
     ENTRY_POINT_GROUP,
     StoreDriver,
@@ -59,6 +60,9 @@ __all__ = [
     "register_store",
     "registered_schemes",
     "FsspecStore",
+    "GCSOptions",
+    "HTTPOptions",
+    "S3Options",
     "GCSStore",
     "HTTPStore",
     "LRUStoreCache",

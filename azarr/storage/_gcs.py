@@ -25,6 +25,7 @@ from azarr.errors import (
 from azarr.storage._base import ByteRange
 from azarr.storage._errors import _codes
 from azarr.storage._fsspec import FsspecStore
+from azarr.storage._options import GCSOptions
 from azarr.storage._spec import StoreSpec
 
 _SCHEMES = ("gs://", "gcs://")
@@ -97,7 +98,7 @@ class GCSStore(FsspecStore):
         self,
         bucket_and_path: str,
         *,
-        storage_options: Mapping[str, Any] | None = None,
+        storage_options: GCSOptions | Mapping[str, Any] | None = None,
         read_only: bool = False,
     ) -> None:
         path = bucket_and_path

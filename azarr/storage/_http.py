@@ -24,6 +24,7 @@ from azarr.errors import (
 from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._errors import error_for_status, translate_error
+from azarr.storage._options import HTTPOptions
 from azarr.storage._spec import StoreSpec
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class HTTPStore(Store):
     supports_writes = False
     supports_deletes = False
 
-    def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, url: str, *, storage_options: HTTPOptions | Mapping[str, Any] | None = None) -> None:
         super().__init__(read_only=True)
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:

@@ -17,6 +17,7 @@ import botocore.handlers
 from azarr.errors import AzarrError
 from azarr.storage._base import ByteRange
 from azarr.storage._fsspec import FsspecStore
+from azarr.storage._options import S3Options
 from azarr.storage._s3_transport import S3Transport
 from azarr.storage._spec import StoreSpec
 
@@ -130,7 +131,7 @@ class S3Store(FsspecStore):
         self,
         bucket_and_path: str,
         *,
-        storage_options: Mapping[str, Any] | None = None,
+        storage_options: S3Options | Mapping[str, Any] | None = None,
         read_only: bool = False,
         transport: Literal["aiohttp", "s3fs"] = "aiohttp",
     ) -> None:
