@@ -36,7 +36,7 @@ from azarr.errors import (
     TransientStoreError,
 )
 
-__all__ = ["error_for_status", "translate_error"]
+__all__ = ["backend_codes", "error_for_status", "is_invalid_range", "is_no_such_bucket", "translate_error"]
 
 # Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
 _PERMISSION_CODES = frozenset(
@@ -91,7 +91,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         cur = cur.__cause__ or cur.__context__
 
 
-def _codes(exc: BaseException) -> set[str]:
+def backend_codes(exc: BaseException) -> set[str]:
     """Backend error codes found along the chain (S3 codes, HTTP statuses)."""
     codes: set[str] = set()
     for e in _chain(exc):
@@ -121,12 +121,14 @@ def _unreachable(exc: BaseException) -> bool:
     return _has_type(exc, _UNREACHABLE_TYPES)
 
 
-def _no_such_bucket(exc: BaseException) -> bool:
-    return "NoSuchBucket" in _codes(exc)
+def is_no_such_bucket(exc: BaseException) -> bool:
+    """True if the failure (or its cause) is S3's ``NoSuchBucket``."""
+    return "NoSuchBucket" in backend_codes(exc)
 
 
-def _invalid_range(exc: BaseException) -> bool:
-    return bool(_codes(exc) & _INVALID_RANGE_CODES)
+def is_invalid_range(exc: BaseException) -> bool:
+    """True if the failure is a range past the end (``InvalidRange``, HTTP 416)."""
+    return bool(backend_codes(exc) & _INVALID_RANGE_CODES)
 
 
 def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreError:
@@ -139,7 +141,7 @@ def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreE
         return exc
     what = f"{op} {key!r} in {where}" if key else f"{op} {where}"
     detail = f"{type(exc).__name__}: {exc}"
-    codes = _codes(exc)
+    codes = backend_codes(exc)
     if "NoSuchBucket" in codes:
         return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
     if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from azarr.errors import AzarrError, StoreError
 from azarr.storage._base import ByteRange, Store
-from azarr.storage._errors import _invalid_range, _no_such_bucket, translate_error
+from azarr.storage._errors import is_invalid_range, is_no_such_bucket, translate_error
 from azarr.storage._loops import PerLoop
 from azarr.storage._spec import StoreSpec
 
@@ -246,7 +246,7 @@ class FsspecStore(Store):
 
     def _missing(self, exc: BaseException, op: str, key: str) -> StoreError | None:
         """``None`` if ``exc`` means "no such key"; else the error to raise."""
-        if isinstance(exc, FileNotFoundError) and not _no_such_bucket(exc):
+        if isinstance(exc, FileNotFoundError) and not is_no_such_bucket(exc):
             return None
         return self._translate(exc, op, key)
 
@@ -265,7 +265,7 @@ class FsspecStore(Store):
         except AzarrError:
             raise
         except Exception as exc:
-            if _invalid_range(exc):
+            if is_invalid_range(exc):
                 # HTTP 416: the value exists but the range starts at/after its end
                 # (or the value is empty). Python slicing gives b"", and so do we.
                 return b""

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from azarr.errors import StoreError
 from azarr.storage._base import ByteRange, Store
-from azarr.storage._errors import _no_such_bucket
+from azarr.storage._errors import is_no_such_bucket
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._spec import StoreSpec
 from azarr.storage._threads import BlockingIO
@@ -180,7 +180,7 @@ class SyncFsspecStore(Store):
 
     @staticmethod
     def _is_missing(exc: BaseException) -> bool:
-        return isinstance(exc, _NOT_A_VALUE) and not _no_such_bucket(exc)
+        return isinstance(exc, _NOT_A_VALUE) and not is_no_such_bucket(exc)
 
     # ------------------------------------------------------------------ sync bodies (worker threads)
     def _read(self, path: str, start: int | None, end: int | None) -> bytes | None:

@@ -23,7 +23,7 @@ from azarr.errors import (
     StoreUnavailableError,
 )
 from azarr.storage._base import ByteRange
-from azarr.storage._errors import _codes
+from azarr.storage._errors import backend_codes
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._options import GCSOptions
 from azarr.storage._spec import StoreSpec
@@ -259,7 +259,7 @@ class GCSStore(FsspecStore):
 
 def _forbidden(exc: BaseException) -> bool:
     """gcsfs raises a plain ``OSError("Forbidden: ...")`` for 403 and ``HttpError`` (code 401) for 401."""
-    if isinstance(exc, PermissionError) or _codes(exc) & {"401", "403"}:
+    if isinstance(exc, PermissionError) or backend_codes(exc) & {"401", "403"}:
         return True
     return type(exc) is OSError and str(exc).startswith("Forbidden")
 
