@@ -17,10 +17,11 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from fault_proxy import FaultProxy
+from util import proxied_store_pair
 
 import azarr
 from azarr.scheduler import set_budget, stats_for
-from azarr.storage import GCSStore, S3Store, Store, from_url
+from azarr.storage import S3Store, Store, from_url
 
 KINDS = [pytest.param("s3", marks=pytest.mark.s3), pytest.param("gcs", marks=pytest.mark.gcs)]
 
@@ -32,18 +33,7 @@ def fast_retries() -> Iterator[None]:
 
 
 async def _pair(kind: str, request: pytest.FixtureRequest) -> tuple[Store, Store, FaultProxy]:
-    if kind == "s3":
-        server = request.getfixturevalue("seaweedfs")
-        bucket = request.getfixturevalue("s3_bucket")
-        proxy = request.getfixturevalue("s3_fault_proxy")
-        direct: Store = S3Store(f"{bucket}/m", storage_options=server.storage_options)
-        proxied: Store = S3Store(f"{bucket}/m", storage_options=proxy.storage_options(server.storage_options))
-    else:
-        server = request.getfixturevalue("fake_gcs")
-        bucket = request.getfixturevalue("gcs_bucket")
-        proxy = request.getfixturevalue("gcs_fault_proxy")
-        direct = GCSStore(f"{bucket}/m", storage_options=server.storage_options)
-        proxied = GCSStore(f"{bucket}/m", storage_options=proxy.storage_options(server.storage_options))
+    direct, proxied, proxy = proxied_store_pair(kind, request, "m")
     return direct, proxied, proxy
 
 

@@ -49,7 +49,16 @@ from azarr.storage import (
     from_url,
     make_store,
 )
-from azarr.testing.store import KEYS, RANGES, UNSAFE_KEYS, VALUE, StoreTests, collect
+from azarr.testing.store import (
+    KEYS,
+    LISTING_KEYS,
+    RANGES,
+    UNSAFE_KEYS,
+    VALUE,
+    StoreTests,
+    check_listing,
+    collect,
+)
 
 
 # ---------------------------------------------------------------------- memory
@@ -745,25 +754,9 @@ class ReadOnlyStoreTests:
         assert await store.get("k") == b"v"
 
     async def test_list_prefix_and_dir(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
-        keys = [".zgroup", "a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup", "ab/.zarray", "ab/0"]
-        store = populate(dict.fromkeys(keys, b"x"))
+        store = populate(dict.fromkeys(LISTING_KEYS, b"x"))
         assert store.supports_listing
-        assert await collect(store.list_prefix("")) == sorted(keys)
-        expected_a = ["a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup"]
-        assert await collect(store.list_prefix("a")) == expected_a
-        assert await collect(store.list_prefix("a/")) == expected_a
-        assert await collect(store.list_prefix("a/sub")) == ["a/sub/.zgroup"]
-        assert await collect(store.list_prefix("zzz")) == []
-        assert await collect(store.list_dir("")) == [".zgroup", "a", "ab"]
-        assert await collect(store.list_dir("a")) == [".zarray", "0.0", "0.1", "sub"]
-        assert await collect(store.list_dir("a/")) == [".zarray", "0.0", "0.1", "sub"]
-        assert await collect(store.list_dir("a/sub")) == [".zgroup"]
-        assert await collect(store.list_dir("a/.zarray")) == []
-        assert await collect(store.list_dir("missing")) == []
-        assert not await store.exists("a")
-        assert await store.get("a") is None
-        with pytest.raises(FileNotFoundError):
-            await store.getsize("a")
+        await check_listing(store)
 
     async def test_unicode_keys_listed(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
         keys = ["données/ü/0", "with space/k", "star*?[x]", "100%/k", "x#y", "日本/語"]

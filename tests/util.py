@@ -81,3 +81,20 @@ class RecordingStore(WrapperStore):
         self.lists += 1
         async for key in self.inner.list_dir(prefix):
             yield key
+
+
+def proxied_store_pair(kind: str, request: pytest.FixtureRequest, subpath: str) -> tuple[Store, Store, Any]:
+    """(direct store, the same store through the fault proxy, the proxy) on a fresh bucket.
+
+    ``kind`` is ``"s3"`` (SeaweedFS) or ``"gcs"`` (fake-gcs-server); both stores have
+    the root ``<bucket>/<subpath>``.
+    """
+    from azarr.storage import GCSStore, S3Store
+
+    server = request.getfixturevalue("seaweedfs" if kind == "s3" else "fake_gcs")
+    bucket = request.getfixturevalue("s3_bucket" if kind == "s3" else "gcs_bucket")
+    proxy = request.getfixturevalue("s3_fault_proxy" if kind == "s3" else "gcs_fault_proxy")
+    cls = S3Store if kind == "s3" else GCSStore
+    direct = cls(f"{bucket}/{subpath}", storage_options=server.storage_options)
+    proxied = cls(f"{bucket}/{subpath}", storage_options=proxy.storage_options(server.storage_options))
+    return direct, proxied, proxy

@@ -305,7 +305,7 @@ class FsspecStore(Store):
         """Metadata of the value at ``key``; ``None`` if there is none (or it is a "directory")."""
         fs = await self.filesystem()
         try:
-            info: dict[str, Any] = await fs._info(self._full(key))
+            info: dict[str, Any] = await self._stat(fs, key)
         except AzarrError:
             raise
         except Exception as exc:
@@ -315,6 +315,11 @@ class FsspecStore(Store):
             raise err from exc
         if info.get("type", "file") != "file":
             return None
+        return info
+
+    async def _stat(self, fs: Any, key: str) -> dict[str, Any]:
+        """The filesystem's metadata of ``key`` (raises its own errors; drivers may override)."""
+        info: dict[str, Any] = await fs._info(self._full(key))
         return info
 
     async def _exists(self, key: str) -> bool:

@@ -195,25 +195,16 @@ class GCSStore(FsspecStore):
         self._bucket_known = True
 
     # ------------------------------------------------------------------ primitives
-    async def _info(self, key: str, op: str) -> dict[str, Any] | None:
-        """Object metadata by one GET of the object resource; None if it does not exist.
+    async def _stat(self, fs: Any, key: str) -> dict[str, Any]:
+        """Object metadata by one GET of the object resource (404: FileNotFoundError).
 
         Not gcsfs's ``_info``: that races the object GET against a directory listing and
         drops whichever loses, so a throttled or failed listing would vanish unretried
         (and every existence check cost two requests). A key here is an object, never
         a "directory".
         """
-        fs = await self.filesystem()
         bucket, _, name = self._full(key).partition("/")
-        try:
-            info: dict[str, Any] = await fs._call("GET", "b/{}/o/{}", bucket, name, json_out=True)
-        except AzarrError:
-            raise
-        except Exception as exc:
-            err = self._missing(exc, op, key)
-            if err is None:
-                return None
-            raise err from exc
+        info: dict[str, Any] = await fs._call("GET", "b/{}/o/{}", bucket, name, json_out=True)
         info["size"] = int(info.get("size", 0))
         return info
 

@@ -36,7 +36,7 @@ from azarr.errors import InvalidKeyError, ReadOnlyError
 from azarr.scheduler import budget_for, stats_for
 from azarr.storage import ByteRange, Store, StoreSpec, validate_key
 
-__all__ = ["KEYS", "RANGES", "UNSAFE_KEYS", "VALUE", "StoreTests", "collect"]
+__all__ = ["KEYS", "LISTING_KEYS", "RANGES", "UNSAFE_KEYS", "VALUE", "StoreTests", "check_listing", "collect"]
 
 UNSAFE_KEYS = ["../x", "/abs", "a/../b", "a\\b", "a//b", ".", "..", "", "a/./b", "a/", "x\x00y"]
 KEYS = ["a", ".zarray", "g/.zattrs", "g/arr/0.0", "g/arr/0/0", "données/ü/0", "with space/k", "star*?[x]"]
@@ -58,6 +58,34 @@ RANGES = [
     (4, 4),
     (12, 12),
 ]
+
+
+#: The keys :func:`check_listing` expects a store to hold.
+LISTING_KEYS = [".zgroup", "a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup", "ab/.zarray", "ab/0"]
+
+
+async def check_listing(store: Store) -> None:
+    """Check ``list_prefix``/``list_dir`` of a store holding exactly :data:`LISTING_KEYS`.
+
+    Prefixes are paths (``"a"`` does not list ``"ab/..."``), a trailing slash is
+    optional, values are not directories, and directory-like names are not values.
+    """
+    assert await collect(store.list_prefix("")) == sorted(LISTING_KEYS)
+    expected_a = ["a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup"]
+    assert await collect(store.list_prefix("a")) == expected_a
+    assert await collect(store.list_prefix("a/")) == expected_a
+    assert await collect(store.list_prefix("a/sub")) == ["a/sub/.zgroup"]
+    assert await collect(store.list_prefix("zzz")) == []
+    assert await collect(store.list_dir("")) == [".zgroup", "a", "ab"]
+    assert await collect(store.list_dir("a")) == [".zarray", "0.0", "0.1", "sub"]
+    assert await collect(store.list_dir("a/")) == [".zarray", "0.0", "0.1", "sub"]
+    assert await collect(store.list_dir("a/sub")) == [".zgroup"]
+    assert await collect(store.list_dir("a/.zarray")) == []  # a value, not a directory
+    assert await collect(store.list_dir("missing")) == []
+    assert not await store.exists("a")
+    assert await store.get("a") is None
+    with pytest.raises(FileNotFoundError):
+        await store.getsize("a")
 
 
 async def collect(it: AsyncIterator[str]) -> list[str]:
@@ -203,26 +231,9 @@ class StoreTests:
 
     # ------------------------------------------------------------------ listing
     async def test_list_prefix_and_dir(self, store: Store) -> None:
-        keys = [".zgroup", "a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup", "ab/.zarray", "ab/0"]
-        for k in keys:
+        for k in LISTING_KEYS:
             await store.set(k, b"x")
-        assert await collect(store.list_prefix("")) == sorted(keys)
-        expected_a = ["a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup"]
-        assert await collect(store.list_prefix("a")) == expected_a
-        assert await collect(store.list_prefix("a/")) == expected_a
-        assert await collect(store.list_prefix("a/sub")) == ["a/sub/.zgroup"]
-        assert await collect(store.list_prefix("zzz")) == []
-        assert await collect(store.list_dir("")) == [".zgroup", "a", "ab"]
-        assert await collect(store.list_dir("a")) == [".zarray", "0.0", "0.1", "sub"]
-        assert await collect(store.list_dir("a/")) == [".zarray", "0.0", "0.1", "sub"]
-        assert await collect(store.list_dir("a/sub")) == [".zgroup"]
-        assert await collect(store.list_dir("a/.zarray")) == []  # a value, not a directory
-        assert await collect(store.list_dir("missing")) == []
-        # Directory-like names are not values.
-        assert not await store.exists("a")
-        assert await store.get("a") is None
-        with pytest.raises(FileNotFoundError):
-            await store.getsize("a")
+        await check_listing(store)
 
     async def test_listing_is_fresh_after_writes(self, store: Store) -> None:
         assert await collect(store.list_dir("g")) == []
