@@ -26,8 +26,9 @@ import asyncio
 import gc
 import pickle
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -36,7 +37,17 @@ from azarr.errors import InvalidKeyError, ReadOnlyError
 from azarr.scheduler import budget_for, stats_for
 from azarr.storage import ByteRange, Store, StoreSpec, validate_key
 
-__all__ = ["KEYS", "LISTING_KEYS", "RANGES", "UNSAFE_KEYS", "VALUE", "StoreTests", "check_listing", "collect"]
+__all__ = [
+    "KEYS",
+    "LISTING_KEYS",
+    "RANGES",
+    "UNSAFE_KEYS",
+    "VALUE",
+    "ReadOnlyStoreTests",
+    "StoreTests",
+    "check_listing",
+    "collect",
+]
 
 UNSAFE_KEYS = ["../x", "/abs", "a/../b", "a\\b", "a//b", ".", "..", "", "a/./b", "a/", "x\x00y"]
 KEYS = ["a", ".zarray", "g/.zattrs", "g/arr/0.0", "g/arr/0/0", "données/ü/0", "with space/k", "star*?[x]"]
@@ -365,3 +376,188 @@ class StoreTests:
         assert budget_for(clone) is budget_for(store)
         assert stats_for(clone) is stats_for(store)
         await clone.close()
+
+
+class ReadOnlyStoreTests:
+    """What a store serving data written out of band (HTTP) must do: the read side of StoreTests.
+
+    Subclasses provide ``populate``: ``populate({key: value}) -> Store`` writes the
+    values where the store will read them (a fresh root each call) and returns it.
+    """
+
+    @pytest.fixture
+    def populate(self) -> Callable[[dict[str, bytes]], Store]:  # pragma: no cover - always overridden
+        raise NotImplementedError
+
+    @staticmethod
+    def write_tree(root: Path, data: dict[str, bytes]) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        for key, value in data.items():
+            path = root.joinpath(*key.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(value)
+
+    def test_repr_and_url(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({})
+        assert store.url in repr(store)
+        assert "://" in store.url
+        assert store.read_only
+
+    @pytest.mark.parametrize("key", KEYS)
+    async def test_get(self, populate: Callable[[dict[str, bytes]], Store], key: str) -> None:
+        store = populate({key: VALUE})
+        assert await store.get(key) == VALUE
+        assert type(await store.get(key)) is bytes
+        assert await store.exists(key)
+        assert await store.getsize(key) == len(VALUE)
+        assert await collect(store.list_prefix("")) == [key]
+
+    async def test_get_missing(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({"k": b"v"})
+        assert await store.get("nope") is None
+        assert await store.get("no/such/deep/key") is None
+        assert await store.get("nope", ByteRange(0, 4)) is None
+        assert await store.get("nope", ByteRange(-4)) is None
+        assert await store.get("nope", ByteRange(3, 3)) is None
+        assert not await store.exists("nope")
+        with pytest.raises(FileNotFoundError):
+            await store.getsize("nope")
+
+    async def test_empty_value(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({"empty": b""})
+        assert await store.get("empty") == b""
+        assert await store.exists("empty")
+        assert await store.getsize("empty") == 0
+        assert await store.get("empty", ByteRange(0, 5)) == b""
+        assert await store.get("empty", ByteRange(-5)) == b""
+        assert await store.get("empty", ByteRange(2)) == b""
+        assert await store.get("empty", ByteRange(0, 0)) == b""
+        assert await collect(store.list_prefix("")) == ["empty"]
+
+    @pytest.mark.parametrize(("start", "end"), RANGES)
+    async def test_byte_ranges(
+        self, populate: Callable[[dict[str, bytes]], Store], start: int, end: int | None
+    ) -> None:
+        store = populate({"r/k": VALUE})
+        rng = ByteRange(start, end)
+        assert await store.get("r/k", rng) == rng.apply(VALUE) == VALUE[start:end]
+
+    @pytest.mark.parametrize("key", UNSAFE_KEYS)
+    async def test_unsafe_keys_rejected(
+        self, populate: Callable[[dict[str, bytes]], Store], key: str
+    ) -> None:
+        store = populate({"k": b"v"})
+        for op in (store.get, store.exists, store.getsize):
+            with pytest.raises(InvalidKeyError) as info:
+                await op(key)
+            assert isinstance(info.value, ValueError)
+
+    @pytest.mark.parametrize("prefix", ["../x", "a/../b", "a\\b", "a//b", "a/./b"])
+    async def test_unsafe_prefixes_rejected(
+        self, populate: Callable[[dict[str, bytes]], Store], prefix: str
+    ) -> None:
+        store = populate({"k": b"v"})
+        with pytest.raises(InvalidKeyError):
+            await collect(store.list_prefix(prefix))
+        with pytest.raises(InvalidKeyError):
+            await collect(store.list_dir(prefix))
+
+    async def test_writes_refused(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({"k": b"v"})
+        refused: list[Callable[[], Awaitable[None]]] = [
+            lambda: store.set("k", b"w"),
+            lambda: store.set("new", b"w"),
+            lambda: store.delete("k"),
+            lambda: store.delete_prefix(""),
+        ]
+        for op in refused:
+            with pytest.raises(ReadOnlyError) as info:
+                await op()
+            assert isinstance(info.value, PermissionError)
+            assert store.url in str(info.value)
+        assert not store.supports_writes or store.read_only
+        assert await store.get("k") == b"v"
+
+    async def test_list_prefix_and_dir(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate(dict.fromkeys(LISTING_KEYS, b"x"))
+        assert store.supports_listing
+        await check_listing(store)
+
+    async def test_unicode_keys_listed(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        keys = ["données/ü/0", "with space/k", "star*?[x]", "100%/k", "x#y", "日本/語"]
+        store = populate({k: k.encode() for k in keys})
+        assert await collect(store.list_prefix("")) == sorted(keys)
+        assert await collect(store.list_dir("données")) == ["ü"]
+        for k in keys:
+            assert await store.get(k) == k.encode()
+
+    async def test_empty_store_lists_nothing(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({})
+        assert await collect(store.list_prefix("")) == []
+        assert await collect(store.list_dir("")) == []
+
+    async def test_large_value(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        value = random.Random(0).randbytes(16 * 2**20 + 12345)
+        store = populate({"big/0": value})
+        assert await store.get("big/0") == value
+        assert await store.getsize("big/0") == len(value)
+        mid = 8 * 2**20
+        assert await store.get("big/0", ByteRange(mid, mid + 1000)) == value[mid : mid + 1000]
+        assert await store.get("big/0", ByteRange(-777)) == value[-777:]
+
+    async def test_concurrent_gets(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        items = {f"c/{i // 20}/{i}": f"value {i}".encode() * (i % 7 + 1) for i in range(200)}
+        store = populate(items)
+        got = await asyncio.gather(*(store.get(k) for k in items))
+        assert dict(zip(items, got, strict=True)) == items
+        missing = await asyncio.gather(*(store.get(f"c/missing/{i}") for i in range(50)))
+        assert missing == [None] * 50
+
+    async def test_close_and_reuse(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({"k": b"v"})
+        assert await store.get("k") == b"v"
+        await store.close()
+        assert await store.get("k") == b"v"
+        await store.close()
+        await store.close()  # idempotent
+        async with store as s:
+            assert await s.get("k") == b"v"
+        assert await store.get("k") == b"v"
+        await store.close()
+
+    def test_used_from_two_event_loops(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({"loop/k": b"v1"})
+
+        async def read(close: bool) -> bytes | None:
+            try:
+                return await store.get("loop/k")
+            finally:
+                if close:
+                    await store.close()
+
+        assert asyncio.run(read(close=False)) == b"v1"  # the loop's shutdown must clean up
+        assert asyncio.run(read(close=True)) == b"v1"
+        gc.collect()
+
+    def test_used_from_two_threads_at_once(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({f"t/{i}": bytes([i]) for i in range(20)})
+
+        async def work() -> list[bytes | None]:
+            try:
+                return await asyncio.gather(*(store.get(f"t/{i}") for i in range(20)))
+            finally:
+                await store.close()
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda _: asyncio.run(work()), [1, 2]))
+        assert results == [[bytes([i]) for i in range(20)]] * 2
+
+    async def test_pickle_roundtrip(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
+        store = populate({"p/k": b"pickled"})
+        assert await store.get("p/k") == b"pickled"
+        clone = pickle.loads(pickle.dumps(store))
+        assert type(clone) is type(store)
+        assert clone.url == store.url
+        assert await clone.get("p/k") == b"pickled"
+        await clone.close()
+        await store.close()
