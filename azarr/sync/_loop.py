@@ -123,6 +123,7 @@ def _start(coro: Coroutine[Any, Any, T], out: concurrent.futures.Future[T]) -> a
     def relay(done: asyncio.Task[T]) -> None:
         if done.cancelled():
             out.cancel()
+            out.set_running_or_notify_cancel()  # wakes concurrent.futures.wait (cancel() alone does not)
         elif (exc := done.exception()) is not None:
             out.set_exception(exc)
         else:
