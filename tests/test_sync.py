@@ -180,7 +180,7 @@ def test_call_on_the_io_thread_says_use_await() -> None:
     async def nested() -> None:
         zs.zeros((2,))
 
-    with pytest.raises(zs.SyncError, match="(?i)use 'await'"):
+    with pytest.raises(zs.SyncError, match=r"(?i)use 'await'"):
         zs.run(nested())
 
 
@@ -273,7 +273,7 @@ def test_timeout_cancels_the_call_and_its_requests(
 ) -> None:
     z = _stalled_read(seaweedfs, s3_bucket, s3_fault_proxy)
     started = time.monotonic()
-    with pytest.raises(zs.SyncTimeoutError, match="timeout=0.3"):
+    with pytest.raises(zs.SyncTimeoutError, match=r"timeout=0\.3"):
         z.get_basic_selection(slice(None), timeout=0.3)
     assert time.monotonic() - started < 1.0
     _assert_requests_stopped(s3_fault_proxy, started)
