@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import dask.array as da
@@ -132,7 +133,7 @@ def _aligned_chunks(sizes: tuple[int, ...], zarr_chunk: int, start: int) -> tupl
         return None
     stop = int(edges[-1])
     bounds = [start, *range((start // zarr_chunk + 1) * zarr_chunk, stop, zarr_chunk), stop]
-    return tuple(int(b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a)
+    return tuple(int(b - a) for a, b in itertools.pairwise(bounds) if b > a)
 
 
 def _align(darr: da.Array, target: AsyncArray, region: tuple[slice, ...], rechunk: bool) -> da.Array:
