@@ -153,13 +153,12 @@ def _align(darr: da.Array, target: AsyncArray, region: tuple[slice, ...], rechun
 
 
 def _region(region: Any, shape: tuple[int, ...], darr: da.Array) -> tuple[slice, ...]:
-    if region is None:
-        region = tuple(slice(0, n) for n in shape)
-    region = tuple(slice(*s.indices(n)[:2]) for s, n in zip(region, shape, strict=True))
-    extent = tuple(s.stop - s.start for s in region)
-    if extent != darr.shape:
-        raise ValueError(f"region {region} has shape {extent}, the dask array {darr.shape}")
-    return region
+    given = tuple(slice(0, n) for n in shape) if region is None else tuple(region)
+    slices = tuple(slice(*s.indices(n)[:2]) for s, n in zip(given, shape, strict=True))
+    extent = tuple(s.stop - s.start for s in slices)
+    if extent != tuple(darr.shape):
+        raise ValueError(f"region {slices} has shape {extent}, the dask array {darr.shape}")
+    return slices
 
 
 def to_azarr(
