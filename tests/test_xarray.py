@@ -34,14 +34,14 @@ def test_roundtrip_local_with_dask_variables(tmp_path: Path) -> None:
     back = xr.open_dataset(tmp_path / "a.zarr", engine="azarr", chunks={})
     assert back.v0.data.chunksize == (2, 4)  # Zarr chunks came from the dask chunks
     xr.testing.assert_identical(back.compute(), ds.compute())
-    with pytest.raises(Exception, match="exist|contains"):
+    with pytest.raises(Exception, match=r"exist|contains"):
         ax.to_zarr(ds, tmp_path / "a.zarr", mode="w-")
 
 
 def test_array_without_dimension_names_is_a_clear_error(tmp_path: Path) -> None:
     g = zs.open_group(str(tmp_path / "plain.zarr"), mode="w")
     g.zeros("z", shape=(3,))
-    with pytest.raises(MetadataError, match="_ARRAY_DIMENSIONS.*'/z'|'/z'.*_ARRAY_DIMENSIONS"):
+    with pytest.raises(MetadataError, match=r"_ARRAY_DIMENSIONS"):
         xr.open_dataset(tmp_path / "plain.zarr", engine="azarr")
 
 
