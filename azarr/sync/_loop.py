@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine
@@ -116,21 +115,45 @@ def in_io_thread() -> bool:
     return io is not None and threading.current_thread() is io.thread
 
 
-def _start(coro: Coroutine[Any, Any, T], out: concurrent.futures.Future[T]) -> asyncio.Task[T]:
-    """On the loop: run ``coro`` as a task whose outcome is relayed to ``out`` (also when cancelled)."""
-    task = asyncio.ensure_future(coro)
+class _Call:
+    """One submitted coroutine: its task, outcome, and a lock the caller blocks on until it ends.
 
-    def relay(done: asyncio.Task[T]) -> None:
-        if done.cancelled():
-            out.cancel()
-            out.set_running_or_notify_cancel()  # wakes concurrent.futures.wait (cancel() alone does not)
-        elif (exc := done.exception()) is not None:
-            out.set_exception(exc)
+    A bare lock (released by the loop when the task is done) is the cheapest cross-thread
+    hand-off Python has; ``concurrent.futures`` adds a condition and waiter objects per call.
+    """
+
+    __slots__ = ("done", "error", "result", "task")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.task: asyncio.Task[Any] | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def start(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """On the loop: run ``coro`` as a task whose end releases :attr:`done`."""
+        self.task = asyncio.ensure_future(coro)
+        self.task.add_done_callback(self._finish)
+
+    def _finish(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self.error = asyncio.CancelledError()
         else:
-            out.set_result(done.result())
+            self.error = task.exception()
+            if self.error is None:
+                self.result = task.result()
+        self.done.release()
 
-    task.add_done_callback(relay)
-    return task
+    def cancel(self) -> None:
+        """On the loop: cancel the task (``start`` ran before: callbacks run in order)."""
+        if self.task is not None:
+            self.task.cancel()
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -173,31 +196,27 @@ def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
             "azarr runs); it would wait for itself. Use 'await' on the async API there."
         )
     loop = _get().loop
-    out: concurrent.futures.Future[T] = concurrent.futures.Future()
-    tasks: list[asyncio.Task[T]] = []
-    loop.call_soon_threadsafe(lambda: tasks.append(_start(coro, out)))
+    call = _Call()
+    loop.call_soon_threadsafe(call.start, coro)
     try:
-        finished, _ = concurrent.futures.wait([out], timeout=timeout)
+        finished = call.done.acquire(timeout=-1 if timeout is None else max(timeout, 0.0))
     except BaseException:  # KeyboardInterrupt (Ctrl-C) or SystemExit while waiting
-        _cancel(loop, tasks, out)
+        _cancel(loop, call)
         raise
     if not finished:
-        _cancel(loop, tasks, out)
-        if not out.cancelled() and out.done():  # finished while we were cancelling
-            return out.result()
+        unwound = _cancel(loop, call)
+        if unwound and not isinstance(call.error, asyncio.CancelledError):
+            finished_late: T = call.outcome()  # it finished while we were cancelling
+            return finished_late
         raise SyncTimeoutError(f"azarr call did not finish within timeout={timeout} s; it was cancelled")
-    return out.result()
+    result: T = call.outcome()
+    return result
 
 
-def _cancel(
-    loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[Any]], out: concurrent.futures.Future[Any]
-) -> None:
-    """Cancel the task feeding ``out`` and wait (bounded) until it has unwound.
-
-    Callbacks run in order, so the task exists by the time the cancelling one runs.
-    """
-    loop.call_soon_threadsafe(lambda: tasks[0].cancel())
-    concurrent.futures.wait([out], timeout=_CANCEL_GRACE_S)
+def _cancel(loop: asyncio.AbstractEventLoop, call: _Call) -> bool:
+    """Cancel ``call``'s task and wait (bounded) until it has unwound; True if it did."""
+    loop.call_soon_threadsafe(call.cancel)
+    return call.done.acquire(timeout=_CANCEL_GRACE_S)
 
 
 def shutdown() -> None:
