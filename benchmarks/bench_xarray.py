@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(sync {overhead['sync_us']:.1f} us, async {overhead['async_us']:.1f} us)"
     )
     reports: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
     with s3_behind_delay(args.delay_ms) as (server, proxy, bucket):
         url = f"s3://{bucket}/ds.zarr"
         total = args.variables * args.mib_per_variable
@@ -161,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         task = {"task": "xr-load", "url": url, "storage_options": proxied_options(server, proxy)}
         for round_ in range(args.rounds):
             for impl in impls:
-                report = run_worker(impl, task)
+                try:
+                    report = run_worker(impl, task)
+                except RuntimeError as exc:  # a peer that cannot do this at all is a result too
+                    failures[impl] = str(exc).strip().splitlines()[-1][:300]
+                    log(f"round {round_ + 1} {impl}: FAILED {failures[impl]}")
+                    continue
                 log(f"round {round_ + 1} {impl}: {report['seconds']:.2f} s")
                 reports.append(report)
     checks = {r["impl"]: r["check"] for r in reports}
@@ -179,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "seconds": medians,
         "sync_overhead_us": overhead["overhead_us"],
+        "failed": failures,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     RESULTS.mkdir(exist_ok=True)
@@ -189,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     for impl, s in medians.items():
         ratio = f"  ({base / s:.2f}x zarr3)" if base else ""
         print(f"{impl:15s} {s:7.2f} s  {result['mib'] / s:8.1f} MiB/s{ratio}")
+    for impl, why in failures.items():
+        print(f"{impl:15s} failed: {why}")
     print(f"sync facade overhead per one-element read: {overhead['overhead_us']:.1f} us")
     return 0
 
