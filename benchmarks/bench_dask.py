@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads_per_worker": args.threads_per_worker,
         "seconds": medians,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "loadavg_1min_after": os.getloadavg()[0],
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / ("dask-quick.json" if args.quick else "dask.json")).write_text(json.dumps(result, indent=1))

@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "sync_overhead_us": overhead["overhead_us"],
         "failed": failures,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "loadavg_1min_after": os.getloadavg()[0],
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / ("xarray-quick.json" if args.quick else "xarray.json")).write_text(
