@@ -52,7 +52,9 @@ async def test_load_async_fetches_every_variable_in_one_wave(
     ds = _dataset(n_vars=12)
     url = f"s3://{s3_bucket}/ds.zarr"
     await ax.to_zarr_async(ds, url, mode="w", storage_options=seaweedfs.storage_options)
-    store = S3Store(f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options))
+    store = S3Store(
+        f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    )
     lazy = xr.open_dataset(store, engine="azarr")
     s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
@@ -62,3 +64,22 @@ async def test_load_async_fetches_every_variable_in_one_wave(
     # 12 data variables, one chunk each: all in flight together, not one round trip per variable.
     assert counters.peak_in_flight >= 12
     await store.close()
+
+
+def test_append_dim_grows_arrays_encoded_as_stored(tmp_path: Path) -> None:
+    ds = _dataset(n=6)
+    ds["when"] = ("t", np.array("2020-01-01", dtype="M8[ns]") + np.arange(6).astype("m8[D]"))
+    ds["when"].encoding = {"units": "days since 2020-01-01"}
+    ax.to_zarr(ds, tmp_path / "a.zarr", mode="w")
+    more = _dataset(n=10).isel(t=slice(6, 10))
+    more["when"] = ("t", np.array("2020-01-07", dtype="M8[ns]") + np.arange(4).astype("m8[D]"))
+    ax.to_zarr(more, tmp_path / "a.zarr", mode="a", append_dim="t")
+    back = xr.open_dataset(tmp_path / "a.zarr", engine="azarr").load()
+    xr.testing.assert_identical(back.drop_vars("when"), xr.concat([ds, more], dim="t").drop_vars("when"))
+    np.testing.assert_array_equal(
+        back.when.values, np.array("2020-01-01", dtype="M8[ns]") + np.arange(10).astype("m8[D]")
+    )
+    assert (
+        zs.open_array(str(tmp_path / "a.zarr"), path="when", mode="r").attrs["units"]
+        == "days since 2020-01-01"
+    )

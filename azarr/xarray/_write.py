@@ -145,6 +145,7 @@ async def to_zarr_async(
     consolidated: bool = True,
     encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
     region: Mapping[Hashable, slice] | None = None,
+    append_dim: Hashable | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> AsyncGroup:
     """Write ``ds`` to a Zarr v2 group, every array concurrently under the store's budget.
@@ -174,6 +175,10 @@ async def to_zarr_async(
         Write ``ds`` into this part of existing arrays (``{"time": slice(0, 10)}``);
         every variable must have a region dimension; variables and attributes
         are not created.
+    append_dim : str, optional
+        With ``mode="a"``: grow existing arrays along this dimension by ``ds``'s
+        values (encoded as the stored ones: same ``units``, ``scale_factor``,
+        ``dtype``...); variables without it are replaced, new ones created.
     storage_options : dict, optional
         fsspec-style options for a URL ``store``.
 
@@ -195,9 +200,13 @@ async def to_zarr_async(
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
     if region is not None and mode not in ("a", "r+"):
         raise ValueError(f"region writes need mode='r+' or 'a', got {mode!r}")
+    if append_dim is not None and (mode != "a" or region is not None):
+        raise ValueError("append_dim needs mode='a' and no region")
     target = await _open_target(store, mode, group, storage_options)
-    if region is not None:
-        encoding = {**await _existing_encoding(target, ds), **(encoding or {})}
+    existing: set[str] = set()
+    if region is not None or append_dim is not None:
+        existing = {name async for name in target.array_keys()}
+        encoding = {**await _existing_encoding(target, ds, existing), **(encoding or {})}
     # In a worker thread: encoding may touch lazily opened data (see _write_values).
     variables, attrs = await asyncio.to_thread(encode_dataset, ds, encoding)
     if region is not None:
@@ -206,11 +215,17 @@ async def to_zarr_async(
         if attrs or mode in ("w", "w-"):
             await target.attrs.update(attrs)
 
-        async def create_and_write(name: Hashable, var: Variable) -> None:
+        async def write(name: Hashable, var: Variable) -> None:
+            if str(name) in existing and append_dim in var.dims:
+                array = await target.get(str(name))
+                assert isinstance(array, AsyncArray)
+                values = await asyncio.to_thread(lambda: np.asarray(var.values))
+                await array.append(values, axis=var.dims.index(append_dim))
+                return
             array = await target.create_dataset(str(name), overwrite=True, **_array_kwargs(name, var))
             await _write_values(array, var, _region_selection(var, None))
 
-        await asyncio.gather(*(create_and_write(n, v) for n, v in variables.items()))
+        await asyncio.gather(*(write(n, v) for n, v in variables.items()))
     if consolidated:
         await azarr.consolidate_metadata(target.store)
     return target
@@ -220,8 +235,10 @@ async def to_zarr_async(
 _CF_KEYS = ("scale_factor", "add_offset", "units", "calendar", "dtype")
 
 
-async def _existing_encoding(target: AsyncGroup, ds: Dataset) -> dict[Hashable, dict[str, Any]]:
-    """The CF encoding of the arrays ``ds`` writes into (so a region is encoded as the rest was)."""
+async def _existing_encoding(
+    target: AsyncGroup, ds: Dataset, existing: set[str]
+) -> dict[Hashable, dict[str, Any]]:
+    """The CF encoding of the arrays ``ds`` writes into (so new values are encoded as the rest was)."""
 
     async def one(name: Hashable) -> tuple[Hashable, dict[str, Any]]:
         array = await target.get(str(name))
@@ -233,7 +250,7 @@ async def _existing_encoding(target: AsyncGroup, ds: Dataset) -> dict[Hashable, 
             enc["_FillValue"] = array.fill_value
         return name, enc
 
-    return dict(await asyncio.gather(*(one(name) for name in ds.variables)))
+    return dict(await asyncio.gather(*(one(name) for name in ds.variables if str(name) in existing)))
 
 
 async def _write_region(
@@ -263,6 +280,7 @@ def to_zarr(
     consolidated: bool = True,
     encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
     region: Mapping[Hashable, slice] | None = None,
+    append_dim: Hashable | None = None,
     storage_options: dict[str, Any] | None = None,
     timeout: float | None = None,
 ) -> Group:
@@ -283,6 +301,7 @@ def to_zarr(
         consolidated=consolidated,
         encoding=encoding,
         region=region,
+        append_dim=append_dim,
         storage_options=storage_options,
     )
     return run(coro, timeout).to_sync()
