@@ -11,6 +11,8 @@ import inspect
 import multiprocessing
 import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -329,3 +331,21 @@ def test_pickled_to_a_spawned_process(seaweedfs: S3Server, s3_bucket: str) -> No
     data = _write_reference(seaweedfs, s3_bucket, (20,), (3,))
     z = zs.open_array(_s3_store(seaweedfs, s3_bucket), mode="r", path="a")
     np.testing.assert_array_equal(_run_child("spawn", z), data)
+
+
+@pytest.mark.s3
+def test_loop_is_stopped_and_sessions_closed_at_exit(seaweedfs: S3Server, s3_bucket: str) -> None:
+    _write_reference(seaweedfs, s3_bucket, (6,), (2,))
+    script = (
+        "import sys, azarr.sync as zs\n"
+        "from azarr.storage import S3Store\n"
+        f"store = S3Store({f'{s3_bucket}/data'!r}, storage_options={seaweedfs.storage_options!r})\n"
+        "z = zs.open_array(store, mode='r', path='a')\n"
+        "print(float(z[:].sum()))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    # -X dev reports unclosed sessions, destroyed tasks and loop misuse on stderr: none of them.
+    assert proc.stderr.strip() == "", proc.stderr
