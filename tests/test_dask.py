@@ -113,3 +113,22 @@ def test_distributed_two_worker_processes_bit_exact(
     written = zs.open_array(f"s3://{s3_bucket}/dst.zarr", mode="r", storage_options=options)
     assert written.chunks == (8, 20)
     assert _bits(written[:]) == _bits(data[::-1] + 1)
+
+
+@pytest.mark.s3
+def test_xarray_engine_chunks_on_the_cluster(
+    cluster_client: Any, seaweedfs: S3Server, s3_bucket: str
+) -> None:
+    import xarray as xr
+
+    import azarr.xarray as ax
+
+    ds = xr.Dataset({"v": (("t", "x"), np.random.default_rng(4).standard_normal((40, 6)))})
+    url = f"s3://{s3_bucket}/ds.zarr"
+    ax.to_zarr(
+        ds, url, mode="w", encoding={"v": {"chunks": (10, 6)}}, storage_options=seaweedfs.storage_options
+    )
+    lazy = xr.open_dataset(url, engine="azarr", chunks={}, storage_options=seaweedfs.storage_options)
+    assert lazy.v.data.npartitions == 4
+    total = cluster_client.compute(lazy.v.sum()).result()
+    assert float(total) == pytest.approx(float(ds.v.sum()))

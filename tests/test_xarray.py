@@ -66,6 +66,23 @@ async def test_load_async_fetches_every_variable_in_one_wave(
     await store.close()
 
 
+@pytest.mark.s3
+def test_sync_load_fetches_every_variable_in_one_wave(
+    seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    ds = _dataset(n_vars=12)
+    ax.to_zarr(ds, f"s3://{s3_bucket}/ds.zarr", mode="w", storage_options=seaweedfs.storage_options)
+    store = S3Store(
+        f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    )
+    lazy = xr.open_dataset(store, engine="azarr")
+    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.reset_counters()
+    xr.testing.assert_identical(ax.load(lazy), ds)
+    assert s3_fault_proxy.counters().peak_in_flight >= 12
+    zs.run(store.close())
+
+
 def test_append_dim_grows_arrays_encoded_as_stored(tmp_path: Path) -> None:
     ds = _dataset(n=6)
     ds["when"] = ("t", np.array("2020-01-01", dtype="M8[ns]") + np.arange(6).astype("m8[D]"))

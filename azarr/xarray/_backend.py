@@ -205,3 +205,35 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
             **decode,
         )
         return datatree_from_dict_with_io_cleanup(groups)
+
+
+def load(ds: Dataset, *, timeout: float | None = None) -> Dataset:
+    """Load every variable of ``ds`` at once, blocking: ``await ds.load_async()`` on azarr's I/O loop.
+
+    ``ds.load()`` reads variables one after another (xarray's sync path: one round-trip wave
+    per variable); this fetches all of them concurrently under the store's budget, from
+    sync code (a script, a notebook cell).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Opened with ``engine="azarr"`` (other lazily loaded variables need an async-capable
+        backend too).
+    timeout : float, optional
+        Seconds; on expiry the load is cancelled (:class:`azarr.sync.SyncTimeoutError`).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds``, loaded in place (as ``Dataset.load``).
+
+    Raises
+    ------
+    NotImplementedError
+        A variable's xarray decoding has no async path (e.g. CF-encoded bools in xarray 2026.9).
+    """
+
+    async def go() -> Dataset:
+        return await ds.load_async()
+
+    return run(go(), timeout)
