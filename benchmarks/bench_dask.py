@@ -52,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="128 MiB, 1 round")
     parser.add_argument("--size-mib", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=None, help="default 3 (1 with --quick)")
     parser.add_argument("--threads-per-worker", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--impls", default=",".join(IMPLS))
     args = parser.parse_args(argv)
     if args.quick:
-        args.size_mib, args.rounds = 128, 1
+        args.size_mib = 128
+        args.rounds = args.rounds or 1
+    args.rounds = args.rounds or 3
     impls = args.impls.split(",")
     reports: list[dict[str, Any]] = []
     with s3_behind_delay(args.delay_ms) as (server, proxy, bucket):

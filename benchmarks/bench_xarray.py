@@ -4,11 +4,13 @@ The same path as :mod:`benchmarks.bench_cloud`: SeaweedFS on 127.0.0.1 behind
 :mod:`benchmarks.delay_proxy` (``--delay-ms`` each way, default 20). A dataset of
 ``--variables`` float32 variables (1 MiB chunks, Blosc-lz4, consolidated) is written
 once by ``azarr.xarray.to_zarr`` directly to SeaweedFS; then each implementation, in
-its own fresh interpreter (:mod:`benchmarks.integration_workers`), times
+its own fresh interpreter (:mod:`benchmarks.integration_workers`), after one untimed
+open + load of a one-variable dataset (imports, pools, first-use state), times
 ``xr.open_dataset(...).load()`` (and ``await ds.load_async()``) through the proxy:
 
 ==================  ==========================================================
 ``azarr``           ``engine="azarr"``, ``ds.load()`` (sync facade)
+``azarr-load``      ``engine="azarr"``, ``azarr.xarray.load(ds)`` (sync, all variables at once)
 ``azarr-async``     ``engine="azarr"``, ``await ds.load_async()``
 ``zarr3``           xarray ``engine="zarr"``, zarr 3.1 ``FsspecStore`` + s3fs, ``ds.load()``
 ``zarr3-async``     the same, ``await ds.load_async()``
@@ -43,7 +45,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "integration_workers.py"
 RESULTS = Path(__file__).resolve().parent / "results"
-IMPLS = ("azarr", "azarr-async", "zarr3", "zarr3-async", "zarr3-obstore")
+IMPLS = ("azarr", "azarr-load", "azarr-async", "zarr3", "zarr3-async", "zarr3-obstore")
 
 
 def log(msg: str) -> None:
@@ -137,12 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="20 variables x 4 MiB, 1 round")
     parser.add_argument("--variables", type=int, default=20)
     parser.add_argument("--mib-per-variable", type=int, default=52)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=None, help="default 3 (1 with --quick)")
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--impls", default=",".join(IMPLS))
     args = parser.parse_args(argv)
     if args.quick:
-        args.mib_per_variable, args.rounds = 4, 1
+        args.mib_per_variable = 4
+        args.rounds = args.rounds or 1
+    args.rounds = args.rounds or 3
     impls = args.impls.split(",")
     for impl in impls:
         interpreter(impl)  # build peer venvs before the servers start
@@ -159,7 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         total = args.variables * args.mib_per_variable
         log(f"writing {args.variables} variables, {total} MiB with azarr.xarray.to_zarr ...")
         write_dataset(server, url, args.variables, args.mib_per_variable)
-        task = {"task": "xr-load", "url": url, "storage_options": proxied_options(server, proxy)}
+        warmup = f"s3://{bucket}/warmup.zarr"
+        write_dataset(server, warmup, 1, 1)
+        task = {
+            "task": "xr-load",
+            "url": url,
+            "warmup_url": warmup,
+            "storage_options": proxied_options(server, proxy),
+        }
         for round_ in range(args.rounds):
             for impl in impls:
                 try:

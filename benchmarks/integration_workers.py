@@ -59,9 +59,16 @@ def _preimport(impl: str) -> None:
 
 def xr_load(task: dict[str, Any]) -> dict[str, Any]:
     _preimport(task["impl"])
+    # One untimed open + load of a small dataset first, in every worker alike (as bench_cloud):
+    # lazy imports, thread pools and first-use state are not what is measured.
+    _xr_open({**task, "url": task["warmup_url"]}).load()
     start = time.perf_counter()
     ds = _xr_open(task)
-    if task["impl"].endswith("-async"):
+    if task["impl"] == "azarr-load":
+        import azarr.xarray
+
+        ds = azarr.xarray.load(ds)
+    elif task["impl"].endswith("-async"):
 
         async def load() -> Any:
             return await ds.load_async()
