@@ -166,6 +166,11 @@ def test_pickle_roundtrip_in_process(tmp_path: Any) -> None:
     again = pickle.loads(pickle.dumps(z))
     assert again.timeout == 30
     np.testing.assert_array_equal(again[:], np.arange(10))
+    g = zs.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.attrs["a"] = 1
+    g.zeros("x", shape=(2,))
+    g_again = pickle.loads(pickle.dumps(g))
+    assert dict(g_again.attrs) == {"a": 1} and list(g_again) == ["x"]
 
 
 # ---------------------------------------------------------------- loops and threads

@@ -12,6 +12,12 @@ and Ctrl-C cancel the work, and a forked child starts its own loop::
     print(g.tree())
 
 ``Array.async_array`` / ``AsyncArray.to_sync()`` cross between the two worlds.
+
+Every public coroutine of the async classes has a blocking twin here with the same
+parameters plus a keyword-only ``timeout`` (a test keeps them in step). So what does I/O
+is a method even where zarr-python 2 had a property: ``z.nchunks_initialized()``,
+``z.nbytes_stored()``, ``z.info_complete()`` (``z.info`` reads no store and stays a
+property). Listing methods (``g.keys()``, ``g.arrays()``) list once and return iterators.
 """
 
 from azarr.sync._api import (
