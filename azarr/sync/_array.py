@@ -9,6 +9,14 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from azarr.core import AsyncArray
+from azarr.indexing import (
+    BasicSelection,
+    BlockSelection,
+    CoordinateSelection,
+    MaskSelection,
+    OrthogonalSelection,
+    Selection,
+)
 from azarr.metadata import ArrayMetadata
 from azarr.scheduler import ProgressCallback
 from azarr.storage import Store
@@ -135,7 +143,7 @@ class Array:
     @mirrors(AsyncArray.get_basic_selection)
     def get_basic_selection(
         self,
-        selection: Any = Ellipsis,
+        selection: BasicSelection = Ellipsis,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -148,7 +156,7 @@ class Array:
     @mirrors(AsyncArray.get_orthogonal_selection)
     def get_orthogonal_selection(
         self,
-        selection: Any,
+        selection: OrthogonalSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -161,7 +169,7 @@ class Array:
     @mirrors(AsyncArray.get_coordinate_selection)
     def get_coordinate_selection(
         self,
-        selection: Any,
+        selection: CoordinateSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -174,7 +182,7 @@ class Array:
     @mirrors(AsyncArray.get_mask_selection)
     def get_mask_selection(
         self,
-        selection: Any,
+        selection: MaskSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -187,7 +195,7 @@ class Array:
     @mirrors(AsyncArray.get_block_selection)
     def get_block_selection(
         self,
-        selection: Any,
+        selection: BlockSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -198,7 +206,7 @@ class Array:
         return self._run(coro, timeout)
 
     @mirrors(AsyncArray.getitem)
-    def getitem(self, selection: Any, *, timeout: float | None = None) -> Any:
+    def getitem(self, selection: Selection, *, timeout: float | None = None) -> Any:
         return self._run(self._async.getitem(selection), timeout)
 
     def __getitem__(self, selection: Any) -> Any:
@@ -223,7 +231,7 @@ class Array:
     @mirrors(AsyncArray.set_basic_selection)
     def set_basic_selection(
         self,
-        selection: Any,
+        selection: BasicSelection,
         value: Any,
         *,
         fields: Fields = None,
@@ -237,7 +245,7 @@ class Array:
     @mirrors(AsyncArray.set_orthogonal_selection)
     def set_orthogonal_selection(
         self,
-        selection: Any,
+        selection: OrthogonalSelection,
         value: Any,
         *,
         fields: Fields = None,
@@ -250,7 +258,7 @@ class Array:
     @mirrors(AsyncArray.set_coordinate_selection)
     def set_coordinate_selection(
         self,
-        selection: Any,
+        selection: CoordinateSelection,
         value: Any,
         *,
         fields: Fields = None,
@@ -263,7 +271,7 @@ class Array:
     @mirrors(AsyncArray.set_mask_selection)
     def set_mask_selection(
         self,
-        selection: Any,
+        selection: MaskSelection,
         value: Any,
         *,
         fields: Fields = None,
@@ -275,7 +283,7 @@ class Array:
     @mirrors(AsyncArray.set_block_selection)
     def set_block_selection(
         self,
-        selection: Any,
+        selection: BlockSelection,
         value: Any,
         *,
         fields: Fields = None,
@@ -287,7 +295,7 @@ class Array:
         )
 
     @mirrors(AsyncArray.setitem)
-    def setitem(self, selection: Any, value: Any, *, timeout: float | None = None) -> None:
+    def setitem(self, selection: Selection, value: Any, *, timeout: float | None = None) -> None:
         self._run(self._async.setitem(selection, value), timeout)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
