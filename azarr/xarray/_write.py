@@ -27,8 +27,6 @@ from azarr.core import AsyncArray, AsyncGroup
 from azarr.sync import Group, run
 from azarr.xarray._store import DIMENSION_KEY
 
-#: Variable encoding keys that configure the Zarr array (the rest are CF keys xarray consumes).
-_ARRAY_ENCODING = ("chunks", "compressor", "filters", "write_empty_chunks")
 _MODES = ("w", "w-", "a", "r+")
 
 
@@ -119,13 +117,30 @@ def _region_selection(var: Variable, region: Mapping[Hashable, slice] | None) ->
 
 
 async def _write_values(array: AsyncArray, var: Variable, selection: tuple[slice, ...]) -> None:
-    # Off the event loop: a dask-backed variable is computed here (see azarr.dask.to_azarr), and a
-    # lazily opened one reads through azarr's sync facade, which must not run on a loop thread.
+    """Write ``var``'s values into ``selection`` of ``array``, off the event loop where it computes.
+
+    A dask-backed variable goes through :func:`azarr.dask.to_azarr` block by block (never
+    whole in memory; on a dask.distributed cluster when one is the default scheduler). A
+    lazily opened one is read through azarr's sync facade, which must not run on a loop
+    thread, so it is materialised in a worker thread.
+    """
+    if var.chunks is not None and var.ndim:
+        from azarr.dask import to_azarr
+
+        await asyncio.to_thread(to_azarr, var.data, array, region=selection)
+        return
     values = await asyncio.to_thread(lambda: np.asarray(var.values))
     if var.ndim == 0:
         await array.set_basic_selection(Ellipsis, values)
     else:
         await array.set_basic_selection(selection, values)
+
+
+async def _existing_array(target: AsyncGroup, name: Hashable) -> AsyncArray:
+    node = await target.get(str(name))
+    if not isinstance(node, AsyncArray):
+        raise ValueError(f"{name!r} in {target.store.url} is a group, not the array of variable {name!r}")
+    return node
 
 
 async def _open_target(store: Any, mode: str, group: str | None, storage_options: Any) -> AsyncGroup:
@@ -156,8 +171,8 @@ async def to_zarr_async(
     Parameters
     ----------
     ds : xarray.Dataset
-        What to write; dask-backed variables are computed (for large ones write
-        their data with :func:`azarr.dask.to_azarr` into the arrays this creates).
+        What to write; dask-backed variables are written block by block with
+        :func:`azarr.dask.to_azarr` (extra ``azarr[dask]``), others at once.
     store : str, os.PathLike, Store or MutableMapping
         Where (a URL like ``"s3://bucket/x.zarr"`` or a store).
     mode : {"w-", "w", "a", "r+"}
@@ -217,8 +232,7 @@ async def to_zarr_async(
 
         async def write(name: Hashable, var: Variable) -> None:
             if str(name) in existing and append_dim in var.dims:
-                array = await target.get(str(name))
-                assert isinstance(array, AsyncArray)
+                array = await _existing_array(target, name)
                 values = await asyncio.to_thread(lambda: np.asarray(var.values))
                 await array.append(values, axis=var.dims.index(append_dim))
                 return
@@ -241,8 +255,7 @@ async def _existing_encoding(
     """The CF encoding of the arrays ``ds`` writes into (so new values are encoded as the rest was)."""
 
     async def one(name: Hashable) -> tuple[Hashable, dict[str, Any]]:
-        array = await target.get(str(name))
-        assert isinstance(array, AsyncArray), f"{name!r} is a group"
+        array = await _existing_array(target, name)
         enc = {k: array.attrs[k] for k in _CF_KEYS if k in array.attrs}
         if ds.variables[name].dtype.kind not in "OSU":
             enc["dtype"] = array.dtype
@@ -264,8 +277,7 @@ async def _write_region(
             )
 
     async def write(name: Hashable, var: Variable) -> None:
-        array = await target.get(str(name))
-        assert isinstance(array, AsyncArray)
+        array = await _existing_array(target, name)
         await _write_values(array, var, _region_selection(var, region))
 
     await asyncio.gather(*(write(n, v) for n, v in variables.items()))
