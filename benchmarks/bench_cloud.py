@@ -150,6 +150,7 @@ COLORS = {
     "azarr": "#d62728",
     "azarr-s3fs": "#ff7f0e",
     "azarr-uvloop": "#8c1d1d",
+    "azarr-baseline": "#e377c2",
     "zarr218": "#1f77b4",
     "zarr3-fsspec": "#17becf",
     "zarr3-obstore": "#2ca02c",
