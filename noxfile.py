@@ -77,3 +77,17 @@ def bench_cloud(session: nox.Session) -> None:
     session.run(
         "python", "-m", "benchmarks.bench_cloud", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
     )
+
+
+@nox.session(name="bench-integrations", python="3.11")
+def bench_integrations(session: nox.Session) -> None:
+    """xarray ``engine="azarr"`` vs xarray + zarr 3.1 (s3fs, obstore), dask ``from_azarr`` vs ``da.from_zarr``
+    (zarr 2.18, 3.1) on a 2-process cluster, and the sync facade's overhead, on S3 with 20 ms latency.
+
+    Writes ``benchmarks/results/{xarray,dask}.json``. Arguments after ``--`` go to both
+    scripts (e.g. ``nox -s bench-integrations -- --quick``).
+    """
+    session.install("-e", ".[test]")
+    env = {"AWS_EC2_METADATA_DISABLED": "true"}
+    session.run("python", "-m", "benchmarks.bench_xarray", *session.posargs, env=env)
+    session.run("python", "-m", "benchmarks.bench_dask", *session.posargs, env=env)

@@ -51,6 +51,7 @@ from azarr.storage import Store
 
 if TYPE_CHECKING:
     from azarr.core.accessors import BlockIndex, OIndex, VIndex
+    from azarr.sync import Array
 
 
 class AsyncArray(Node):
@@ -708,6 +709,16 @@ class AsyncArray(Node):
             allow_pickle=state["allow_pickle"],
             write_empty_chunks=state["write_empty_chunks"],
         )
+
+    # ---------------------------------------------------------------- sync facade
+    def to_sync(self, *, timeout: float | None = None) -> Array:
+        """This array with zarr-python 2's blocking API (:class:`azarr.sync.Array`; no I/O).
+
+        ``timeout`` (seconds) is the default of every call made through it.
+        """
+        from azarr.sync import Array
+
+        return Array(self, timeout=timeout)
 
 
 # -------------------------------------------------------------------- helpers

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azarr.core._creation import create_array, create_array_from_data
 from azarr.core._hierarchy import (
@@ -21,6 +21,9 @@ from azarr.errors import ContainsArrayError, GroupNotFoundError, NodeNotFoundErr
 from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, GroupMetadata, parse_attributes
 from azarr.scheduler import StoreIO, bounded_map
 from azarr.storage import Store
+
+if TYPE_CHECKING:
+    from azarr.sync import Group
 
 
 class AsyncGroup(Node):
@@ -393,6 +396,16 @@ class AsyncGroup(Node):
             read_only=state["read_only"],
             allow_pickle=state["allow_pickle"],
         )
+
+    # ---------------------------------------------------------------- sync facade
+    def to_sync(self, *, timeout: float | None = None) -> Group:
+        """This group with zarr-python 2's blocking API (:class:`azarr.sync.Group`; no I/O).
+
+        ``timeout`` (seconds) is the default of every call made through it.
+        """
+        from azarr.sync import Group
+
+        return Group(self, timeout=timeout)
 
 
 _SubtreeEntry = tuple[str, "AsyncArray | AsyncGroup", "list[_SubtreeEntry]"]

@@ -1,0 +1,63 @@
+"""zarr-python 2's top-level functions (``open_array``, ``zeros``, ``copy_store``, ...), blocking.
+
+Each is generated from the coroutine of the same name in :mod:`azarr.api`: same
+parameters plus a keyword-only ``timeout`` (seconds), same docstring, the same
+coroutine run on the I/O loop thread. Sync arrays/groups passed in (``zeros_like(z)``)
+are unwrapped; arrays/groups returned are wrapped (:class:`azarr.sync.Array` /
+:class:`azarr.sync.Group`, whose default ``timeout`` is the one given here).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from azarr import api
+from azarr.sync._loop import run
+from azarr.sync._mirror import mirrors, to_async, to_sync
+
+
+def _with_timeout(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` with a keyword-only ``timeout=None`` before any ``**kwargs``."""
+    params = list(signature.parameters.values())
+    timeout = inspect.Parameter(
+        "timeout", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None"
+    )
+    at = len(params) - 1 if params and params[-1].kind is inspect.Parameter.VAR_KEYWORD else len(params)
+    params.insert(at, timeout)
+    return signature.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+
+def mirror_function(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
+    """The synchronous twin of coroutine function ``fn`` (see the module docstring)."""
+
+    @mirrors(fn)
+    def sync(*args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        coro = fn(*(to_async(a) for a in args), **{k: to_async(v) for k, v in kwargs.items()})
+        return to_sync(run(coro, timeout), timeout)
+
+    functools.update_wrapper(sync, fn, assigned=("__module__", "__name__", "__qualname__"), updated=())
+    sync.__module__ = __name__
+    sync.__signature__ = _with_timeout(inspect.signature(fn))  # type: ignore[attr-defined]
+    return sync
+
+
+open_array = mirror_function(api.open_array)
+open_group = mirror_function(api.open_group)
+open = mirror_function(api.open)
+open_consolidated = mirror_function(api.open_consolidated)
+group = mirror_function(api.group)
+create = mirror_function(api.create)
+empty = mirror_function(api.empty)
+zeros = mirror_function(api.zeros)
+ones = mirror_function(api.ones)
+full = mirror_function(api.full)
+array = mirror_function(api.array)
+empty_like = mirror_function(api.empty_like)
+zeros_like = mirror_function(api.zeros_like)
+ones_like = mirror_function(api.ones_like)
+full_like = mirror_function(api.full_like)
+consolidate_metadata = mirror_function(api.consolidate_metadata)
+copy_store = mirror_function(api.copy_store)

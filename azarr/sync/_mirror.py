@@ -1,0 +1,76 @@
+"""Helpers the sync classes share: docstrings taken from the async twin, forwarded properties,
+and the conversions between async and sync nodes at the call boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+#: The keyword every synchronous method adds to its async twin's signature.
+TIMEOUT_DOC = (
+    "Synchronous form of the coroutine of the same name: blocks until done. ``timeout`` "
+    "(seconds, keyword-only; default the object's ``timeout``, None = no limit) cancels the "
+    "coroutine and its requests on expiry (:class:`azarr.sync.SyncTimeoutError`)."
+)
+
+
+def mirrors(async_fn: Callable[..., Any]) -> Callable[[F], F]:
+    """Give the decorated sync function ``async_fn``'s docstring and remember its twin.
+
+    ``__azarr_async__`` lets the tests check that every public coroutine has a sync
+    counterpart with the same signature (plus ``timeout``) and docstring summary.
+    """
+
+    def decorate(fn: F) -> F:
+        doc = async_fn.__doc__ or ""
+        fn.__doc__ = f"{doc.rstrip()}\n\n    Notes\n    -----\n    {TIMEOUT_DOC}\n" if doc else TIMEOUT_DOC
+        fn.__azarr_async__ = async_fn  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+class Forward(Generic[T]):
+    """A read-only property answered by the wrapped async node (no I/O), with its docstring."""
+
+    def __init__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.__doc__ = getattr(owner, name).__doc__
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Forward[T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Forward[T] | T:
+        if obj is None:
+            return self
+        value: T = getattr(obj._async, self.name)  # type: ignore[attr-defined]
+        return value
+
+
+def to_sync(node: Any, timeout: float | None = None) -> Any:
+    """An :class:`~azarr.AsyncArray` / :class:`~azarr.AsyncGroup` as its sync wrapper; anything else as is."""
+    from azarr.core import AsyncArray, AsyncGroup
+    from azarr.sync._array import Array
+    from azarr.sync._group import Group
+
+    if isinstance(node, AsyncArray):
+        return Array(node, timeout=timeout)
+    if isinstance(node, AsyncGroup):
+        return Group(node, timeout=timeout)
+    return node
+
+
+def to_async(value: Any) -> Any:
+    """A sync :class:`Array` / :class:`Group` as the async node it wraps; anything else as is."""
+    from azarr.sync._array import Array
+    from azarr.sync._group import Group
+
+    if isinstance(value, Array):
+        return value.async_array
+    if isinstance(value, Group):
+        return value.async_group
+    return value

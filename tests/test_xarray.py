@@ -1,0 +1,102 @@
+"""``engine="azarr"`` and ``azarr.xarray.to_zarr`` on their own (the reference comparisons are in
+tests/interop/test_xarray_engine.py): registration, errors, S3 round trips, concurrent load_async."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from fault_proxy import CHUNK_KEYS, FaultProxy
+from servers import S3Server
+
+import azarr.sync as zs
+import azarr.xarray as ax
+from azarr.errors import MetadataError
+from azarr.storage import S3Store
+
+
+def _dataset(n_vars: int = 3, n: int = 6) -> xr.Dataset:
+    rng = np.random.default_rng(3)
+    data = {f"v{i}": (("t", "x"), rng.standard_normal((n, 4)), {"units": "K"}) for i in range(n_vars)}
+    return xr.Dataset(data, coords={"t": np.arange(n), "x": [1.0, 2.0, 3.0, 4.0]}, attrs={"title": "t"})
+
+
+def test_engine_is_registered() -> None:
+    assert "azarr" in xr.backends.list_engines()
+    assert ax.AzarrBackendEntrypoint().guess_can_open("s3://b/x.zarr")
+
+
+def test_roundtrip_local_with_dask_variables(tmp_path: Path) -> None:
+    ds = _dataset().chunk({"t": 2})
+    ax.to_zarr(ds, tmp_path / "a.zarr", mode="w")
+    back = xr.open_dataset(tmp_path / "a.zarr", engine="azarr", chunks={})
+    assert back.v0.data.chunksize == (2, 4)  # Zarr chunks came from the dask chunks
+    xr.testing.assert_identical(back.compute(), ds.compute())
+    with pytest.raises(Exception, match=r"exist|contains"):
+        ax.to_zarr(ds, tmp_path / "a.zarr", mode="w-")
+
+
+def test_array_without_dimension_names_is_a_clear_error(tmp_path: Path) -> None:
+    g = zs.open_group(str(tmp_path / "plain.zarr"), mode="w")
+    g.zeros("z", shape=(3,))
+    with pytest.raises(MetadataError, match=r"_ARRAY_DIMENSIONS"):
+        xr.open_dataset(tmp_path / "plain.zarr", engine="azarr")
+
+
+@pytest.mark.s3
+async def test_load_async_fetches_every_variable_in_one_wave(
+    seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    ds = _dataset(n_vars=12)
+    url = f"s3://{s3_bucket}/ds.zarr"
+    await ax.to_zarr_async(ds, url, mode="w", storage_options=seaweedfs.storage_options)
+    store = S3Store(
+        f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    )
+    lazy = xr.open_dataset(store, engine="azarr")
+    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.reset_counters()
+    loaded = await lazy.load_async()
+    xr.testing.assert_identical(loaded, ds)
+    counters = s3_fault_proxy.counters()
+    # 12 data variables, one chunk each: all in flight together, not one round trip per variable.
+    assert counters.peak_in_flight >= 12
+    await store.close()
+
+
+@pytest.mark.s3
+def test_sync_load_fetches_every_variable_in_one_wave(
+    seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    ds = _dataset(n_vars=12)
+    ax.to_zarr(ds, f"s3://{s3_bucket}/ds.zarr", mode="w", storage_options=seaweedfs.storage_options)
+    store = S3Store(
+        f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    )
+    lazy = xr.open_dataset(store, engine="azarr")
+    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.reset_counters()
+    xr.testing.assert_identical(ax.load(lazy), ds)
+    assert s3_fault_proxy.counters().peak_in_flight >= 12
+    zs.run(store.close())
+
+
+def test_append_dim_grows_arrays_encoded_as_stored(tmp_path: Path) -> None:
+    ds = _dataset(n=6)
+    ds["when"] = ("t", np.array("2020-01-01", dtype="M8[ns]") + np.arange(6).astype("m8[D]"))
+    ds["when"].encoding = {"units": "days since 2020-01-01"}
+    ax.to_zarr(ds, tmp_path / "a.zarr", mode="w")
+    more = _dataset(n=10).isel(t=slice(6, 10))
+    more["when"] = ("t", np.array("2020-01-07", dtype="M8[ns]") + np.arange(4).astype("m8[D]"))
+    ax.to_zarr(more, tmp_path / "a.zarr", mode="a", append_dim="t")
+    back = xr.open_dataset(tmp_path / "a.zarr", engine="azarr").load()
+    xr.testing.assert_identical(back.drop_vars("when"), xr.concat([ds, more], dim="t").drop_vars("when"))
+    np.testing.assert_array_equal(
+        back.when.values, np.array("2020-01-01", dtype="M8[ns]") + np.arange(10).astype("m8[D]")
+    )
+    assert (
+        zs.open_array(str(tmp_path / "a.zarr"), path="when", mode="r").attrs["units"]
+        == "days since 2020-01-01"
+    )
