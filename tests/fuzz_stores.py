@@ -55,40 +55,91 @@ def _templates() -> list[tuple[str, dict[str, Any], Any]]:
         out.append((f"i4-{name}", {"dtype": "<i4", "compressor": comp}, ints))
     floats = np.linspace(-3, 3, 35).reshape(7, 5)
     out += [
-        ("f8-delta-zlib", {"dtype": "<f8", "compressor": _COMPRESSORS["zlib"],
-                           "filters": [{"id": "delta", "dtype": "<f8"}]}, floats),
-        ("f8-fso-zstd", {"dtype": "<f8", "compressor": _COMPRESSORS["zstd"],
-                         "filters": [{"id": "fixedscaleoffset", "offset": 0, "scale": 10, "dtype": "<f8",
-                                      "astype": "<i2"}]}, floats),
-        ("f4-quantize-bz2", {"dtype": "<f4", "compressor": _COMPRESSORS["bz2"],
-                             "filters": [{"id": "quantize", "digits": 3, "dtype": "<f4"}]}, floats.astype("<f4")),
-        ("u2-astype-lz4", {"dtype": "<u2", "compressor": _COMPRESSORS["lz4"],
-                           "filters": [{"id": "astype", "encode_dtype": "<u4", "decode_dtype": "<u2"}]},
-         ints.astype("<u2")),
+        (
+            "f8-delta-zlib",
+            {
+                "dtype": "<f8",
+                "compressor": _COMPRESSORS["zlib"],
+                "filters": [{"id": "delta", "dtype": "<f8"}],
+            },
+            floats,
+        ),
+        (
+            "f8-fso-zstd",
+            {
+                "dtype": "<f8",
+                "compressor": _COMPRESSORS["zstd"],
+                "filters": [
+                    {"id": "fixedscaleoffset", "offset": 0, "scale": 10, "dtype": "<f8", "astype": "<i2"}
+                ],
+            },
+            floats,
+        ),
+        (
+            "f4-quantize-bz2",
+            {
+                "dtype": "<f4",
+                "compressor": _COMPRESSORS["bz2"],
+                "filters": [{"id": "quantize", "digits": 3, "dtype": "<f4"}],
+            },
+            floats.astype("<f4"),
+        ),
+        (
+            "u2-astype-lz4",
+            {
+                "dtype": "<u2",
+                "compressor": _COMPRESSORS["lz4"],
+                "filters": [{"id": "astype", "encode_dtype": "<u4", "decode_dtype": "<u2"}],
+            },
+            ints.astype("<u2"),
+        ),
         ("c16-blosc", {"dtype": "<c16", "compressor": _BLOSC_ZSTD}, floats + 1j),
-        ("b1-packbits-zlib", {"dtype": "|b1", "compressor": _COMPRESSORS["zlib"],
-                              "filters": [{"id": "packbits"}]}, ints % 3 == 0),
+        (
+            "b1-packbits-zlib",
+            {"dtype": "|b1", "compressor": _COMPRESSORS["zlib"], "filters": [{"id": "packbits"}]},
+            ints % 3 == 0,
+        ),
         ("M8-lzma", {"dtype": "<M8[s]", "compressor": _COMPRESSORS["lzma"]}, ints.astype("<M8[s]")),
         ("U3-raw", {"dtype": "<U3", "compressor": None}, ints.astype("<U3")),
         ("S4-gzip", {"dtype": "|S4", "compressor": _COMPRESSORS["gzip"]}, ints.astype("|S4")),
-        ("struct-lz4", {"dtype": [("a", "<i2"), ("b", "<f4")], "compressor": _COMPRESSORS["lz4"]},
-         np.array([[(i, i / 2) for i in range(5)]] * 7, dtype=[("a", "<i2"), ("b", "<f4")])),
+        (
+            "struct-lz4",
+            {"dtype": [("a", "<i2"), ("b", "<f4")], "compressor": _COMPRESSORS["lz4"]},
+            np.array([[(i, i / 2) for i in range(5)]] * 7, dtype=[("a", "<i2"), ("b", "<f4")]),
+        ),
     ]
     strs = np.array([[f"s{i * j}" * (i % 3) for j in range(5)] for i in range(7)], dtype=object)
     out += [
-        ("O-vlen-utf8-zlib", {"dtype": object, "object_codec": "vlen-utf8", "compressor": _COMPRESSORS["zlib"]},
-         strs),
-        ("O-vlen-bytes-raw", {"dtype": object, "filters": [{"id": "vlen-bytes"}], "compressor": None},
-         np.vectorize(lambda s: s.encode(), otypes=[object])(strs)),
-        ("O-vlen-array-zstd", {"dtype": object, "filters": [{"id": "vlen-array", "dtype": "<i4"}],
-                               "compressor": _COMPRESSORS["zstd"]},
-         _ragged()),
+        (
+            "O-vlen-utf8-zlib",
+            {"dtype": object, "object_codec": "vlen-utf8", "compressor": _COMPRESSORS["zlib"]},
+            strs,
+        ),
+        (
+            "O-vlen-bytes-raw",
+            {"dtype": object, "filters": [{"id": "vlen-bytes"}], "compressor": None},
+            np.vectorize(lambda s: s.encode(), otypes=[object])(strs),
+        ),
+        (
+            "O-vlen-array-zstd",
+            {
+                "dtype": object,
+                "filters": [{"id": "vlen-array", "dtype": "<i4"}],
+                "compressor": _COMPRESSORS["zstd"],
+            },
+            _ragged(),
+        ),
         ("O-json2-blosc", {"dtype": object, "filters": [{"id": "json2"}], "compressor": _BLOSC_LZ4}, strs),
         ("O-msgpack2-raw", {"dtype": object, "filters": [{"id": "msgpack2"}], "compressor": None}, strs),
-        ("O-categorize-zlib", {"dtype": object, "compressor": _COMPRESSORS["zlib"],
-                               "filters": [{"id": "categorize", "labels": ["", "a", "bb"], "dtype": "|O",
-                                            "astype": "|u1"}]},
-         np.array([["a", "bb", "", "a", "a"]] * 7, dtype=object)),
+        (
+            "O-categorize-zlib",
+            {
+                "dtype": object,
+                "compressor": _COMPRESSORS["zlib"],
+                "filters": [{"id": "categorize", "labels": ["", "a", "bb"], "dtype": "|O", "astype": "|u1"}],
+            },
+            np.array([["a", "bb", "", "a", "a"]] * 7, dtype=object),
+        ),
     ]
     return out
 
@@ -116,8 +167,15 @@ async def _build() -> dict[str, dict[str, bytes]]:
     store = MemoryStore()
     group = await azarr.group(store=store, path="g")
     for sub, dtype in (("x", "<i8"), ("y", "<f4")):
-        arr = await azarr.create((6,), chunks=(4,), dtype=dtype, store=store, path=f"g/{sub}",
-                                 compressor=_COMPRESSORS["zlib"], attributes={"units": "m", "scale": [1, 2]})
+        arr = await azarr.create(
+            (6,),
+            chunks=(4,),
+            dtype=dtype,
+            store=store,
+            path=f"g/{sub}",
+            compressor=_COMPRESSORS["zlib"],
+            attributes={"units": "m", "scale": [1, 2]},
+        )
         await arr.setitem(Ellipsis, np.arange(6))
     del group
     await azarr.consolidate_metadata(store, path="g")
@@ -143,15 +201,70 @@ for _ in range(300):
     _DEEP = [_DEEP]
 
 HOSTILE_VALUES: list[Any] = [
-    0, -1, 1, 3, 2**31 - 1, 2**31, 2**32, 2**34, 2**62, 2**63, 2**64, 10**400, 10**4000,
-    0.5, 1e308, -1e308, float("nan"), float("inf"), float("-inf"),
-    "", "x", "C", "F", "<i4", "|O", "|V2000000000", "<U2000000000", "<M8[ns]", ">f8", "|b1", "NaN",
-    "Infinity", "AAAA", "a" * 5000, None, True, False, [], {}, [[]], [0], [-1], [2**34], [2**62, 2**62],
-    [1e400], [None], ["a"], [1] * 70, _DEEP, {"id": "zlib"}, {"id": "pickle"}, {"id": "no-such"},
-    {"id": "blosc", "cname": "lz4"}, {"id": "zstd", "level": 10**30}, {"id": "delta", "dtype": "|V99999"},
-    [{"id": "vlen-utf8"}], [{"id": "json2"}], [{"id": "msgpack2"}], [{"id": "pickle"}],
-    [{"id": "delta", "dtype": "<i4", "astype": "<i8"}], [{"id": "packbits"}],
-    [["a", "<i4", [2**20, 2**20]]], [["a", "<f8"], ["b", "|O"]], [["", "|V4"]],
+    0,
+    -1,
+    1,
+    3,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**34,
+    2**62,
+    2**63,
+    2**64,
+    10**400,
+    10**4000,
+    0.5,
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    "",
+    "x",
+    "C",
+    "F",
+    "<i4",
+    "|O",
+    "|V2000000000",
+    "<U2000000000",
+    "<M8[ns]",
+    ">f8",
+    "|b1",
+    "NaN",
+    "Infinity",
+    "AAAA",
+    "a" * 5000,
+    None,
+    True,
+    False,
+    [],
+    {},
+    [[]],
+    [0],
+    [-1],
+    [2**34],
+    [2**62, 2**62],
+    [1e400],
+    [None],
+    ["a"],
+    [1] * 70,
+    _DEEP,
+    {"id": "zlib"},
+    {"id": "pickle"},
+    {"id": "no-such"},
+    {"id": "blosc", "cname": "lz4"},
+    {"id": "zstd", "level": 10**30},
+    {"id": "delta", "dtype": "|V99999"},
+    [{"id": "vlen-utf8"}],
+    [{"id": "json2"}],
+    [{"id": "msgpack2"}],
+    [{"id": "pickle"}],
+    [{"id": "delta", "dtype": "<i4", "astype": "<i8"}],
+    [{"id": "packbits"}],
+    [["a", "<i4", [2**20, 2**20]]],
+    [["a", "<f8"], ["b", "|O"]],
+    [["", "|V4"]],
 ]
 
 _LE_INTS = [0, 1, 0xFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**40, 2**62, 2**64 - 1]
@@ -212,7 +325,9 @@ def mutation(draw: st.DrawFn, files: dict[str, bytes], others: list[bytes]) -> t
     key = draw(st.sampled_from(sorted(files)))
     data = files[key]
     is_meta = key.rsplit("/", 1)[-1].startswith(".z")
-    kinds = ["json", "json", "json", "bytes", "delete"] if is_meta else ["bytes", "int", "int", "swap", "delete"]
+    kinds = (
+        ["json", "json", "json", "bytes", "delete"] if is_meta else ["bytes", "int", "int", "swap", "delete"]
+    )
     kind = draw(st.sampled_from(kinds))
     if kind == "delete":
         return key, None
@@ -256,7 +371,9 @@ def hostile_store(draw: st.DrawFn) -> tuple[str, dict[str, bytes]]:
     all_templates = templates()
     name = draw(st.sampled_from(sorted(all_templates)))
     files = dict(all_templates[name])
-    others = [v for t in all_templates.values() for k, v in t.items() if not k.rsplit("/", 1)[-1].startswith(".z")]
+    others = [
+        v for t in all_templates.values() for k, v in t.items() if not k.rsplit("/", 1)[-1].startswith(".z")
+    ]
     for _ in range(draw(st.integers(1, 3))):
         key, value = draw(mutation(files, others))
         if value is None:

@@ -15,12 +15,12 @@ import time
 from typing import Any
 
 import pytest
+from fuzz_stores import FUZZ_MAX_CHUNK_BYTES, hostile_store, run_case, templates
 from hypothesis import HealthCheck, given, settings
+from rss import MiB, measure_rss
 
 import azarr
 from azarr.errors import AzarrError
-from fuzz_stores import FUZZ_MAX_CHUNK_BYTES, hostile_store, run_case, templates
-from rss import MiB, measure_rss
 
 EXAMPLES = int(os.environ.get("AZARR_FUZZ_EXAMPLES", "300"))
 CASE_SECONDS = 5.0

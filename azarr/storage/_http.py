@@ -271,11 +271,16 @@ class HTTPStore(Store):
                         body = await resp.read()
                         return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
                     target = self._redirect_target(url, location, op, key)
-                if await self._redirects.check(url, target, hops=hops):
-                    if session.auth is not None:
+                try:
+                    cross = await self._redirects.check(url, target, hops=hops)
+                except RedirectRefusedError as exc:
+                    raise RedirectRefusedError(f"{op} {key!r} in {self.url}: {exc}") from None
+                if cross:
+                    if session.auth is not None or session.headers:
+                        # aiohttp adds a session's own auth/headers to every request.
                         raise RedirectRefusedError(
                             f"{op} {key!r} in {self.url}: redirect to {shown(target)} refused: the "
-                            "session's client_kwargs auth would be sent to another origin"
+                            "session's client_kwargs auth/headers would be sent to another origin"
                         )
                     all_headers = dict(headers)  # the user's headers stay with their origin
                 elif url.user is not None and target.user is None:
