@@ -115,8 +115,16 @@ class _Archive:
                 return None
             if info.is_dir():
                 return None
+            if info.compress_type != zipfile.ZIP_STORED:
+                _check_inflated_size(info, key)
             if byte_range is None:
-                return zf.read(info)
+                if info.compress_type == zipfile.ZIP_STORED:
+                    return zf.read(info)
+                # read(n) inflates at most n bytes (+ a 4 KiB read size); read() would inflate
+                # the whole stream before cutting it to the declared size. A member holding
+                # more than it declares then fails zipfile's CRC check.
+                with zf.open(info) as f:
+                    return f.read(info.file_size)
             size = info.file_size
             start = max(size + byte_range.start, 0) if byte_range.is_suffix else min(byte_range.start, size)
             end = size if byte_range.end is None else min(byte_range.end, size)
@@ -359,3 +367,21 @@ class ZipStore(Store):
                 f"cannot delete {len(keys)} keys under {prefix!r} from {self.url}: "
                 "entries of a zip archive cannot be removed"
             )
+
+
+def _check_inflated_size(info: zipfile.ZipInfo, key: str) -> None:
+    """Refuse a compressed member that declares more bytes than any value azarr reads.
+
+    No store value is larger than a chunk (``max_chunk_bytes``) or a metadata
+    document (``max_metadata_bytes``); zipfile itself never inflates past the
+    declared size (it then fails the CRC check), so this bounds every read.
+    """
+    from azarr import config
+
+    limit = max(int(config.get("max_chunk_bytes")), int(config.get("max_metadata_bytes")))
+    if info.file_size > limit:
+        raise ValueError(
+            f"the compressed member {key!r} declares {info.file_size} bytes uncompressed, more than "
+            f"max_chunk_bytes ({limit} bytes); if this archive is trusted, raise the limit with "
+            f"azarr.config.set(max_chunk_bytes={info.file_size})"
+        )
