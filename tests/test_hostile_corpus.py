@@ -67,9 +67,12 @@ async def test_hostile_store_raises_its_typed_error(name: str, mode: str, tmp_pa
     before = _snapshot(tmp_path)
     expected = getattr(azarr.errors, case["error"])
     os.environ.pop("AZARR_HOSTILE_PICKLE_RAN", None)
-    with azarr.config.set(**case.get("config", {})), measure_rss() as growth:
-        with pytest.raises(azarr.errors.AzarrError) as info:
-            await _open_and_read(LocalStore(root), case, mode)
+    with (
+        azarr.config.set(**case.get("config", {})),
+        measure_rss() as growth,
+        pytest.raises(azarr.errors.AzarrError) as info,
+    ):
+        await _open_and_read(LocalStore(root), case, mode)
     assert type(info.value) is expected, f"{type(info.value).__name__}: {info.value}"
     message = str(info.value)
     assert re.search(case["match"], message), message
