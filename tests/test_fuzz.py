@@ -75,6 +75,7 @@ def test_fuzz_mutated_stores() -> None:
     stats["slowest_s"] = round(stats["slowest_s"], 3)
     report = os.environ.get("AZARR_FUZZ_REPORT")
     if report:
+        os.makedirs(os.path.dirname(report) or ".", exist_ok=True)
         with open(report, "w") as f:
             json.dump(stats, f, indent=2)
     print(f"fuzz: {stats}")

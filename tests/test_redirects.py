@@ -242,3 +242,18 @@ def test_forbidden_address(address: str, forbidden: bool) -> None:
 
 def test_redirect_refused_error_is_a_store_error() -> None:
     assert issubclass(RedirectRefusedError, StoreError)
+
+
+async def test_refused_redirect_message_shows_no_url_credentials(servers: Servers) -> None:
+    root = URL(f"{servers.a}/root").with_user("alice").with_password("pw-zz9")
+    store = HTTPStore(str(root), storage_options={"headers": {"X-Api-Key": SECRET}})
+    try:
+        with pytest.raises(RedirectRefusedError) as info:
+            await store.get("cross")
+    finally:
+        await store.close()
+    message = str(info.value)
+    assert "'cross'" in message
+    for secret in ("pw-zz9", "alice", "s3cr3t", "sig123"):
+        assert secret not in message
+    assert "pw-zz9" not in repr(store)
