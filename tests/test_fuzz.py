@@ -61,6 +61,9 @@ def test_fuzz_mutated_stores() -> None:
         stats["cases"] += 1
         if elapsed > stats["slowest_s"]:
             stats["slowest_s"], stats["slowest_case"] = elapsed, name
+            stats["slowest_files"] = {
+                k: v[:300].decode("latin-1") if ".z" in k else f"<{len(v)} bytes>" for k, v in files.items()
+            }
         assert elapsed < CASE_SECONDS, f"case on template {name!r} took {elapsed:.1f} s"
 
     templates()  # built outside the measured block
