@@ -204,3 +204,10 @@ def test_chunk_over_max_chunk_bytes_is_refused_at_open() -> None:
     import asyncio
 
     asyncio.run(run())
+
+
+def test_truncated_blosc_frame_used_as_a_filter_is_refused() -> None:
+    codec = ChunkCodec("<i4", CHUNK, "C", None, [{"id": "blosc", "cname": "lz4"}])
+    frame = codec.encode(np.arange(1024, dtype="<i4"), key="k")
+    with pytest.raises(CodecError, match=r"'a/0'.*truncated"):
+        codec.decode(frame[: len(frame) // 2], key="a/0")

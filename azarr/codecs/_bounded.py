@@ -61,7 +61,7 @@ else:  # pragma: no cover - depends on the interpreter
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-__all__ = ["LimitExceeded", "decode_stage", "encoded_bound", "zstd_content_size"]
+__all__ = ["LimitExceeded", "check_blosc_frame", "decode_stage", "encoded_bound", "zstd_content_size"]
 
 
 class LimitExceeded(ValueError):
@@ -127,6 +127,19 @@ def zstd_content_size(view: memoryview) -> int | None:
         return None
     size = int.from_bytes(view[start : start + width], "little")
     return size + 256 if width == 2 else size
+
+
+def check_blosc_frame(view: memoryview) -> None:
+    """Reject frames shorter than their header claims.
+
+    numcodecs' Blosc trusts the header's ``cbytes`` and reads that many bytes,
+    so a truncated chunk would be decoded from memory past the buffer.
+    """
+    if len(view) < 16:
+        raise ValueError(f"blosc frame of {len(view)} bytes is shorter than the 16-byte header")
+    cbytes = int.from_bytes(view[12:16], "little")
+    if cbytes > len(view):
+        raise ValueError(f"blosc frame is truncated: its header says {cbytes} bytes, got {len(view)}")
 
 
 def _check_declared(declared: int, limit: int, what: str) -> None:
@@ -243,8 +256,8 @@ def decode_stage(codec: Codec, buf: Any, limit: int, *, count: int | None = None
         _check_declared(declared, limit, "zstd")
     elif isinstance(codec, Blosc):
         view = _bytes_view(buf)
-        if len(view) >= 16:
-            _check_declared(int.from_bytes(view[4:8], "little"), limit, "blosc")
+        check_blosc_frame(view)
+        _check_declared(int.from_bytes(view[4:8], "little"), limit, "blosc")
     elif isinstance(codec, LZ4):
         view = _bytes_view(buf)
         if len(view) >= 4:

@@ -30,7 +30,13 @@ import numpy as np
 import numpy.typing as npt
 
 from azarr import config
-from azarr.codecs._bounded import LimitExceeded, decode_stage, encoded_bound, zstd_content_size
+from azarr.codecs._bounded import (
+    LimitExceeded,
+    check_blosc_frame,
+    decode_stage,
+    encoded_bound,
+    zstd_content_size,
+)
 from azarr.codecs._object import is_unpickling_codec, object_all_equal, unpickle, values_equal
 from azarr.codecs._pool import run_in_codec_pool
 from azarr.errors import CodecError, MetadataError, UnsafeCodecError
@@ -315,7 +321,7 @@ class ChunkCodec:
             if self.compressor is not None:
                 stage = f"compressor {self.compressor!r}"
                 if isinstance(self.compressor, Blosc):
-                    _check_blosc_frame(view)
+                    check_blosc_frame(view)
                 if self._declared_size is not None:
                     declared = self._declared_size(view)
                     if declared is not None:
@@ -601,19 +607,6 @@ def _to_bytes(data: Any) -> bytes:
         return bytes(data)
     result: bytes = ensure_bytes(data)  # ndarray: its memory, in its own layout
     return result
-
-
-def _check_blosc_frame(view: memoryview) -> None:
-    """Reject frames shorter than their header claims.
-
-    numcodecs' Blosc trusts the header's ``cbytes`` and reads that many bytes,
-    so a truncated chunk would be decoded from memory past the buffer.
-    """
-    if len(view) < 16:
-        raise ValueError(f"blosc frame of {len(view)} bytes is shorter than the 16-byte header")
-    cbytes = int.from_bytes(view[12:16], "little")
-    if cbytes > len(view):
-        raise ValueError(f"blosc frame is truncated: its header says {cbytes} bytes, got {len(view)}")
 
 
 def _blosc_size(view: memoryview) -> int | None:
