@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -28,7 +29,7 @@ from azarr.storage import MemoryStore
 #: The chunk-size limit the fuzzer runs under (a documented azarr.config
 #: setting): the same code paths as the 2 GiB default, at a size that keeps
 #: several chunks in flight far below the 256 MiB RSS budget.
-FUZZ_MAX_CHUNK_BYTES = 16 * 2**20
+FUZZ_MAX_CHUNK_BYTES = int(os.environ.get("AZARR_FUZZ_MAX_CHUNK_BYTES", 16 * 2**20))
 #: Most bytes a case's read selection asks for.
 READ_BYTES = 1 * 2**20
 
