@@ -120,11 +120,19 @@ class ChunkCodec:
         A config is not a JSON object with a string ``"id"``, names a codec
         numcodecs does not know (``"unknown codec id 'foo' in compressor of
         'a/.zarray'"``), or has parameters the codec rejects.
+    MetadataError
+        A decoded chunk (``prod(chunks) x itemsize``) would be larger than
+        ``azarr.config`` ``max_chunk_bytes`` (default 2 GiB); the message says
+        how to raise the limit.
     ValueError
         ``order`` is not ``"C"``/``"F"`` or a chunk length is < 1.
 
     Notes
     -----
+    Decoding is bounded (:mod:`azarr.codecs._bounded`, ``docs/security.md``):
+    every codec step has a byte limit fixed here, from :attr:`nbytes` and the
+    filters, and no step produces more than its limit + 1 bytes.
+
     Configs are deep-copied before numcodecs sees them, so the caller's
     metadata is never mutated (old numcodecs ``get_codec`` popped ``"id"``).
     """
@@ -288,9 +296,12 @@ class ChunkCodec:
             The pipeline contains a pickle codec and pickle is not allowed
             (checked before any byte is decoded).
         CodecError
-            The bytes are corrupt or truncated, a codec failed, or the result is
-            not one chunk (wrong byte count for fixed-size dtypes, wrong element
-            count or no object codec for object dtypes). The message names
+            The bytes are corrupt or truncated, a codec failed, a codec step
+            would produce more bytes than the chunk can hold (detected before
+            the excess is allocated: bounded decompressors, size headers and
+            object-codec counts checked first), or the result is not one chunk
+            (wrong byte count for fixed-size dtypes, wrong element count or no
+            object codec for object dtypes). The message names
             ``key`` and the codec; the codec's exception is chained. If ``out``
             was given its contents are then unspecified.
         ValueError
