@@ -81,7 +81,7 @@ def bench_cloud(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def fuzz(session: nox.Session) -> None:
-    """The hostile-input fuzzer at scale: 20,000 random mutated stores (tests/test_fuzz.py).
+    """The hostile-input fuzzer at scale: 20,000 random mutated stores (tests/test_fuzz.py), 4,000 zip archives.
 
     ``nox -s fuzz -- 50000`` runs more. Writes its figures (cases, seconds, peak
     RSS growth, slowest case) to ``.cache/fuzz-report.json``.
@@ -93,6 +93,7 @@ def fuzz(session: nox.Session) -> None:
         "-m",
         "pytest",
         "tests/test_fuzz.py",
+        "tests/test_fuzz_zip.py",
         "tests/test_hostile_corpus.py",
         "-q",
         "-p",

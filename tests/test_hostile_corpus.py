@@ -21,7 +21,7 @@ from rss import MiB, measure_rss
 
 import azarr
 import azarr.errors
-from azarr.storage import LocalStore
+from azarr.storage import LocalStore, ZipStore
 
 HERE = Path(__file__).parent / "hostile"
 CASES: dict[str, dict[str, Any]] = json.loads((HERE / "cases.json").read_text())
@@ -39,7 +39,16 @@ def _snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-async def _open_and_read(store: LocalStore, case: dict[str, Any], mode: str) -> None:
+async def _open_and_read(root: Path, case: dict[str, Any], mode: str) -> None:
+    if "zip" in case:  # an archive, fuzzer-found: a corrupt deflate stream
+        archive = ZipStore(root / case["zip"], mode="r")
+        try:
+            arr = await azarr.open_array(archive, mode="r", path="a")
+            await arr.getitem(Ellipsis)
+        finally:
+            await archive.close()
+        return
+    store = LocalStore(root)
     if "path" in case:  # a consolidated group
         group = await azarr.open_consolidated(store, mode=mode, path=case["path"])
         async for _, arr in group.arrays():  # type: ignore[union-attr]
@@ -72,7 +81,7 @@ async def test_hostile_store_raises_its_typed_error(name: str, mode: str, tmp_pa
         measure_rss() as growth,
         pytest.raises(azarr.errors.AzarrError) as info,
     ):
-        await _open_and_read(LocalStore(root), case, mode)
+        await _open_and_read(root, case, mode)
     assert type(info.value) is expected, f"{type(info.value).__name__}: {info.value}"
     message = str(info.value)
     assert re.search(case["match"], message), message

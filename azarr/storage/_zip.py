@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import functools
+import lzma
 import os
+import struct
 import threading
 import time
 import zipfile
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
@@ -330,7 +333,7 @@ class ZipStore(Store):
             )
         if isinstance(exc, FileExistsError):
             return StoreError(f"{op} {key!r} in {self.url} failed: mode 'x' and the archive exists already")
-        if isinstance(exc, (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, RuntimeError)):
+        if isinstance(exc, _ARCHIVE_ERRORS):
             return StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}")
         return None
 
@@ -367,6 +370,22 @@ class ZipStore(Store):
                 f"cannot delete {len(keys)} keys under {prefix!r} from {self.url}: "
                 "entries of a zip archive cannot be removed"
             )
+
+
+# What zipfile raises on a corrupt archive: besides its own errors, the
+# decompressors' (zlib.error, lzma.LZMAError; bz2 raises OSError), EOFError for
+# a stream cut short and struct.error for truncated headers.
+_ARCHIVE_ERRORS = (
+    OSError,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    ValueError,
+    RuntimeError,
+    EOFError,
+    zlib.error,
+    lzma.LZMAError,
+    struct.error,
+)
 
 
 def _check_inflated_size(info: zipfile.ZipInfo, key: str) -> None:

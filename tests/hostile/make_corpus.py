@@ -82,6 +82,26 @@ def vlen_count_lie() -> bytes:
     return bytes(data)
 
 
+def corrupt_zip() -> bytes:
+    """A zip whose deflated chunk member has an invalid deflate block (zlib.error in zipfile)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for key, value, method in (
+            ("a/.zarray", dumps(zarray()), zipfile.ZIP_STORED),
+            ("a/0", bytes(64), zipfile.ZIP_DEFLATED),
+        ):
+            info = zipfile.ZipInfo(key, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            zf.writestr(info, value)
+    data = bytearray(buf.getvalue())
+    member = data.find(b"a/0", data.find(b"a/.zarray") + 9)  # the local header's name
+    data[member + 3] = 0xFF  # first deflate byte: block type 3 (invalid)
+    return bytes(data)
+
+
 DELTA = [{"id": "delta", "dtype": "<i4"}]
 OBJ = {"dtype": "|O", "shape": [4], "chunks": [4], "fill_value": None}
 
@@ -214,6 +234,10 @@ CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
             "key": "a/.zarray",
             "config": {"max_metadata_bytes": 2048},
         },
+    ),
+    "zip-invalid-deflate": (
+        {"store.zip": corrupt_zip()},
+        {"error": "StoreError", "match": "error", "key": "a/0", "zip": "store.zip"},
     ),
     "consolidated-hostile-entry": (
         {
