@@ -354,7 +354,7 @@ class ChunkCodec:
         except LimitExceeded as exc:
             raise CodecError(
                 f"cannot decode chunk {key!r}: {stage} refused: {exc} (chunk shape {self.chunks}, "
-                f"dtype {self.dtype}, {self.nbytes} bytes decoded; limits come from the chunk shape "
+                f"dtype {self.dtype}: {self.nbytes} bytes decoded; limits come from the chunk shape "
                 "and azarr.config 'max_chunk_bytes')"
             ) from exc
         except UnsafeDecodeError as exc:  # a third-party codec with its own gate
