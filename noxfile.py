@@ -91,3 +91,29 @@ def bench_integrations(session: nox.Session) -> None:
     env = {"AWS_EC2_METADATA_DISABLED": "true"}
     session.run("python", "-m", "benchmarks.bench_xarray", *session.posargs, env=env)
     session.run("python", "-m", "benchmarks.bench_dask", *session.posargs, env=env)
+
+@nox.session(python="3.11")
+def fuzz(session: nox.Session) -> None:
+    """The hostile-input fuzzer at scale: 20,000 random mutated stores (tests/test_fuzz.py), 4,000 zip archives.
+
+    ``nox -s fuzz -- 50000`` runs more. Writes its figures (cases, seconds, peak
+    RSS growth, slowest case) to ``.cache/fuzz-report.json``.
+    """
+    session.install("-e", ".[test]")
+    examples = session.posargs[0] if session.posargs else "20000"
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/test_fuzz.py",
+        "tests/test_fuzz_zip.py",
+        "tests/test_hostile_corpus.py",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        env={
+            "AZARR_FUZZ_EXAMPLES": examples,
+            "AZARR_FUZZ_RANDOM": "1",
+            "AZARR_FUZZ_REPORT": ".cache/fuzz-report.json",
+        },
+    )

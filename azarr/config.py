@@ -55,6 +55,14 @@ _DEFAULTS: dict[str, Any] = {
     "allow_pickle": False,
     # Store chunks that equal fill_value (zarr-python 2 default: True).
     "write_empty_chunks": True,
+    # Hardening limits (docs/security.md). Largest metadata document (.zarray,
+    # .zgroup, .zattrs, .zmetadata) parsed, in bytes: real consolidated metadata
+    # of a few thousand arrays is a few MB.
+    "max_metadata_bytes": 64 * 2**20,
+    # Largest decoded chunk (chunk shape x itemsize) an array may have, checked
+    # when it is opened or created; also the cap on intermediate codec output
+    # whose size the chunk shape does not fix (object codecs).
+    "max_chunk_bytes": 2 * 2**30,
 }
 
 # Settings that must be integers >= 1.
@@ -68,6 +76,8 @@ _COUNTS = frozenset(
         "retry_max_attempts",
         "large_chunk_threshold",
         "large_chunk_part_size",
+        "max_metadata_bytes",
+        "max_chunk_bytes",
     }
 )
 
@@ -132,7 +142,10 @@ def set(**settings: Any) -> Any:
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
-        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool).
+        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool),
+        ``max_metadata_bytes`` (bytes, default 64 MiB: largest metadata document parsed),
+        ``max_chunk_bytes`` (bytes, default 2 GiB: largest decoded chunk; checked when an
+        array is opened, and the cap on every decode step; see ``docs/security.md``).
         Budgets are fixed when a store is first used; change a live store's with
         :func:`azarr.scheduler.set_budget`.
 

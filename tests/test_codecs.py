@@ -280,7 +280,7 @@ def test_object_dtype_without_object_codec() -> None:
 def test_object_element_count_mismatch() -> None:
     codec = ChunkCodec(object, (4,), "C", None, [{"id": "vlen-utf8"}])
     enc = numcodecs.VLenUTF8().encode(np.array(["a", "b", "c"], dtype=object))
-    with pytest.raises(CodecError, match=r"'o/1'.*decoded 3 elements, expected 4"):
+    with pytest.raises(CodecError, match=r"'o/1'.*declares 3 items, the chunk has 4"):
         codec.decode(enc, key="o/1")
 
 

@@ -30,9 +30,16 @@ import numpy as np
 import numpy.typing as npt
 
 from azarr import config
+from azarr.codecs._bounded import (
+    LimitExceeded,
+    check_blosc_frame,
+    decode_stage,
+    encoded_bound,
+    zstd_content_size,
+)
 from azarr.codecs._object import is_unpickling_codec, object_all_equal, unpickle, values_equal
 from azarr.codecs._pool import run_in_codec_pool
-from azarr.errors import CodecError, UnsafeCodecError
+from azarr.errors import CodecError, MetadataError, UnsafeCodecError
 
 with warnings.catch_warnings():
     # numcodecs 0.16 warns at import about its optional crc32c backend; the
@@ -113,11 +120,19 @@ class ChunkCodec:
         A config is not a JSON object with a string ``"id"``, names a codec
         numcodecs does not know (``"unknown codec id 'foo' in compressor of
         'a/.zarray'"``), or has parameters the codec rejects.
+    MetadataError
+        A decoded chunk (``prod(chunks) x itemsize``) would be larger than
+        ``azarr.config`` ``max_chunk_bytes`` (default 2 GiB); the message says
+        how to raise the limit.
     ValueError
         ``order`` is not ``"C"``/``"F"`` or a chunk length is < 1.
 
     Notes
     -----
+    Decoding is bounded (:mod:`azarr.codecs._bounded`, ``docs/security.md``):
+    every codec step has a byte limit fixed here, from :attr:`nbytes` and the
+    filters, and no step produces more than its limit + 1 bytes.
+
     Configs are deep-copied before numcodecs sees them, so the caller's
     metadata is never mutated (old numcodecs ``get_codec`` popped ``"id"``).
     """
@@ -125,6 +140,7 @@ class ChunkCodec:
     __slots__ = (
         "_allow_pickle",
         "_declared_size",
+        "_limits",
         "chunks",
         "compressor",
         "dtype",
@@ -149,6 +165,7 @@ class ChunkCodec:
     uses_pickle: bool
     _allow_pickle: bool | None
     _declared_size: Callable[[memoryview], int | None] | None
+    _limits: tuple[int, ...]
 
     def __init__(
         self,
@@ -174,6 +191,8 @@ class ChunkCodec:
         self.size = math.prod(self.chunks)
         self.nbytes = self.size * self.dtype.itemsize
         self.is_object = self.dtype.hasobject
+        self._check_chunk_size()
+        self._limits = self._stage_limits()
         self.uses_pickle = any(is_unpickling_codec(c) for c in self._codecs())
         self._allow_pickle = allow_pickle
         # Direct decoding needs the compressor's output to be the chunk's bytes
@@ -181,6 +200,31 @@ class ChunkCodec:
         self._declared_size = (
             _declared_size_reader(self.compressor) if not self.filters and not self.is_object else None
         )
+
+    def _check_chunk_size(self) -> None:
+        limit = int(config.get("max_chunk_bytes"))
+        if self.nbytes > limit:
+            of = f"{self.source!r}: " if self.source else ""
+            raise MetadataError(
+                f"{of}'chunks' {list(self.chunks)} of dtype {self.dtype} make chunks of {self.nbytes} "
+                f"bytes, more than max_chunk_bytes ({limit} bytes); if this data is trusted, raise the "
+                f"limit with azarr.config.set(max_chunk_bytes={self.nbytes})"
+            )
+
+    def _stage_limits(self) -> tuple[int, ...]:
+        """Bytes each decode step may produce: ``[filters[0], ..., filters[-1], compressor]``.
+
+        The last filter's decode yields the chunk (:attr:`nbytes`); each earlier
+        step's output is what the next filter encodes to, exact for element-wise
+        filters (:func:`encoded_bound`) and ``max_chunk_bytes`` otherwise (object
+        codecs, whose byte size depends on the values, and unknown codecs).
+        """
+        cap = int(config.get("max_chunk_bytes"))
+        limits = [self.nbytes]
+        for codec in self.filters:
+            bound = encoded_bound(codec, limits[-1], self.size)
+            limits.append(cap if bound is None else min(bound, cap))
+        return tuple(limits)
 
     def _codecs(self) -> tuple[Codec, ...]:
         return self.filters if self.compressor is None else (*self.filters, self.compressor)
@@ -252,9 +296,12 @@ class ChunkCodec:
             The pipeline contains a pickle codec and pickle is not allowed
             (checked before any byte is decoded).
         CodecError
-            The bytes are corrupt or truncated, a codec failed, or the result is
-            not one chunk (wrong byte count for fixed-size dtypes, wrong element
-            count or no object codec for object dtypes). The message names
+            The bytes are corrupt or truncated, a codec failed, a codec step
+            would produce more bytes than the chunk can hold (detected before
+            the excess is allocated: bounded decompressors, size headers and
+            object-codec counts checked first), or the result is not one chunk
+            (wrong byte count for fixed-size dtypes, wrong element count or no
+            object codec for object dtypes). The message names
             ``key`` and the codec; the codec's exception is chained. If ``out``
             was given its contents are then unspecified.
         ValueError
@@ -285,7 +332,7 @@ class ChunkCodec:
             if self.compressor is not None:
                 stage = f"compressor {self.compressor!r}"
                 if isinstance(self.compressor, Blosc):
-                    _check_blosc_frame(view)
+                    check_blosc_frame(view)
                 if self._declared_size is not None:
                     declared = self._declared_size(view)
                     if declared is not None:
@@ -294,16 +341,22 @@ class ChunkCodec:
                         target = out if out is not None else self._empty()
                         self.compressor.decode(data, out=target)
                         return target
-                chunk: Any = self._decode_with(self.compressor, data)
+                chunk: Any = self._decode_step(self.compressor, data, len(self.filters))
             else:
                 chunk = data
             for i in reversed(range(len(self.filters))):
                 stage = f"filters[{i}] {self.filters[i]!r}"
-                chunk = self._decode_with(self.filters[i], chunk)
+                chunk = self._decode_step(self.filters[i], chunk, i)
             stage = "reshaping the decoded data to the chunk"
             arr = self._as_object_chunk(chunk, key) if self.is_object else self._as_fixed_chunk(chunk, key)
         except CodecError:
             raise
+        except LimitExceeded as exc:
+            raise CodecError(
+                f"cannot decode chunk {key!r}: {stage} refused: {exc} (chunk shape {self.chunks}, "
+                f"dtype {self.dtype}: {self.nbytes} bytes decoded; limits come from the chunk shape "
+                "and azarr.config 'max_chunk_bytes')"
+            ) from exc
         except UnsafeDecodeError as exc:  # a third-party codec with its own gate
             raise UnsafeCodecError(f"chunk {key!r}: {stage} refused to decode: {exc}") from exc
         except Exception as exc:
@@ -317,12 +370,12 @@ class ChunkCodec:
             arr = arr.copy(order=self.order)
         return arr
 
-    @staticmethod
-    def _decode_with(codec: Codec, buf: Any) -> Any:
+    def _decode_step(self, codec: Codec, buf: Any, stage: int) -> Any:
+        """Decode one step producing at most ``_limits[stage]`` bytes (see :mod:`._bounded`)."""
         if is_unpickling_codec(codec):
-            # Only reached when pickle is allowed (checked in decode()).
+            # Only reached when pickle is allowed (checked in decode()): trusted data.
             return unpickle(buf)
-        return codec.decode(buf)
+        return decode_stage(codec, buf, self._limits[stage], count=self.size if stage == 0 else None)
 
     def _check_out(self, out: NDArray) -> None:
         if not isinstance(out, np.ndarray):
@@ -567,19 +620,6 @@ def _to_bytes(data: Any) -> bytes:
     return result
 
 
-def _check_blosc_frame(view: memoryview) -> None:
-    """Reject frames shorter than their header claims.
-
-    numcodecs' Blosc trusts the header's ``cbytes`` and reads that many bytes,
-    so a truncated chunk would be decoded from memory past the buffer.
-    """
-    if len(view) < 16:
-        raise ValueError(f"blosc frame of {len(view)} bytes is shorter than the 16-byte header")
-    cbytes = int.from_bytes(view[12:16], "little")
-    if cbytes > len(view):
-        raise ValueError(f"blosc frame is truncated: its header says {cbytes} bytes, got {len(view)}")
-
-
 def _blosc_size(view: memoryview) -> int | None:
     # Blosc 1 header: version, versionlz, flags, typesize, nbytes, blocksize, cbytes.
     return int.from_bytes(view[4:8], "little") if len(view) >= 16 else None
@@ -590,24 +630,7 @@ def _lz4_size(view: memoryview) -> int | None:
     return int.from_bytes(view[:4], "little") if len(view) >= 4 else None
 
 
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def _zstd_size(view: memoryview) -> int | None:
-    """Frame_Content_Size of the first zstd frame (RFC 8878 3.1.1.1), None if absent.
-
-    Frames without a content size (streamed) fall back to the copying path.
-    """
-    if len(view) < 6 or view[:4] != _ZSTD_MAGIC:
-        return None
-    descriptor = view[4]
-    fcs_flag, single_segment, dict_id_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
-    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_id_flag]
-    width = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-    if width == 0 or len(view) < start + width:
-        return None
-    size = int.from_bytes(view[start : start + width], "little")
-    return size + 256 if width == 2 else size
+_zstd_size = zstd_content_size
 
 
 def _declared_size_reader(compressor: Codec | None) -> Callable[[memoryview], int | None] | None:

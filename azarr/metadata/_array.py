@@ -11,12 +11,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from azarr import config
 from azarr.errors import MetadataError
 from azarr.metadata._codecs import OBJECT_CODEC_IDS, parse_codec_config, parse_filters
 from azarr.metadata._dtype import check_dtype, dtype_from_json, dtype_to_json
 from azarr.metadata._fill_value import decode_fill_value, encode_fill_value
 from azarr.metadata._json import decode_json, encode_json
-from azarr.metadata._keys import ZARR_FORMAT, ZARRAY, check_zarr_format, metadata_error
+from azarr.metadata._keys import ZARR_FORMAT, ZARRAY, check_zarr_format, metadata_error, short_repr
 
 #: Keys every ``.zarray`` must have (spec: "The following keys MUST be present").
 REQUIRED_ARRAY_KEYS = (
@@ -144,6 +145,7 @@ class ArrayMetadata:
         # the rest is checked by _validate, with the same key.
         zarr_format = check_zarr_format(document["zarr_format"], where=where)
         dtype = dtype_from_json(document["dtype"], key=key)
+        _check_itemsize(dtype, where)
         separator = document.get("dimension_separator")
         fields = _validate(
             where=where,
@@ -258,15 +260,41 @@ class ArrayMetadata:
         return self.to_dict() == other.to_dict()
 
 
+#: Largest extent of a dimension: NumPy indexes with int64, so larger shapes
+#: could never be read (and would overflow later arithmetic in C).
+MAX_EXTENT = 2**63 - 1
+#: Most dimensions accepted (NumPy's own limit is 64).
+MAX_NDIM = 64
+
+
 def _int_tuple(value: Any, *, where: str, name: str, minimum: int) -> tuple[int, ...]:
     kind = "non-negative" if minimum == 0 else "positive"
     if not isinstance(value, (list, tuple)):
-        raise metadata_error(where, name, f"must be a list of {kind} integers, got {value!r}")
+        raise metadata_error(where, name, f"must be a list of {kind} integers, got {short_repr(value)}")
+    if len(value) > MAX_NDIM:
+        raise metadata_error(where, name, f"has {len(value)} dimensions, more than {MAX_NDIM}")
     for item in value:
         # bool is an int subclass, but [true] is not a shape.
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)) or item < minimum:
-            raise metadata_error(where, name, f"must be a list of {kind} integers, got {list(value)!r}")
+            raise metadata_error(
+                where, name, f"must be a list of {kind} integers, got {short_repr(list(value))}"
+            )
+        if item > MAX_EXTENT:
+            raise metadata_error(where, name, f"has an extent over 2**63 - 1: {short_repr(item)}")
     return tuple(int(item) for item in value)
+
+
+def _check_itemsize(dtype: np.dtype[Any], where: str) -> None:
+    # Before the fill value is decoded: that allocates one element, which for a
+    # structured type with a huge subarray could be gigabytes.
+    limit = int(config.get("max_chunk_bytes"))
+    if dtype.itemsize > limit:
+        raise metadata_error(
+            where,
+            "dtype",
+            f"has elements of {dtype.itemsize} bytes, more than max_chunk_bytes ({limit} bytes); if "
+            f"this data is trusted, raise the limit with azarr.config.set(max_chunk_bytes=...)",
+        )
 
 
 def _validate(
@@ -336,5 +364,6 @@ def _validate(
         "order": order,
         "dimension_separator": dimension_separator,
         "_fill_json": fill_json,
-        "_cdata_shape": tuple(math.ceil(s / c) for s, c in zip(shape_t, chunks_t, strict=True)),
+        # Integer ceiling division: exact for any size (math.ceil(s / c) overflows a float).
+        "_cdata_shape": tuple(-(-s // c) for s, c in zip(shape_t, chunks_t, strict=True)),
     }

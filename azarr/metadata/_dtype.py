@@ -223,7 +223,10 @@ def _parse_fields(entries: list[Any], *, where: str, field: str) -> np.dtype[Any
             shape = entry[2]
             if not isinstance(shape, list) or not all(_is_int(n) and n >= 0 for n in shape):
                 raise metadata_error(where, here, f"subarray shape must be a list of integers, got {shape!r}")
-            field_dtype = np.dtype((field_dtype, tuple(shape)))
+            try:
+                field_dtype = np.dtype((field_dtype, tuple(shape)))
+            except (TypeError, ValueError, OverflowError, MemoryError) as exc:  # sizes past C int
+                raise metadata_error(where, here, f"subarray shape is not valid: {exc}") from exc
         if name == "":
             if field_dtype.kind != "V" or field_dtype.fields is not None or len(entry) == 3:
                 raise metadata_error(where, here, "an empty field name is only allowed for '|V<n>' padding")
@@ -237,7 +240,7 @@ def _parse_fields(entries: list[Any], *, where: str, field: str) -> np.dtype[Any
         raise metadata_error(where, field, "a structured type needs at least one named field")
     try:
         return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": offset})
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise metadata_error(where, field, f"is not a valid structured type: {exc}") from exc
 
 

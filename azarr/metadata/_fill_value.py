@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from azarr.metadata._json import special_float_json, to_jsonable
-from azarr.metadata._keys import ZARRAY, metadata_error
+from azarr.metadata._keys import ZARRAY, metadata_error, short_repr
 
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _FIELD = "fill_value"
@@ -110,12 +110,14 @@ def _coerce(value: Any, dtype: np.dtype[Any], *, where: str) -> Any:
     if kind == "U":
         if not isinstance(value, str):
             raise metadata_error(
-                where, _FIELD, f"{value!r} is not valid for dtype {dtype.str}: must be a str"
+                where, _FIELD, f"{short_repr(value)} is not valid for dtype {dtype.str}: must be a str"
             )
         return value
     if kind == "b" and is_text:
         # NumPy casts any non-empty string to True; "false" would become True.
-        raise metadata_error(where, _FIELD, f"{value!r} is not valid for dtype {dtype.str}: must be a bool")
+        raise metadata_error(
+            where, _FIELD, f"{short_repr(value)} is not valid for dtype {dtype.str}: must be a bool"
+        )
     if kind == "V" and isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         if len(raw) != dtype.itemsize:
@@ -131,18 +133,22 @@ def _coerce(value: Any, dtype: np.dtype[Any], *, where: str) -> Any:
             with np.errstate(over="raise"):
                 out[()] = value
         except Exception as exc:
-            raise metadata_error(where, _FIELD, f"{value!r} is not valid for dtype {dtype}: {exc}") from exc
+            raise metadata_error(
+                where, _FIELD, f"{short_repr(value)} is not valid for dtype {dtype}: {exc}"
+            ) from exc
         return out[()]
     if kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         # NumPy wraps NumPy integers silently (np.int64(300) -> uint8 44): check the range.
         info = np.iinfo(dtype)
         if not info.min <= int(value) <= info.max:
-            raise metadata_error(where, _FIELD, f"{value!r} is out of range for dtype {dtype.str}")
+            raise metadata_error(where, _FIELD, f"{short_repr(value)} is out of range for dtype {dtype.str}")
     try:
         with np.errstate(over="raise"):
             return np.array(value, dtype=dtype)[()]
     except Exception as exc:
-        raise metadata_error(where, _FIELD, f"{value!r} is not valid for dtype {dtype.str}: {exc}") from exc
+        raise metadata_error(
+            where, _FIELD, f"{short_repr(value)} is not valid for dtype {dtype.str}: {exc}"
+        ) from exc
 
 
 def _is_zero(value: Any) -> bool:
@@ -223,7 +229,7 @@ def decode_fill_value(value: Any, dtype: np.dtype[Any], *, key: str = ZARRAY) ->
 
 
 def _invalid(value: Any, dtype: np.dtype[Any], where: str, problem: str) -> Exception:
-    return metadata_error(where, _FIELD, f"{value!r} is not valid for dtype {dtype.str}: {problem}")
+    return metadata_error(where, _FIELD, f"{short_repr(value)} is not valid for dtype {dtype.str}: {problem}")
 
 
 def _is_json_int(value: Any) -> bool:

@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from azarr import config
 from azarr.metadata._keys import metadata_error
+
+#: Deepest nesting of arrays/objects accepted in a metadata document. Deeper
+#: documents parse, but later recursive steps (copying, encoding) would hit
+#: Python's recursion limit; no real document comes near this.
+MAX_DEPTH = 128
 
 # The strings the Zarr v2 spec ("Fill value encoding") uses for non-finite floats.
 # Any non-finite float reaching encode_json is written this way, as zarr-python 3
@@ -125,8 +131,20 @@ def decode_json(data: bytes | bytearray | memoryview | str, *, key: str) -> Any:
     Raises
     ------
     MetadataError
-        ``data`` is not valid UTF-8 or not valid JSON.
+        ``data`` is larger than ``azarr.config`` ``max_metadata_bytes``, is not
+        valid UTF-8 or not valid JSON, holds an integer with more digits than
+        Python converts (``sys.get_int_max_str_digits()``), or nests arrays and
+        objects deeper than :data:`MAX_DEPTH`.
     """
+    limit = int(config.get("max_metadata_bytes"))
+    size = len(data) if isinstance(data, str) else memoryview(data).nbytes
+    if size > limit:
+        raise metadata_error(
+            repr(key),
+            None,
+            f"is {size} bytes, more than max_metadata_bytes ({limit} bytes); if this store is "
+            f"trusted, raise the limit with azarr.config.set(max_metadata_bytes={size})",
+        )
     if isinstance(data, str):
         text = data
     else:
@@ -135,8 +153,24 @@ def decode_json(data: bytes | bytearray | memoryview | str, *, key: str) -> Any:
         except UnicodeDecodeError as exc:
             raise metadata_error(repr(key), None, f"is not valid UTF-8: {exc}") from exc
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise metadata_error(repr(key), None, f"is not valid JSON: {exc}") from exc
+        document = json.loads(text)
     except RecursionError as exc:
         raise metadata_error(repr(key), None, "is nested too deeply to decode") from exc
+    except ValueError as exc:  # JSONDecodeError, and integers over the digit limit
+        raise metadata_error(repr(key), None, f"is not valid JSON: {exc}") from exc
+    if text.count("[") + text.count("{") > MAX_DEPTH:  # only then can it be too deep
+        _check_depth(document, key)
+    return document
+
+
+def _check_depth(document: Any, key: str) -> None:
+    """Raise MetadataError if ``document`` nests containers deeper than MAX_DEPTH (iteratively)."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise metadata_error(repr(key), None, f"nests arrays/objects deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, dict | list))

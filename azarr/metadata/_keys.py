@@ -59,3 +59,12 @@ def check_zarr_format(value: Any, *, where: str) -> int:
             where, "zarr_format", f"must be {ZARR_FORMAT}, got {value!r} (unsupported format)"
         )
     return value
+
+
+def short_repr(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a hostile document can hold huge values)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int over sys.get_int_max_str_digits()
+        return f"<{type(value).__name__} too large to print>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import re
 from collections.abc import AsyncIterator, Mapping
 from html.parser import HTMLParser
@@ -25,6 +26,7 @@ from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_sessi
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._errors import error_for_status, translate_error
 from azarr.storage._options import HTTPOptions
+from azarr.storage._redirects import REDIRECT_STATUSES, RedirectPolicy, RedirectRefusedError, shown
 from azarr.storage._spec import StoreSpec
 
 if TYPE_CHECKING:
@@ -32,7 +34,9 @@ if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
     from yarl import URL
 
-_OPTIONS = frozenset({"headers", "client_kwargs", "timeout", "max_connections", "listings"})
+_OPTIONS = frozenset(
+    {"headers", "client_kwargs", "timeout", "max_connections", "listings", "allow_cross_origin_redirects"}
+)
 # ClientSession arguments the store manages itself (one pool per event loop, status handling).
 _MANAGED_CLIENT_KWARGS = frozenset({"connector", "connector_owner", "loop", "raise_for_status"})
 # Directory indexes fetched at once while walking a tree for list_prefix.
@@ -80,6 +84,12 @@ class HTTPStore(Store):
         ``listings`` : bool
             ``False`` never requests directory listings (``supports_listing`` is
             then False and listing yields nothing). Default True.
+        ``allow_cross_origin_redirects`` : bool
+            Follow redirects to another scheme, host or port (default False:
+            such redirects raise :class:`~azarr.storage._redirects.RedirectRefusedError`).
+            ``headers`` and credentials are never sent to the other origin, and
+            https -> http or link-local/metadata targets are refused regardless
+            (see ``docs/security.md``).
 
     Raises
     ------
@@ -163,6 +173,7 @@ class HTTPStore(Store):
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"HTTPStore max_connections must be an int >= 1, got {limit!r}")
         self.storage_options: dict[str, Any] = options
+        self._redirects = RedirectPolicy(allow_cross_origin=bool(options.get("allow_cross_origin_redirects")))
         # The root as given (requests use it, credentials included) and as shown.
         self._root = url.rstrip("/")
         netloc = parts.hostname + (f":{parts.port}" if parts.port is not None else "")
@@ -241,18 +252,47 @@ class HTTPStore(Store):
         session = await self.session()
         all_headers = {**(self.storage_options.get("headers") or {}), **headers}
         try:
-            async with session.request(method, url, headers=all_headers, allow_redirects=True) as resp:
-                # Read even error bodies (small): an unread body closes the connection
-                # instead of returning it to the keep-alive pool, and missing chunks
-                # (404) are routine in Zarr.
-                body = await resp.read()
-                return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
+            # Redirects are followed here, one checked hop at a time (_redirects.py).
+            for hops in itertools.count(1):
+                async with session.request(method, url, headers=all_headers, allow_redirects=False) as resp:
+                    location = resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
+                    if location is None:
+                        # Read even error bodies (small): an unread body closes the connection
+                        # instead of returning it to the keep-alive pool, and missing chunks
+                        # (404) are routine in Zarr.
+                        body = await resp.read()
+                        return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
+                    target = self._redirect_target(url, location, op, key)
+                try:
+                    cross = await self._redirects.check(url, target, hops=hops)
+                except RedirectRefusedError as exc:
+                    raise RedirectRefusedError(f"{op} {key!r} in {self.url}: {exc}") from None
+                if cross:
+                    if session.auth is not None or session.headers:
+                        # aiohttp adds a session's own auth/headers to every request.
+                        raise RedirectRefusedError(
+                            f"{op} {key!r} in {self.url}: redirect to {shown(target)} refused: the "
+                            "session's client_kwargs auth/headers would be sent to another origin"
+                        )
+                    all_headers = dict(headers)  # the user's headers stay with their origin
+                elif url.user is not None and target.user is None:
+                    target = target.with_user(url.user).with_password(url.password)  # same origin
+                url = target
+            raise AssertionError("unreachable")  # pragma: no cover
         except (ConnectionDropped, aiohttp.ClientError, TimeoutError) as exc:
             # One table for every network driver: refused/reset/disconnected -> retried as
             # ConnectionFailedError, a body cut short or a read timeout -> transient, the
-            # rest (too many redirects, invalid URL) -> StoreError.
+            # rest (invalid URL, ...) -> StoreError.
             cause = unwrap_dropped(exc)
             raise translate_error(cause, op, key, self.url) from cause
+
+    def _redirect_target(self, current: URL, location: str, op: str, key: str) -> URL:
+        from yarl import URL
+
+        try:
+            return current.join(URL(location))
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"{op} {key!r} in {self.url}: invalid redirect Location") from exc
 
     def _status_error(self, reply: _Reply, op: str, key: str) -> StoreError:
         return error_for_status(reply.status, reply.reason, op, key, self.url)

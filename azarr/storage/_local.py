@@ -45,6 +45,14 @@ class LocalStore(Store):
     auto_mkdir : bool
         Create missing parent directories on write (default). When False, writing
         a key whose directory is missing raises :class:`~azarr.errors.StoreError`.
+    confine_writes : bool
+        Refuse to write or delete through a symbolic link whose target lies
+        outside ``root`` (default True): a store shared by someone else cannot
+        make a write land elsewhere on the machine. Raises
+        :class:`~azarr.errors.PermissionDeniedError` naming the key.
+    confine_reads : bool
+        Likewise refuse to read through such links (default False: zarr-python 2
+        follows them, and linking chunk directories from another disk is common).
 
     Notes
     -----
@@ -63,11 +71,19 @@ class LocalStore(Store):
     is_local = True
 
     def __init__(
-        self, root: str | os.PathLike[str], *, read_only: bool = False, auto_mkdir: bool = True
+        self,
+        root: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        auto_mkdir: bool = True,
+        confine_writes: bool = True,
+        confine_reads: bool = False,
     ) -> None:
         super().__init__(read_only=read_only)
         self.root = Path(os.path.abspath(os.fspath(root)))
         self.auto_mkdir = auto_mkdir
+        self.confine_writes = confine_writes
+        self.confine_reads = confine_reads
 
     @property
     def url(self) -> str:
@@ -75,19 +91,32 @@ class LocalStore(Store):
 
     # ------------------------------------------------------------------ spec
     def _make_spec(self) -> StoreSpec:
-        return StoreSpec.create("file", str(self.root), params={"auto_mkdir": self.auto_mkdir})
+        return StoreSpec.create(
+            "file",
+            str(self.root),
+            params={
+                "auto_mkdir": self.auto_mkdir,
+                "confine_writes": self.confine_writes,
+                "confine_reads": self.confine_reads,
+            },
+        )
 
     @classmethod
     def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
         """A local path, or a ``file://``/``local://`` URL; only ``auto_mkdir`` is accepted."""
         from azarr.storage._url import reject_options, split_scheme
 
-        reject_options("local path", url, storage_options, frozenset({"auto_mkdir"}))
+        options = dict(storage_options or {})
+        reject_options("local path", url, options, frozenset({"auto_mkdir", "confine_writes", "confine_reads"}))
         scheme, path = split_scheme(url)
         if scheme is not None and path.startswith("localhost/"):
             path = path[len("localhost") :]
-        auto_mkdir = bool((storage_options or {}).get("auto_mkdir", True))
-        return StoreSpec.create("file", os.path.abspath(path), params={"auto_mkdir": auto_mkdir})
+        params = {
+            "auto_mkdir": bool(options.get("auto_mkdir", True)),
+            "confine_writes": bool(options.get("confine_writes", True)),
+            "confine_reads": bool(options.get("confine_reads", False)),
+        }
+        return StoreSpec.create("file", os.path.abspath(path), params=params)
 
     @classmethod
     def from_spec(cls, spec: StoreSpec) -> LocalStore:
@@ -98,6 +127,25 @@ class LocalStore(Store):
     def _path(self, key: str) -> Path:
         # Keys were validated by Store (no '..', no absolute paths), so this stays under root.
         return self.root.joinpath(*key.split("/"))
+
+    def _confine(self, path: Path, op: str, key: str) -> None:
+        """Refuse ``path`` if it resolves (through symlinks) to a place outside root.
+
+        Checks the nearest existing ancestor (what ``mkdir`` would create below
+        stays there). A link swapped in between this check and the write is not
+        caught: the guard is against stores that ship hostile links, not against
+        a concurrent local attacker.
+        """
+        real_root = os.path.realpath(self.root)
+        probe = path
+        while not os.path.lexists(probe) and probe != self.root and self.root in probe.parents:
+            probe = probe.parent
+        real = os.path.realpath(probe)
+        if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+            raise PermissionDeniedError(
+                f"{op} {key!r} in {self.url} refused: the path leads outside the store root through a "
+                "symbolic link (LocalStore(confine_writes=False/confine_reads=False) allows it)"
+            )
 
     def _error(self, exc: OSError, op: str, key: str) -> StoreError:
         where = f"{op} {key!r} in {self.url}"
@@ -237,14 +285,36 @@ class LocalStore(Store):
 
     # ------------------------------------------------------------------ primitives
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        result: bytes | None = await self._run("get", key, self._read, self._path(key), byte_range)
+        path = self._path(key)
+
+        def read() -> bytes | None:
+            if self.confine_reads:
+                self._confine(path, "get", key)
+            return self._read(path, byte_range)
+
+        result: bytes | None = await self._run("get", key, read)
         return result
 
     async def _set(self, key: str, value: bytes) -> None:
-        await self._run("set", key, self._write, self._path(key), value)
+        path = self._path(key)
+
+        def write() -> None:
+            if self.confine_writes:
+                # The parent: os.replace() swaps a symlink at the key itself, never its target.
+                self._confine(path.parent, "set", key)
+            self._write(path, value)
+
+        await self._run("set", key, write)
 
     async def _delete(self, key: str) -> None:
-        await self._run("delete", key, self._unlink, self._path(key))
+        path = self._path(key)
+
+        def delete() -> None:
+            if self.confine_writes:
+                self._confine(path.parent, "delete", key)
+            self._unlink(path)
+
+        await self._run("delete", key, delete)
 
     async def _exists(self, key: str) -> bool:
         result: bool = await self._run("exists", key, self._isfile, self._path(key))
@@ -267,7 +337,12 @@ class LocalStore(Store):
             yield name
 
     async def _delete_prefix(self, prefix: str) -> None:
-        await self._run("delete_prefix", prefix, self._rmtree, prefix)
+        def delete_prefix() -> None:
+            if self.confine_writes and prefix:
+                self._confine(self._path(prefix[:-1]), "delete_prefix", prefix)
+            self._rmtree(prefix)
+
+        await self._run("delete_prefix", prefix, delete_prefix)
 
 
 def _rmtree_tolerant(path: str | os.PathLike[str]) -> None:

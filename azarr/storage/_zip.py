@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import functools
+import lzma
 import os
+import struct
 import threading
 import time
 import zipfile
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -116,8 +119,16 @@ class _Archive:
                 return None
             if info.is_dir():
                 return None
+            if info.compress_type != zipfile.ZIP_STORED:
+                _check_inflated_size(info, key)
             if byte_range is None:
-                return zf.read(info)
+                if info.compress_type == zipfile.ZIP_STORED:
+                    return zf.read(info)
+                # read(n) inflates at most n bytes (+ a 4 KiB read size); read() would inflate
+                # the whole stream before cutting it to the declared size. A member holding
+                # more than it declares then fails zipfile's CRC check.
+                with zf.open(info) as f:
+                    return f.read(info.file_size)
             size = info.file_size
             start = max(size + byte_range.start, 0) if byte_range.is_suffix else min(byte_range.start, size)
             end = size if byte_range.end is None else min(byte_range.end, size)
@@ -341,7 +352,7 @@ class ZipStore(Store):
             )
         if isinstance(exc, FileExistsError):
             return StoreError(f"{op} {key!r} in {self.url} failed: mode 'x' and the archive exists already")
-        if isinstance(exc, (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, RuntimeError)):
+        if isinstance(exc, _ARCHIVE_ERRORS):
             return StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}")
         return None
 
@@ -382,3 +393,37 @@ class ZipStore(Store):
 
 def _unpickle_zip(path: str, mode: ZipMode, params: dict[str, Any]) -> ZipStore:
     return ZipStore(path, mode=mode, **params)
+
+
+# What zipfile raises on a corrupt archive: besides its own errors, the
+# decompressors' (zlib.error, lzma.LZMAError; bz2 raises OSError), EOFError for
+# a stream cut short and struct.error for truncated headers.
+_ARCHIVE_ERRORS = (
+    OSError,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    ValueError,
+    RuntimeError,
+    EOFError,
+    zlib.error,
+    lzma.LZMAError,
+    struct.error,
+)
+
+
+def _check_inflated_size(info: zipfile.ZipInfo, key: str) -> None:
+    """Refuse a compressed member that declares more bytes than any value azarr reads.
+
+    No store value is larger than a chunk (``max_chunk_bytes``) or a metadata
+    document (``max_metadata_bytes``); zipfile itself never inflates past the
+    declared size (it then fails the CRC check), so this bounds every read.
+    """
+    from azarr import config
+
+    limit = max(int(config.get("max_chunk_bytes")), int(config.get("max_metadata_bytes")))
+    if info.file_size > limit:
+        raise ValueError(
+            f"the compressed member {key!r} declares {info.file_size} bytes uncompressed, more than "
+            f"max_chunk_bytes ({limit} bytes); if this archive is trusted, raise the limit with "
+            f"azarr.config.set(max_chunk_bytes={info.file_size})"
+        )

@@ -1,0 +1,416 @@
+"""Valid template stores and the mutations the fuzzer applies to them (tests/test_fuzz.py).
+
+Each template is a small Zarr v2 hierarchy (one array per codec x dtype family,
+plus a consolidated group), written by azarr itself into a MemoryStore and kept
+as ``{key: bytes}``. A case takes one template and applies one to three
+mutations: a JSON-level change to a metadata field (a hostile value, a deleted
+key), a byte-level change to a metadata document, or a byte-level change to a
+chunk (flipped bytes, a hostile little-endian integer over a size header,
+truncation, garbage appended, another template's chunk). :func:`run_case`
+opens and reads the result; the only acceptable outcomes are data or an
+:class:`azarr.errors.AzarrError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+import azarr
+from azarr.storage import MemoryStore
+
+#: The chunk-size limit the fuzzer runs under (a documented azarr.config
+#: setting): the same code paths as the 2 GiB default, at a size that keeps
+#: several chunks in flight far below the 256 MiB RSS budget.
+FUZZ_MAX_CHUNK_BYTES = int(os.environ.get("AZARR_FUZZ_MAX_CHUNK_BYTES", 16 * 2**20))
+#: Most bytes a case's read selection asks for.
+READ_BYTES = 1 * 2**20
+
+_BLOSC_LZ4 = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}
+_BLOSC_ZSTD = {"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2, "blocksize": 0}
+_COMPRESSORS: dict[str, Any] = {
+    "raw": None,
+    "zlib": {"id": "zlib", "level": 1},
+    "gzip": {"id": "gzip", "level": 1},
+    "bz2": {"id": "bz2", "level": 1},
+    "lzma": {"id": "lzma", "preset": 1},
+    "zstd": {"id": "zstd", "level": 1},
+    "lz4": {"id": "lz4", "acceleration": 1},
+    "blosc-lz4": _BLOSC_LZ4,
+    "blosc-zstd": _BLOSC_ZSTD,
+}
+
+
+def _templates() -> list[tuple[str, dict[str, Any], Any]]:
+    """(name, create kwargs, data) for every template array."""
+    ints = np.arange(35, dtype="<i4").reshape(7, 5)
+    out: list[tuple[str, dict[str, Any], Any]] = []
+    for name, comp in _COMPRESSORS.items():
+        out.append((f"i4-{name}", {"dtype": "<i4", "compressor": comp}, ints))
+    floats = np.linspace(-3, 3, 35).reshape(7, 5)
+    out += [
+        (
+            "f8-delta-zlib",
+            {
+                "dtype": "<f8",
+                "compressor": _COMPRESSORS["zlib"],
+                "filters": [{"id": "delta", "dtype": "<f8"}],
+            },
+            floats,
+        ),
+        (
+            "f8-fso-zstd",
+            {
+                "dtype": "<f8",
+                "compressor": _COMPRESSORS["zstd"],
+                "filters": [
+                    {"id": "fixedscaleoffset", "offset": 0, "scale": 10, "dtype": "<f8", "astype": "<i2"}
+                ],
+            },
+            floats,
+        ),
+        (
+            "f4-quantize-bz2",
+            {
+                "dtype": "<f4",
+                "compressor": _COMPRESSORS["bz2"],
+                "filters": [{"id": "quantize", "digits": 3, "dtype": "<f4"}],
+            },
+            floats.astype("<f4"),
+        ),
+        (
+            "u2-astype-lz4",
+            {
+                "dtype": "<u2",
+                "compressor": _COMPRESSORS["lz4"],
+                "filters": [{"id": "astype", "encode_dtype": "<u4", "decode_dtype": "<u2"}],
+            },
+            ints.astype("<u2"),
+        ),
+        ("c16-blosc", {"dtype": "<c16", "compressor": _BLOSC_ZSTD}, floats + 1j),
+        (
+            "b1-packbits-zlib",
+            {"dtype": "|b1", "compressor": _COMPRESSORS["zlib"], "filters": [{"id": "packbits"}]},
+            ints % 3 == 0,
+        ),
+        ("M8-lzma", {"dtype": "<M8[s]", "compressor": _COMPRESSORS["lzma"]}, ints.astype("<M8[s]")),
+        ("U3-raw", {"dtype": "<U3", "compressor": None}, ints.astype("<U3")),
+        ("S4-gzip", {"dtype": "|S4", "compressor": _COMPRESSORS["gzip"]}, ints.astype("|S4")),
+        (
+            "struct-lz4",
+            {"dtype": [("a", "<i2"), ("b", "<f4")], "compressor": _COMPRESSORS["lz4"]},
+            np.array([[(i, i / 2) for i in range(5)]] * 7, dtype=[("a", "<i2"), ("b", "<f4")]),
+        ),
+    ]
+    strs = np.array([[f"s{i * j}" * (i % 3) for j in range(5)] for i in range(7)], dtype=object)
+    out += [
+        (
+            "O-vlen-utf8-zlib",
+            {"dtype": object, "object_codec": "vlen-utf8", "compressor": _COMPRESSORS["zlib"]},
+            strs,
+        ),
+        (
+            "O-vlen-bytes-raw",
+            {"dtype": object, "filters": [{"id": "vlen-bytes"}], "compressor": None},
+            np.vectorize(lambda s: s.encode(), otypes=[object])(strs),
+        ),
+        (
+            "O-vlen-array-zstd",
+            {
+                "dtype": object,
+                "filters": [{"id": "vlen-array", "dtype": "<i4"}],
+                "compressor": _COMPRESSORS["zstd"],
+            },
+            _ragged(),
+        ),
+        ("O-json2-blosc", {"dtype": object, "filters": [{"id": "json2"}], "compressor": _BLOSC_LZ4}, strs),
+        ("O-msgpack2-raw", {"dtype": object, "filters": [{"id": "msgpack2"}], "compressor": None}, strs),
+        (
+            "O-categorize-zlib",
+            {
+                "dtype": object,
+                "compressor": _COMPRESSORS["zlib"],
+                "filters": [{"id": "categorize", "labels": ["", "a", "bb"], "dtype": "|O", "astype": "|u1"}],
+            },
+            np.array([["a", "bb", "", "a", "a"]] * 7, dtype=object),
+        ),
+    ]
+    return out
+
+
+def _ragged() -> Any:
+    arr = np.empty((7, 5), dtype=object)
+    for i in range(7):
+        for j in range(5):
+            arr[i, j] = np.arange(i + j, dtype="<i4")
+    return arr
+
+
+async def _build() -> dict[str, dict[str, bytes]]:
+    templates: dict[str, dict[str, bytes]] = {}
+    for name, kwargs, data in _templates():
+        store = MemoryStore()
+        kwargs = dict(kwargs)
+        if kwargs.get("object_codec") == "vlen-utf8":
+            kwargs.pop("object_codec")
+            kwargs["filters"] = [{"id": "vlen-utf8"}]
+        arr = await azarr.create((7, 5), chunks=(4, 3), store=store, path="a", fill_value=None, **kwargs)
+        await arr.setitem(Ellipsis, data)
+        templates[name] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
+    # A consolidated hierarchy: group g with two arrays and attributes.
+    store = MemoryStore()
+    group = await azarr.group(store=store, path="g")
+    for sub, dtype in (("x", "<i8"), ("y", "<f4")):
+        arr = await azarr.create(
+            (6,),
+            chunks=(4,),
+            dtype=dtype,
+            store=store,
+            path=f"g/{sub}",
+            compressor=_COMPRESSORS["zlib"],
+            attributes={"units": "m", "scale": [1, 2]},
+        )
+        await arr.setitem(Ellipsis, np.arange(6))
+    del group
+    await azarr.consolidate_metadata(store, path="g")
+    templates["consolidated"] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
+    return templates
+
+
+_TEMPLATES: dict[str, dict[str, bytes]] | None = None
+
+
+def templates() -> dict[str, dict[str, bytes]]:
+    """Every template store, built once per process."""
+    global _TEMPLATES
+    if _TEMPLATES is None:
+        _TEMPLATES = asyncio.run(_build())
+    return _TEMPLATES
+
+
+# ----------------------------------------------------------------- mutations
+
+_DEEP: Any = 0
+for _ in range(300):
+    _DEEP = [_DEEP]
+
+HOSTILE_VALUES: list[Any] = [
+    0,
+    -1,
+    1,
+    3,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**34,
+    2**62,
+    2**63,
+    2**64,
+    10**400,
+    10**4000,
+    0.5,
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    "",
+    "x",
+    "C",
+    "F",
+    "<i4",
+    "|O",
+    "|V2000000000",
+    "<U2000000000",
+    "<M8[ns]",
+    ">f8",
+    "|b1",
+    "NaN",
+    "Infinity",
+    "AAAA",
+    "a" * 5000,
+    None,
+    True,
+    False,
+    [],
+    {},
+    [[]],
+    [0],
+    [-1],
+    [2**34],
+    [2**62, 2**62],
+    [1e400],
+    [None],
+    ["a"],
+    [1] * 70,
+    _DEEP,
+    {"id": "zlib"},
+    {"id": "pickle"},
+    {"id": "no-such"},
+    {"id": "blosc", "cname": "lz4"},
+    {"id": "zstd", "level": 10**30},
+    {"id": "delta", "dtype": "|V99999"},
+    [{"id": "vlen-utf8"}],
+    [{"id": "json2"}],
+    [{"id": "msgpack2"}],
+    [{"id": "pickle"}],
+    [{"id": "delta", "dtype": "<i4", "astype": "<i8"}],
+    [{"id": "packbits"}],
+    [["a", "<i4", [2**20, 2**20]]],
+    [["a", "<f8"], ["b", "|O"]],
+    [["", "|V4"]],
+]
+
+_LE_INTS = [0, 1, 0xFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**40, 2**62, 2**64 - 1]
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside a JSON document (dict keys and list indices)."""
+    out = [prefix]
+    if len(prefix) > 6:
+        return out
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list) and len(value) <= 16:
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _set_path(doc: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
+    if not path:
+        return value
+    parent = doc
+    for step in path[:-1]:
+        parent = parent[step]
+    if delete and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif delete:
+        parent.pop(path[-1])
+    else:
+        parent[path[-1]] = value
+    return doc
+
+
+def _dumps(doc: Any) -> bytes:
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # so 10**4000 can be written (and must be refused on read)
+    try:
+        return json.dumps(doc).encode()
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+def _loads(data: bytes) -> Any:
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise ValueError("too deep") from exc
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+@st.composite
+def mutation(draw: st.DrawFn, files: dict[str, bytes], others: list[bytes]) -> tuple[str, bytes | None]:
+    """One mutation of one key: ``(key, new bytes or None to delete)``."""
+    key = draw(st.sampled_from(sorted(files)))
+    data = files[key]
+    is_meta = key.rsplit("/", 1)[-1].startswith(".z")
+    kinds = (
+        ["json", "json", "json", "bytes", "delete"] if is_meta else ["bytes", "int", "int", "swap", "delete"]
+    )
+    kind = draw(st.sampled_from(kinds))
+    if kind == "delete":
+        return key, None
+    doc: Any = None
+    if kind == "json":
+        try:
+            doc = _loads(data)
+        except ValueError:  # an earlier mutation left no JSON: mutate bytes instead
+            kind = "bytes"
+    if kind == "json":
+        path = draw(st.sampled_from(_paths(doc)))
+        delete = bool(path) and draw(st.booleans())
+        value = draw(st.one_of(st.sampled_from(HOSTILE_VALUES), st.integers(), st.text(max_size=8)))
+        return key, _dumps(_set_path(doc, path, value, delete))
+    if kind == "swap":
+        return key, draw(st.sampled_from(others))
+    buf = bytearray(data)
+    if kind == "int" and len(buf) >= 4:
+        width = draw(st.sampled_from([4, 8]))
+        offset = draw(st.integers(0, max(0, min(len(buf), 32) - width)))
+        value = draw(st.sampled_from(_LE_INTS)) % 2 ** (8 * width)
+        buf[offset : offset + width] = value.to_bytes(width, "little")[: len(buf) - offset]
+        return key, bytes(buf)
+    op = draw(st.sampled_from(["flip", "truncate", "append", "random"]))
+    if op == "flip" and buf:
+        for _ in range(draw(st.integers(1, 4))):
+            i = draw(st.integers(0, len(buf) - 1))
+            buf[i] ^= draw(st.integers(1, 255))
+    elif op == "truncate":
+        del buf[draw(st.integers(0, len(buf))) :]
+    elif op == "append":
+        buf += draw(st.binary(min_size=1, max_size=64))
+    else:
+        buf = bytearray(draw(st.binary(max_size=64)))
+    return key, bytes(buf)
+
+
+@st.composite
+def hostile_store(draw: st.DrawFn) -> tuple[str, dict[str, bytes]]:
+    """A template name and its mutated ``{key: bytes}``."""
+    all_templates = templates()
+    name = draw(st.sampled_from(sorted(all_templates)))
+    files = dict(all_templates[name])
+    others = [
+        v for t in all_templates.values() for k, v in t.items() if not k.rsplit("/", 1)[-1].startswith(".z")
+    ]
+    for _ in range(draw(st.integers(1, 3))):
+        key, value = draw(mutation(files, others))
+        if value is None:
+            files.pop(key, None)
+        else:
+            files[key] = value
+        if not files:
+            break
+    return name, files
+
+
+# ------------------------------------------------------------------ running
+
+
+def _selection(shape: tuple[int, ...], itemsize: int) -> tuple[slice, ...]:
+    """A leading corner of the array of at most READ_BYTES (at least one element per dim)."""
+    elements = max(1, min(4096, READ_BYTES // max(1, itemsize)))
+    per_dim = max(1, int(elements ** (1 / max(1, len(shape)))))
+    return tuple(slice(0, per_dim) for _ in shape)
+
+
+async def _read_array(arr: Any) -> None:
+    if math.prod(arr.shape) == 0:
+        return
+    await arr.getitem(_selection(arr.shape, arr.dtype.itemsize))
+
+
+async def run_case(name: str, files: dict[str, bytes]) -> None:
+    """Open and read a (mutated) store the way a user would: raises only AzarrError subclasses."""
+    store = MemoryStore()
+    for key, value in files.items():
+        await store.set(key, value)
+    if name == "consolidated":
+        node = await azarr.open_consolidated(store, mode="r", path="g")
+        async for _, arr in node.arrays():  # type: ignore[union-attr]
+            await _read_array(arr)
+        return
+    arr = await azarr.open_array(store, mode="r", path="a")
+    await _read_array(arr)
