@@ -8,10 +8,15 @@ import numpy as np
 import pytest
 
 import azarr
-from azarr.indexing import BoundsCheckError, SelectionSyntaxError, parse_selection
-from azarr.service import SelectionPlan, http_error_for, npy_header
-from azarr.service._errors import DeadlineExceededError, UnknownDatasetError
 from azarr.errors import RetriesExhaustedError, StoreTimeoutError, ThrottledError
+from azarr.indexing import BoundsCheckError, SelectionSyntaxError, parse_selection
+from azarr.service import (
+    DeadlineExceededError,
+    SelectionPlan,
+    UnknownDatasetError,
+    http_error_for,
+    npy_header,
+)
 
 SELECTIONS = [
     "",

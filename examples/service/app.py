@@ -12,7 +12,9 @@ Serve your own hierarchies: ``AZARR_DATASETS`` is a JSON object of
         uvicorn examples.service.app:app
 
 Other settings: ``AZARR_REFRESH_INTERVAL`` (seconds between metadata refreshes,
-default 300), ``AZARR_DEADLINE`` (seconds per request before a 504, default 30).
+default 300), ``AZARR_DEADLINE`` (seconds per request before a 504, default 30),
+``AZARR_CONFIG`` (JSON of :func:`azarr.config.set` settings, e.g. retries),
+``AZARR_MAX_BYTES`` (bytes of a streamed result held in memory, default 32 MiB).
 
 Endpoints
 ---------
@@ -44,6 +46,7 @@ from azarr import service
 from azarr.indexing import parse_selection
 
 TILE = 256
+MAX_BYTES = int(os.environ.get("AZARR_MAX_BYTES", service.DEFAULT_MAX_BYTES))
 MAX_TILE_STEP = 64  # a tile reads at most TILE * 64 rows/cols: bounded work per request
 
 
@@ -69,6 +72,7 @@ def _configure(datasets: service.Datasets) -> bool:
     return bool(config)
 
 
+azarr.config.set(**json.loads(os.environ.get("AZARR_CONFIG", "{}")))
 datasets = service.Datasets(refresh_interval=float(os.environ.get("AZARR_REFRESH_INTERVAL", "300")))
 configured = _configure(datasets)
 
@@ -142,7 +146,7 @@ async def slice_(
 ) -> Response:
     arr = await datasets.array(name, path)
     plan = service.SelectionPlan(arr, parse_selection(sel))
-    return await service.array_response(plan, format)
+    return await service.array_response(plan, format, max_bytes=MAX_BYTES)
 
 
 @api.get("/timeseries/{name}/{path:path}")
