@@ -9,6 +9,8 @@ forgets the parent's loop (its thread did not survive the fork) and makes its ow
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -28,6 +30,17 @@ def _forget() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_forget)
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Let the loop finish its async generators (network stores close their sessions there)."""
+    loop = _loop
+    if loop is None or _pid != os.getpid() or not loop.is_running():
+        return
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(timeout=5)
+    loop.call_soon_threadsafe(loop.stop)
 
 
 def _get_loop() -> asyncio.AbstractEventLoop:
