@@ -17,7 +17,8 @@ way), shuffled, 256 samples per batch, in its own process
                    batches in shuffled order, ``DataLoader(num_workers=2)``
 =================  ===============================================================
 
-Throughput is samples/s from the first batch on (worker start-up excluded), over
+Throughput is samples/s from the start of iteration (DataLoader worker start-up included;
+"after 1st batch" leaves start-up out), over
 the whole epoch or ``--seconds`` at most (a map-style peer fetches a 1 MiB chunk per
 4 KiB sample and would take hours). Results: ``benchmarks/results/loader.md``/``.json``.
 
@@ -114,17 +115,17 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['mode']}: float32 ({results['nsamples']}, {FEATURES}) = {results['size_mib']} MiB, 4 KiB samples, "
         f"chunks of {CHUNK_ROWS} rows (1 MiB, Blosc-lz4), batch {BATCH}, shuffled; SeaweedFS behind a "
         f"{results['delay_ms']:g} ms delay proxy; at most {results['seconds']:g} s per implementation, timed from "
-        f"the first batch. {results['machine']}.",
+        f"the start of iteration. {results['machine']}.",
         "",
-        "| implementation | samples/s | samples read | seconds | x best peer | % of raw GETs |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| implementation | samples/s | samples read | seconds | x best peer | % of raw GETs | after 1st batch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for impl in IMPLS:
         r = rows.get(impl)
         if r is None:
             continue
         if "error" in r:
-            lines.append(f"| {impl} | error | | | | |")
+            lines.append(f"| {impl} | error | | | | | |")
             continue
         sps = r["samples_per_s"]
         vs_peer = f"{sps / best_peer:.1f}x" if best_peer else ""

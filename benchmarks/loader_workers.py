@@ -1,8 +1,9 @@
 """Workers of benchmarks/bench_loader.py: one training-loader implementation per process.
 
 Run by any peer interpreter as ``python benchmarks/loader_workers.py '<task json>'``;
-prints one JSON line: samples delivered, seconds from the first batch to the
-last, samples/s. Imports only the standard library at module level (peers lack
+prints one JSON line: samples delivered, seconds from the start of iteration
+(the array opened; DataLoader worker start-up included, as an epoch pays it) to the
+last batch, samples/s. Imports only the standard library at module level (peers lack
 azarr, azarr's venv lacks the peers).
 
 Every implementation reads the same float32 array ``x`` of ``nsamples`` samples
@@ -33,20 +34,20 @@ def _s3fs_options(task: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Clock:
-    """Samples and time from the first batch on (worker start-up is not timed)."""
+    """Samples and seconds from the start of iteration (the array already open) to the last batch."""
 
     def __init__(self, cap: float) -> None:
-        self.cap, self.first, self.last, self.samples, self.batches = cap, 0.0, 0.0, 0, 0
+        self.cap, self.samples, self.batches = cap, 0, 0
+        self.first = self.last = self.first_batch = time.perf_counter()
+        self.first_samples = 0
 
     def add(self, n: int) -> bool:
-        now = time.perf_counter()
+        self.last = time.perf_counter()
         if not self.batches:
-            self.first = now
-        else:
-            self.samples += n  # the first batch only starts the clock
+            self.first_batch, self.first_samples = self.last, n
+        self.samples += n
         self.batches += 1
-        self.last = now
-        return now - self.first < self.cap
+        return self.last - self.first < self.cap
 
     def result(self) -> dict[str, Any]:
         seconds = self.last - self.first
@@ -55,6 +56,10 @@ class _Clock:
             "batches": self.batches,
             "seconds": seconds,
             "samples_per_s": self.samples / seconds if seconds > 0 else 0.0,
+            # After the first batch: what start-up (imports, opens, first fetch) does not weigh on.
+            "steady_samples_per_s": (self.samples - self.first_samples) / (self.last - self.first_batch)
+            if self.last > self.first_batch
+            else None,
         }
 
 
