@@ -71,7 +71,7 @@ def svc(bucket: str, proxy: FaultProxy, seaweedfs: Any) -> Iterator[ServiceProce
         }
     }
     config = {"retry_max_attempts": 3, "retry_initial_delay": 0.01, "retry_max_delay": 0.05}
-    server = ServiceProcess(datasets, config=config, deadline=2.0, max_bytes=64 * 1024)
+    server = ServiceProcess(datasets, config=config, deadline=2.0, max_bytes=256 * 1024)
     yield server
     server.stop()
 
@@ -110,7 +110,7 @@ async def test_slice_json(client: Any, sel: str, expected: Any) -> None:
 
 
 async def test_slice_npy_and_raw_stream_the_whole_array(client: Any) -> None:
-    # 4 MiB through slabs of 32 KiB (the service's budget is 64 KiB): every byte in order.
+    # 4 MiB through slabs of 64 KiB (the service's budget is 256 KiB): every byte in order.
     response = await client.get("/slice/d/grid", params={"format": "npy"})
     assert response.status_code == 200
     assert int(response.headers["content-length"]) == len(response.content)
@@ -190,7 +190,7 @@ async def test_client_disconnect_cancels_chunk_requests(
     baseline = svc.health()
     proxy.configure(latency_ms=400)
     # 1,024 chunks at 0.4 s each, 64 at a time: ~6 s of work the client abandons after ~0.5 s.
-    # As npy the array streams in 32 KiB slabs (one row of 32 chunks): the client leaves mid-stream.
+    # As npy the array streams in 64 KiB slabs (two rows of 32 chunks): the client leaves mid-stream.
     _reader, writer = await asyncio.open_connection("127.0.0.1", svc.port)
     writer.write(f"GET /slice/d/sub/fine?format={fmt} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     await writer.drain()

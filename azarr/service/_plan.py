@@ -5,10 +5,12 @@ data, and must not hold a gigabyte result in memory to do it. :class:`SelectionP
 checks a selection against the array's shape (so bad ones fail with a 400 before
 anything is read), knows the result's shape, dtype and size, and yields
 sub-selections ("slabs") whose results, concatenated, are the result's bytes in C
-order. Slabs are cut along the first dimension of the result at chunk boundaries
-(whole rows of chunks per slab when they fit), so each chunk is fetched by exactly
-one slab; a single row larger than the budget is cut again along the next
-dimension.
+order. Slabs are cut along the first dimension of the result at chunk boundaries,
+as many whole rows of chunks per slab as fit, so each chunk is fetched by exactly
+one slab. Memory wins over fetching once: when one row of chunks alone is larger
+than the budget it is cut too (and a single row of the result larger than the
+budget is cut along the next dimension), and the chunks it crosses are fetched
+once per slab that needs them.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ Streamed responses carry ``Content-Length`` and the headers ``X-Array-Shape``
 little-endian, e.g. ``"<f4"``). The first slab is read before the response
 starts, so a bad selection or a failing store still gets its own status; a
 failure later cuts the body short, which ``Content-Length`` lets the client see.
-While one slab is sent the next is read: at most two slabs (``max_bytes``) are
-held at once, whatever the size of the result.
+While one slab is sent the next is read. Slabs are a quarter of ``max_bytes``:
+the slab being sent, the next one being read and the server's copies of unsent
+bytes (h11 joins a body chunk into one ``bytes``; the transport buffers what the
+socket did not take) stay within ``max_bytes``, whatever the size of the result.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ FORMATS = ("json", "npy", "raw")
 """Response formats of :func:`array_response`."""
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
-"""Bytes of result a streamed response holds at most (two slabs of half this)."""
+"""Bytes of result a streamed response holds at most (slabs of a quarter of this)."""
 
 DEFAULT_JSON_MAX_BYTES = 8 * 1024 * 1024
 """Largest result (in array bytes) answered as JSON; larger ones get HTTP 413."""
@@ -176,7 +178,7 @@ async def array_response(
         raise UnsupportedFormatError(f"dtype {plan.dtype} has Python objects; ask for format=json")
     dtype = little_endian(plan.dtype)
     header = npy_header(plan.shape, dtype) if format == "npy" else b""
-    slabs = plan.slabs(max(1, max_bytes // 2))
+    slabs = plan.slabs(max(1, max_bytes // 4))
     first = await plan.read(next(slabs))
     extra.update(array_headers(plan.shape, dtype))
     extra["Content-Length"] = str(len(header) + math.prod(plan.shape) * dtype.itemsize)
