@@ -2,8 +2,8 @@
 
 SeaweedFS runs on 127.0.0.1 behind :mod:`benchmarks.delay_proxy` (20 ms each way);
 the service (one uvicorn worker, a subprocess) opens a consolidated hierarchy through
-the proxy at startup; ``--clients`` concurrent httpx clients in this process request,
-for ``--seconds`` each, one kind of slice of a float32 (4096, 4096) array in
+the proxy at startup; ``--clients`` concurrent clients in this process request,
+for ``--seconds`` each (aiohttp clients), one kind of slice of a float32 (4096, 4096) array in
 (256, 256) chunks (256 KiB, Blosc-lz4):
 
 ===========  ===========================  ======================
@@ -15,7 +15,9 @@ kind         selection                    response
 ===========  ===========================  ======================
 
 Reported per kind: requests/s, p50/p99 latency (seconds, client side), MiB/s of
-array data, errors, and the service's RSS before and after. Results go to
+array data, errors, the service process's CPU time per request (on this 2-core
+machine the client process competes with the service for CPU), and the
+service's RSS before and after. Results go to
 ``benchmarks/results/service.md`` and ``service.json``.
 
 Usage::
@@ -71,14 +73,18 @@ async def _write(server: Any, bucket: str) -> None:
 
 
 async def _load(url: str, kind: str, clients: int, seconds: float) -> dict[str, Any]:
-    import httpx
+    # aiohttp, not httpx, drives the load: it spends less CPU per request, and on 2 cores
+    # the client process competes with the service for it.
+    import aiohttp
 
     latencies: list[float] = []
     errors: list[str] = []
     nbytes = 0
     stop_at = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(
+        url, connector=connector, timeout=aiohttp.ClientTimeout(total=60)
+    ) as client:
 
         async def one(seed: int) -> None:
             nonlocal nbytes
@@ -87,12 +93,13 @@ async def _load(url: str, kind: str, clients: int, seconds: float) -> dict[str, 
                 sel, fmt = _selection(kind, rng)
                 t0 = time.perf_counter()
                 try:
-                    r = await client.get("/slice/d/a", params={"sel": sel, "format": fmt})
-                    if r.status_code != 200:
-                        errors.append(f"{r.status_code} {r.text[:200]}")
-                    elif fmt == "raw":
-                        nbytes += len(r.content)
-                except httpx.HTTPError as exc:
+                    async with client.get("/slice/d/a", params={"sel": sel, "format": fmt}) as r:
+                        body = await r.read()
+                        if r.status != 200:
+                            errors.append(f"{r.status} {body[:200]!r}")
+                        elif fmt == "raw":
+                            nbytes += len(body)
+                except (aiohttp.ClientError, TimeoutError) as exc:
                     errors.append(repr(exc))
                 latencies.append(time.perf_counter() - t0)
 
@@ -116,18 +123,18 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Service benchmark (examples/service/app.py under uvicorn)",
         "",
-        f"{results['mode']}: {results['clients']} concurrent httpx clients, {results['seconds']:g} s per kind; "
+        f"{results['mode']}: {results['clients']} concurrent aiohttp clients, {results['seconds']:g} s per kind; "
         f"SeaweedFS behind a {results['delay_ms']:g} ms delay proxy; float32 {SHAPE[0]}x{SHAPE[1]}, "
         f"{CHUNK}x{CHUNK} chunks (Blosc-lz4). One uvicorn worker; clients in another process. "
         f"{results['machine']}.",
         "",
-        "| slice | requests/s | p50 | p99 | MiB/s | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| slice | requests/s | p50 | p99 | MiB/s | errors | service CPU per request |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["kinds"]:
         lines.append(
             f"| {r['kind']} | {r['rps']:.0f} | {r['p50_s'] * 1000:.0f} ms | {r['p99_s'] * 1000:.0f} ms"
-            f" | {r['mib_s']:.0f} | {r['errors']} |"
+            f" | {r['mib_s']:.0f} | {r['errors']} | {r.get('service_cpu_ms', float('nan')):.2f} ms |"
         )
     lines += [
         "",
@@ -167,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         rss_start = service.rss()
         kinds = []
         for kind in ("1-element", "1-chunk", "16-chunk"):
+            cpu0 = _cpu_seconds(service.proc.pid)
             result = asyncio.run(_load(service.url, kind, clients, seconds))
+            result["service_cpu_ms"] = (
+                (_cpu_seconds(service.proc.pid) - cpu0) / max(1, result["requests"]) * 1000
+            )
             print(json.dumps(result), flush=True)
             kinds.append(result)
         results = {
@@ -191,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{args.out}.md").write_text(markdown(results))
     print(markdown(results))
     return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _cores() -> int:
