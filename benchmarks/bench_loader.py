@@ -130,8 +130,11 @@ def markdown(results: dict[str, Any]) -> str:
         sps = r["samples_per_s"]
         vs_peer = f"{sps / best_peer:.1f}x" if best_peer else ""
         vs_raw = f"{sps / ceiling:.0%}" if ceiling else ""
+        steady = r.get("steady_samples_per_s")
+        steady_text = f"{steady:,.0f}" if steady else ""
         lines.append(
-            f"| {impl} | {sps:,.0f} | {r['samples']:,} | {r['seconds']:.1f} | {vs_peer} | {vs_raw} |"
+            f"| {impl} | {sps:,.0f} | {r['samples']:,} | {r['seconds']:.1f} | {vs_peer} | {vs_raw}"
+            f" | {steady_text} |"
         )
     errors = [
         f"- {r['impl']}: {r['error'].strip().splitlines()[-1]}" for r in results["runs"] if "error" in r
