@@ -87,9 +87,37 @@ async def client(svc: ServiceProcess, proxy: FaultProxy) -> Any:
 async def test_tree_and_info(client: Any) -> None:
     tree = (await client.get("/tree/d")).json()
     kinds = {n["path"]: n["kind"] for n in tree["nodes"]}
-    assert kinds == {"grid": "array", "sub": "group", "sub/fine": "array"}
+    assert {k: kinds[k] for k in ("grid", "sub", "sub/fine")} == {
+        "grid": "array",
+        "sub": "group",
+        "sub/fine": "array",
+    }
     info = (await client.get("/info/d/sub/fine")).json()
     assert (info["shape"], info["chunks"], info["dtype"]) == ([512, 512], [16, 16], "<i4")
+
+
+async def _add_array(bucket: str, options: dict[str, Any]) -> None:
+    store = S3Store(f"{bucket}/data.zarr", storage_options=options)
+    try:
+        root = await azarr.open_group(store)
+        await root.full("extra", 7, shape=(3,), dtype="u1", overwrite=True)
+        await azarr.consolidate_metadata(store)
+    finally:
+        await store.close()
+
+
+async def test_metadata_is_cached_until_refresh(
+    client: Any, bucket: str, seaweedfs: Any, proxy: FaultProxy
+) -> None:
+    await client.get("/info/d/grid")
+    assert proxy.counters().received == 0  # served from the metadata read at startup
+    await _add_array(bucket, seaweedfs.storage_options)
+    assert (await client.get("/info/d/extra")).status_code == 404  # not seen yet
+    refreshed = await client.post("/refresh/d")
+    assert refreshed.status_code == 200 and refreshed.json()["age"] < 5
+    assert proxy.counters().received == 1  # one request: .zmetadata
+    body = (await client.get("/slice/d/extra", params={"format": "json"})).json()
+    assert body["data"] == [7, 7, 7]
 
 
 @pytest.mark.parametrize(
