@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             proxy.stop()
         server.stop()
     results = {
-        "mode": "quick" if args.quick else "full",
+        "mode": "quick" if args.quick else ("full" if size_mib >= 1024 else "reduced"),
         "size_mib": size_mib,
         "nsamples": nsamples,
         "seconds": seconds,
