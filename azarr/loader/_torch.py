@@ -45,7 +45,11 @@ class TorchIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.as_tensors = as_tensors
 
     def set_epoch(self, epoch: int) -> None:
-        """Shuffle for ``epoch`` next time workers start (DataLoader re-creates them each epoch)."""
+        """Shuffle for ``epoch`` next time workers start.
+
+        A DataLoader starts its workers anew each epoch and they take the epoch from
+        here; with ``persistent_workers=True`` they keep the one they started with.
+        """
         self.loader.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
