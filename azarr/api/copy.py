@@ -85,22 +85,22 @@ async def copy_store(
     src_root, dst_root = normalize_path(source_path), normalize_path(dest_path)
     src_prefix = node_key(src_root, "")
     patterns = [re.compile(p) for p in ([excludes] if isinstance(excludes, str) else excludes or [])]
+    src_io, dst_io = StoreIO(src), StoreIO(dst)
     relative = [
         key[len(src_prefix) :]
-        async for key in src.list_prefix(src_root)
+        for key in await src_io.list_prefix(src_root)
         if not any(p.search(key[len(src_prefix) :]) for p in patterns)
     ]
     existing: set[str] = set()
     if if_exists != "replace":
         dst_prefix = node_key(dst_root, "")
-        existing = {k[len(dst_prefix) :] async for k in dst.list_prefix(dst_root)}
+        existing = {k[len(dst_prefix) :] for k in await dst_io.list_prefix(dst_root)}
         clashes = sorted(existing.intersection(relative))
         if clashes and if_exists == "raise":
             raise KeyExistsError(
                 f"{len(clashes)} keys already exist in {dst.url} (e.g. {node_key(dst_root, clashes[0])!r}); "
                 "pass if_exists='replace' or 'skip'"
             )
-    src_io, dst_io = StoreIO(src), StoreIO(dst)
     tracker = ProgressTracker(len(relative), progress)
 
     async def copy_one(rel: str) -> tuple[int, int]:
