@@ -261,11 +261,12 @@ async def run_load(url: str, clients: int, seconds: float, *, rss: Any = None) -
     errors: list[str] = []
     rss_samples: list[tuple[float, int]] = []
     stop_at = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as c:
+    # One httpx client (one connection) per simulated user, as separate users would be: a
+    # single pool shared by 200 tasks spends its time in the pool, not on the service.
 
-        async def one(i: int) -> None:
-            n = i
+    async def one(i: int) -> None:
+        n = i
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
             while time.monotonic() < stop_at:
                 path, params = LOAD_URLS[n % len(LOAD_URLS)]
                 n += 1
@@ -278,12 +279,12 @@ async def run_load(url: str, clients: int, seconds: float, *, rss: Any = None) -
                     errors.append(repr(exc))
                 latencies.append(time.perf_counter() - t0)
 
-        async def sample() -> None:
-            while rss is not None and time.monotonic() < stop_at:
-                rss_samples.append((time.monotonic(), rss()))
-                await asyncio.sleep(0.5)
+    async def sample() -> None:
+        while rss is not None and time.monotonic() < stop_at:
+            rss_samples.append((time.monotonic(), rss()))
+            await asyncio.sleep(0.5)
 
-        await asyncio.gather(sample(), *(one(i) for i in range(clients)))
+    await asyncio.gather(sample(), *(one(i) for i in range(clients)))
     q = statistics.quantiles(latencies, n=100)
     return {
         "requests": len(latencies),
