@@ -117,3 +117,17 @@ def fuzz(session: nox.Session) -> None:
             "AZARR_FUZZ_REPORT": ".cache/fuzz-report.json",
         },
     )
+
+@nox.session(name="bench-apps", python="3.11")
+def bench_apps(session: nox.Session) -> None:
+    """The two uses on S3 with 20 ms latency: the example FastAPI service and the training loader.
+
+    ``benchmarks/results/service.{md,json}`` (requests/s, p50/p99 for 1-element, 1-chunk and
+    16-chunk slices) and ``loader.{md,json}`` (samples/s vs torch map-style loaders over zarr
+    2.18 + s3fs and zarr 3.1 + obstore, xbatcher, and raw GETs). Arguments after ``--`` go
+    to both (e.g. ``nox -s bench-apps -- --quick``).
+    """
+    session.install("-e", ".[test]")
+    env = {"AWS_EC2_METADATA_DISABLED": "true"}
+    session.run("python", "-m", "benchmarks.bench_service", *session.posargs, env=env)
+    session.run("python", "-m", "benchmarks.bench_loader", *session.posargs, env=env)

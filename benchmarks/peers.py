@@ -117,6 +117,37 @@ PEERS: dict[str, Peer] = {
         expect_version="0.1.",
         modules=("tensorstore", "numpy"),
     ),
+    # Training-loader peers (benchmarks/bench_loader.py): torch DataLoader over map-style
+    # datasets, and xbatcher over xarray (beside zarr 2.18, as TESTING-NOTES advises).
+    "loader-zarr218": Peer(
+        name="loader-zarr218",
+        label="torch DataLoader + zarr 2.18 + s3fs",
+        requirements=("zarr==2.18.7", "numcodecs==0.15.2", "numpy==2.2.6", "s3fs==2026.9.0", "torch==2.13.0"),
+        expect_version="2.18.",
+        modules=("zarr", "numcodecs", "numpy", "s3fs", "torch"),
+    ),
+    "loader-zarr3": Peer(
+        name="loader-zarr3",
+        label="torch DataLoader + zarr 3.1 + obstore",
+        requirements=("zarr==3.1.6", "numpy==2.2.6", "obstore==0.12.1", "torch==2.13.0"),
+        expect_version="3.1.",
+        modules=("zarr", "numcodecs", "numpy", "obstore", "torch"),
+    ),
+    "loader-xbatcher": Peer(
+        name="loader-xbatcher",
+        label="xbatcher + xarray + zarr 2.18",
+        requirements=(
+            "zarr==2.18.7",
+            "numcodecs==0.15.2",
+            "numpy==2.2.6",
+            "s3fs==2026.9.0",
+            "xarray==2024.10.0",
+            "xbatcher==0.4.0",
+            "torch==2.13.0",
+        ),
+        expect_version="2.18.",
+        modules=("zarr", "numcodecs", "numpy", "s3fs", "xarray", "xbatcher", "torch"),
+    ),
     # Not a peer: the plotting interpreter (matplotlib stays out of azarr's dependencies).
     "plot": Peer(
         name="plot",

@@ -54,7 +54,8 @@ reproducible. Kinds (see :data:`FAULT_KINDS`):
     (``stall_abandoned``): a timed-out PUT does not land later behind a retry.
 
 Status faults answer without touching the upstream and keep the connection alive.
-``latency_ms`` delays every request (not a fault, not filtered). ``fail_first_n``
+``latency_ms`` delays every request (not a fault, not filtered); a client that hangs
+up during the delay ends its request there (``client_disconnects``). ``fail_first_n``
 caps the number of injected faults: with probability 1.0 exactly the first N
 matching requests are faulted and everything after passes.
 
@@ -661,8 +662,11 @@ class _Proxy:
         c.peak_in_flight = max(c.peak_in_flight, c.in_flight)
         try:
             config = self.config
-            if config.latency_ms:
-                await asyncio.sleep(config.latency_ms / 1000)
+            if config.latency_ms and not await _wait_unless_gone(config.latency_ms / 1000, reader, writer):
+                # A real server stops work on a request whose client hung up: so does the
+                # proxy, so in_flight shows what the client still waits for.
+                c.client_disconnects += 1
+                raise _Abort
             kind = self._decide(method, target)
             if kind is not None:
                 c.injected[kind] += 1
@@ -882,6 +886,18 @@ def _client_gone(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     # StreamReader._eof: set by the FIN whether or not buffered bytes remain
     # (at_eof() also wants an empty buffer, which a PUT body sitting there defeats).
     return bool(getattr(reader, "_eof", False)) or reader.exception() is not None or writer.is_closing()
+
+
+async def _wait_unless_gone(
+    seconds: float, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> bool:
+    """Sleep ``seconds``; False as soon as the client hangs up (polled every 10 ms)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if _client_gone(reader, writer):
+            return False
+        await asyncio.sleep(min(left, 0.01))
+    return not _client_gone(reader, writer)
 
 
 def _expects_continue(req: _Head) -> bool:

@@ -107,7 +107,9 @@ class LocalStore(Store):
         from azarr.storage._url import reject_options, split_scheme
 
         options = dict(storage_options or {})
-        reject_options("local path", url, options, frozenset({"auto_mkdir", "confine_writes", "confine_reads"}))
+        reject_options(
+            "local path", url, options, frozenset({"auto_mkdir", "confine_writes", "confine_reads"})
+        )
         scheme, path = split_scheme(url)
         if scheme is not None and path.startswith("localhost/"):
             path = path[len("localhost") :]

@@ -42,9 +42,10 @@ from azarr.sync._api import (
 from azarr.sync._array import Array
 from azarr.sync._attributes import Attributes
 from azarr.sync._group import Group
-from azarr.sync._loop import SyncError, SyncTimeoutError, get_loop, in_io_thread, run, shutdown
+from azarr.sync._loop import SyncError, SyncTimeoutError, get_loop, in_io_thread, iterate, run, shutdown
 
 __all__ = [
+    "iterate",
     "Array",
     "Attributes",
     "Group",

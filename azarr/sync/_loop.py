@@ -22,7 +22,7 @@ import asyncio
 import atexit
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from azarr.errors import AzarrError
@@ -241,3 +241,37 @@ def _after_fork_in_child() -> None:
 atexit.register(shutdown)
 if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    """Iterate an async iterator from synchronous code, on the I/O loop.
+
+    ``make()`` is called on the I/O loop (so the iterator and any tasks it starts
+    belong to it), and each item is fetched with :func:`run`. Leaving the ``for``
+    early (``break``, an exception, garbage collection) closes the async iterator
+    on its loop, so its pending work (prefetches, requests) is cancelled.
+
+    Raises
+    ------
+    SyncError
+        Called from the I/O loop thread itself.
+    """
+
+    async def start() -> AsyncIterator[T]:
+        return make()
+
+    async def step() -> T:
+        return await anext(iterator)
+
+    iterator = run(start())
+    try:
+        while True:
+            try:
+                item = run(step())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None and not in_io_thread():
+            run(aclose())

@@ -1,0 +1,83 @@
+"""Serving Zarr arrays from async web services (FastAPI, Starlette): the ``azarr[service]`` extra.
+
+The pieces a data service needs to be right by default::
+
+    from fastapi import FastAPI
+    from azarr import service
+
+    datasets = service.Datasets(refresh_interval=300)       # open once per process
+    datasets.add("era5", "s3://bucket/era5.zarr")
+    app = FastAPI(lifespan=datasets.lifespan)
+    app.add_middleware(service.CancelOnDisconnectMiddleware, deadline=30)  # abandoned -> cancelled
+    service.install_error_handlers(app)                      # 400/404/503/504 from azarr errors
+
+    @app.get("/slice/{name}/{path:path}")
+    async def slice_(name: str, path: str, sel: str = "", format: str = "npy"):
+        arr = await datasets.array(name, path)
+        plan = service.SelectionPlan(arr, azarr.indexing.parse_selection(sel))
+        return await service.array_response(plan, format)   # streamed in bounded slabs
+
+==========================================  ==================================================
+:class:`Datasets`                           hierarchies opened at startup, metadata cached and
+                                            refreshed on a timer or on demand
+:class:`CancelOnDisconnectMiddleware`       cancels a handler (and its chunk requests) when the
+                                            client leaves; per-request deadline -> 504
+:func:`deadline`                            a tighter deadline around one block -> 504
+:func:`http_error_for`,                     one table from azarr errors to HTTP statuses
+:func:`install_error_handlers`
+:class:`SelectionPlan`, :func:`array_response`  selections validated before reading; ``.npy`` and
+                                            raw bytes streamed in bounded slabs; JSON for small
+==========================================  ==================================================
+
+Only :func:`install_error_handlers` and :func:`array_response` import Starlette (installed with
+FastAPI); the rest is plain asyncio and ASGI.
+"""
+
+from azarr.service._datasets import Datasets
+from azarr.service._disconnect import CancelOnDisconnectMiddleware, deadline
+from azarr.service._errors import (
+    DEFAULT_RETRY_AFTER,
+    DeadlineExceededError,
+    HTTPError,
+    ResponseTooLargeError,
+    ServiceError,
+    UnknownDatasetError,
+    UnsupportedFormatError,
+    http_error_for,
+    install_error_handlers,
+)
+from azarr.service._plan import SelectionPlan
+from azarr.service._responses import (
+    DEFAULT_JSON_MAX_BYTES,
+    DEFAULT_MAX_BYTES,
+    FORMATS,
+    array_headers,
+    array_response,
+    little_endian,
+    npy_header,
+    to_json_data,
+)
+
+__all__ = [
+    "DEFAULT_JSON_MAX_BYTES",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_RETRY_AFTER",
+    "FORMATS",
+    "CancelOnDisconnectMiddleware",
+    "Datasets",
+    "DeadlineExceededError",
+    "HTTPError",
+    "ResponseTooLargeError",
+    "SelectionPlan",
+    "ServiceError",
+    "UnknownDatasetError",
+    "UnsupportedFormatError",
+    "array_headers",
+    "array_response",
+    "deadline",
+    "http_error_for",
+    "install_error_handlers",
+    "little_endian",
+    "npy_header",
+    "to_json_data",
+]

@@ -1,0 +1,227 @@
+"""Training-loader benchmark: azarr.loader against map-style torch loaders and xbatcher, S3 with latency.
+
+A float32 array of ``--size-mib`` (default 1 GiB) with 4 KiB samples (rows of
+1024 values) in chunks of 256 rows (1 MiB, Blosc-lz4) is written once to SeaweedFS;
+every implementation reads it through :mod:`benchmarks.delay_proxy` (20 ms each
+way), shuffled, 256 samples per batch, in its own process
+(:mod:`benchmarks.loader_workers`; peers in the venvs of :mod:`benchmarks.peers`):
+
+=================  ===============================================================
+``raw``            anonymous aiohttp GETs of every chunk, 64 at a time: the ceiling
+                   for the bytes (no decoding, no batching)
+``azarr``          ``async for`` over ``azarr.loader.BatchLoader`` (preload_chunks=16)
+``azarr-torch``    the same loader as ``TorchIterableDataset``, ``DataLoader(num_workers=2)``
+``zarr218``        ``DataLoader(num_workers=2, shuffle=True)`` over ``z[i]``, zarr 2.18 + s3fs
+``zarr3``          the same over zarr 3.1 ``ObjectStore`` + obstore
+``xbatcher``       xbatcher ``BatchGenerator`` over ``xarray.open_zarr`` (zarr 2.18 + s3fs),
+                   batches in shuffled order, ``DataLoader(num_workers=2)``
+=================  ===============================================================
+
+Throughput is samples/s from the start of iteration (DataLoader worker start-up included;
+"after 1st batch" leaves start-up out), over
+the whole epoch or ``--seconds`` at most (a map-style peer fetches a 1 MiB chunk per
+4 KiB sample and would take hours). Results: ``benchmarks/results/loader.md``/``.json``.
+
+Usage::
+
+    python -m benchmarks.bench_loader --quick    # 64 MiB, 15 s cap per implementation, 3 rounds
+    python -m benchmarks.bench_loader            # 1 GiB, 60 s cap, 3 rounds
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+WORKER = REPO_ROOT / "benchmarks" / "loader_workers.py"
+FEATURES, CHUNK_ROWS, BATCH = 1024, 256, 256
+
+PEER_VENVS = {"zarr218": "loader-zarr218", "zarr3": "loader-zarr3", "xbatcher": "loader-xbatcher"}
+IMPLS = ("raw", "azarr", "azarr-torch", "zarr218", "zarr3", "xbatcher")
+
+
+async def _write(server: Any, bucket: str, nsamples: int) -> None:
+    import numpy as np
+
+    import azarr
+    from azarr.storage import S3Store
+
+    store = S3Store(f"{bucket}/loader.zarr", storage_options=server.storage_options)
+    try:
+        root = await azarr.group(store=store)
+        x = await root.create_dataset(
+            "x", shape=(nsamples, FEATURES), chunks=(CHUNK_ROWS, FEATURES), dtype="<f4"
+        )
+        rng = np.random.default_rng(0)
+        step = 16 * CHUNK_ROWS
+        for start in range(0, nsamples, step):  # 16 MiB at a time
+            stop = min(start + step, nsamples)
+            await x.set_basic_selection(
+                slice(start, stop), rng.standard_normal((stop - start, FEATURES), "f4")
+            )
+        await x.attrs.update(_ARRAY_DIMENSIONS=["sample", "feature"])  # for xarray
+        await azarr.consolidate_metadata(store)
+    finally:
+        await store.close()
+
+
+def _python(impl: str) -> str:
+    if impl not in PEER_VENVS:
+        return sys.executable
+    from benchmarks.peers import ensure_peer_python
+
+    return str(ensure_peer_python(PEER_VENVS[impl]))
+
+
+def _run(impl: str, task: dict[str, Any], timeout: float) -> dict[str, Any]:
+    task = dict(task, impl=impl)
+    env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    out = subprocess.run(
+        [_python(impl), str(WORKER), json.dumps(task)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO_ROOT,
+    )
+    if out.returncode != 0:
+        return {"impl": impl, "error": out.stderr[-2000:]}
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per implementation, the run with the median samples/s (errors count only if every run failed)."""
+    by_impl: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by_impl.setdefault(run["impl"], []).append(run)
+    rows = {}
+    for impl, group in by_impl.items():
+        ok = sorted((r for r in group if "error" not in r), key=lambda r: r["samples_per_s"])
+        rows[impl] = dict(ok[(len(ok) - 1) // 2], rounds=len(ok)) if ok else group[-1]
+    return rows
+
+
+def markdown(results: dict[str, Any]) -> str:
+    rows = _medians(results["runs"])
+    ceiling = rows.get("raw", {}).get("samples_per_s")
+    peers = [
+        rows[p]["samples_per_s"]
+        for p in ("zarr218", "zarr3", "xbatcher")
+        if "samples_per_s" in rows.get(p, {})
+    ]
+    best_peer = max(peers) if peers else None
+    lines = [
+        "# Training-loader benchmark",
+        "",
+        f"{results['mode']}: float32 ({results['nsamples']}, {FEATURES}) = {results['size_mib']} MiB, 4 KiB samples, "
+        f"chunks of {CHUNK_ROWS} rows (1 MiB, Blosc-lz4), batch {BATCH}, shuffled; SeaweedFS behind a "
+        f"{results['delay_ms']:g} ms delay proxy; at most {results['seconds']:g} s per implementation, timed from "
+        f"the start of iteration; median of {results.get('rounds', 1)} interleaved round(s). {results['machine']}.",
+        "",
+        "| implementation | samples/s | samples read | seconds | x best peer | % of raw GETs | after 1st batch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for impl in IMPLS:
+        r = rows.get(impl)
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"| {impl} | error | | | | | |")
+            continue
+        sps = r["samples_per_s"]
+        vs_peer = f"{sps / best_peer:.1f}x" if best_peer else ""
+        vs_raw = f"{sps / ceiling:.0%}" if ceiling else ""
+        steady = r.get("steady_samples_per_s")
+        steady_text = f"{steady:,.0f}" if steady else ""
+        lines.append(
+            f"| {impl} | {sps:,.0f} | {r['samples']:,} | {r['seconds']:.1f} | {vs_peer} | {vs_raw}"
+            f" | {steady_text} |"
+        )
+    errors = [
+        f"- {r['impl']}: {r['error'].strip().splitlines()[-1]}" for r in results["runs"] if "error" in r
+    ]
+    return "\n".join(lines + (["", *errors] if errors else []) + [""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="64 MiB, 15 s per implementation")
+    parser.add_argument("--size-mib", type=int, default=None)
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; tables show medians")
+    parser.add_argument("--out", default="loader")
+    args = parser.parse_args(argv)
+    size_mib = args.size_mib or (64 if args.quick else 1024)
+    seconds = args.seconds or (15.0 if args.quick else 60.0)
+    nsamples = size_mib * 2**20 // (FEATURES * 4)
+
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    sys.path.insert(0, str(REPO_ROOT))
+    from servers import start_seaweedfs
+
+    from benchmarks.delay_proxy import DelayProxy
+
+    impls = [i for i in args.impls.split(",") if i]
+    for impl in impls:  # build peer venvs before any timing
+        _python(impl)
+    server = start_seaweedfs()
+    proxy = None
+    runs = []
+    try:
+        bucket = server.create_bucket()
+        asyncio.run(_write(server, bucket, nsamples))
+        proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
+        task = {
+            "endpoint": proxy.url,
+            "key": server.key,
+            "secret": server.secret,
+            "bucket": bucket,
+            "prefix": "loader.zarr",
+            "nsamples": nsamples,
+            "features": FEATURES,
+            "chunk_rows": CHUNK_ROWS,
+            "batch_size": BATCH,
+            "seconds": seconds,
+            "seed": 0,
+            "preload_chunks": 16,
+        }
+        for impl in [i for _ in range(args.rounds) for i in impls]:
+            result = _run(impl, task, timeout=seconds * 4 + 300)
+            print(json.dumps(result)[:400], flush=True)
+            runs.append(result)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
+    results = {
+        "mode": "quick" if args.quick else ("full" if size_mib >= 1024 else "reduced"),
+        "size_mib": size_mib,
+        "nsamples": nsamples,
+        "seconds": seconds,
+        "delay_ms": args.delay_ms,
+        "rounds": args.rounds,
+        "runs": runs,
+        "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores",
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=1))
+    (RESULTS / f"{args.out}.md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""Workers of benchmarks/bench_loader.py: one training-loader implementation per process.
+
+Run by any peer interpreter as ``python benchmarks/loader_workers.py '<task json>'``;
+prints one JSON line: samples delivered, seconds from the start of iteration
+(the array opened; DataLoader worker start-up included, as an epoch pays it) to the
+last batch, samples/s. Imports only the standard library at module level (peers lack
+azarr, azarr's venv lacks the peers).
+
+Every implementation reads the same float32 array ``x`` of ``nsamples`` samples
+(rows of ``features`` values, 4 KiB) in chunks of ``chunk_rows`` rows, shuffled,
+``batch_size`` samples per batch, and stops at the end of the epoch or after
+``seconds`` (slow peers would take hours for a whole epoch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+TASK: dict[str, Any] = {}
+
+
+def _s3fs_options(task: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "endpoint_url": task["endpoint"],
+        "key": task["key"],
+        "secret": task["secret"],
+        "skip_instance_cache": True,
+    }
+
+
+class _Clock:
+    """Samples and seconds from the start of iteration (the array already open) to the last batch."""
+
+    def __init__(self, cap: float) -> None:
+        self.cap, self.samples, self.batches = cap, 0, 0
+        self.first = self.last = self.first_batch = time.perf_counter()
+        self.first_samples = 0
+
+    def add(self, n: int) -> bool:
+        self.last = time.perf_counter()
+        if not self.batches:
+            self.first_batch, self.first_samples = self.last, n
+        self.samples += n
+        self.batches += 1
+        return self.last - self.first < self.cap
+
+    def result(self) -> dict[str, Any]:
+        seconds = self.last - self.first
+        return {
+            "samples": self.samples,
+            "batches": self.batches,
+            "seconds": seconds,
+            "samples_per_s": self.samples / seconds if seconds > 0 else 0.0,
+            # After the first batch: what start-up (imports, opens, first fetch) does not weigh on.
+            "steady_samples_per_s": (self.samples - self.first_samples) / (self.last - self.first_batch)
+            if self.last > self.first_batch
+            else None,
+        }
+
+
+# ---------------------------------------------------------------------- the ceiling
+def run_raw(task: dict[str, Any]) -> dict[str, Any]:
+    """Anonymous aiohttp GETs of every chunk object, 64 at a time: the bytes' ceiling (second pass timed)."""
+    import aiohttp
+
+    nchunks = -(-task["nsamples"] // task["chunk_rows"])
+    keys = [f"{task['prefix']}/x/{i}.0" for i in range(nchunks)]
+
+    async def main() -> tuple[int, float]:
+        sem = asyncio.Semaphore(64)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
+
+            async def get(key: str) -> int:
+                async with sem, session.get(f"{task['endpoint']}/{task['bucket']}/{key}") as r:
+                    body = await r.read()
+                    assert r.status == 200, (key, r.status)
+                    return len(body)
+
+            t0 = time.perf_counter()
+            sizes = await asyncio.gather(*(get(k) for k in keys))
+            return sum(sizes), time.perf_counter() - t0
+
+    asyncio.run(main())  # untimed pass: runs first, and would otherwise pay the server's cold caches
+    nbytes, seconds = asyncio.run(main())
+    return {
+        "samples": task["nsamples"],
+        "seconds": seconds,
+        "samples_per_s": task["nsamples"] / seconds,
+        "bytes": nbytes,
+    }
+
+
+# ---------------------------------------------------------------------- azarr
+async def _azarr_open(task: dict[str, Any]) -> Any:
+    import azarr
+    from azarr.storage import S3Store
+
+    options = {"endpoint_url": task["endpoint"], "key": task["key"], "secret": task["secret"]}
+    store = S3Store(f"{task['bucket']}/{task['prefix']}", storage_options=options)
+    return await azarr.open_array(store, mode="r", path="x")
+
+
+def _azarr_array(task: dict[str, Any]) -> Any:
+    return asyncio.run(_azarr_open(task))
+
+
+def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
+    """``async for`` over ``azarr.loader.BatchLoader`` on one event loop.
+
+    As in bench_cloud, one untimed read first (its own store) so that first-use work
+    (codec threads, lazily built state) is not timed; the timed epoch then uses a new
+    store with new connections, opened on the loop that iterates.
+    """
+    from azarr.loader import BatchLoader
+
+    async def main() -> dict[str, Any]:
+        warm = await _azarr_open(task)
+        await warm.get_basic_selection(slice(0, task["chunk_rows"]))
+        arr = await _azarr_open(task)
+        loader = BatchLoader(
+            arr, batch_size=task["batch_size"], seed=task["seed"], preload_chunks=task["preload_chunks"]
+        )
+        clock = _Clock(task["seconds"])
+        async for batch in loader:
+            if not clock.add(len(batch)):
+                break
+        return clock.result()
+
+    return asyncio.run(main())
+
+
+def run_azarr_torch(task: dict[str, Any]) -> dict[str, Any]:
+    """``TorchIterableDataset`` in ``DataLoader(num_workers=2, batch_size=None)``."""
+    import torch
+
+    from azarr.loader import BatchLoader, TorchIterableDataset
+
+    arr = _azarr_array(task)
+    loader = BatchLoader(
+        arr, batch_size=task["batch_size"], seed=task["seed"], preload_chunks=task["preload_chunks"]
+    )
+    data = torch.utils.data.DataLoader(TorchIterableDataset(loader), batch_size=None, num_workers=2)
+    clock = _Clock(task["seconds"])
+    for batch in data:
+        if not clock.add(len(batch)):
+            break
+    return clock.result()
+
+
+# ---------------------------------------------------------------------- map-style peers
+class _MapStyle:
+    """``dataset[i]`` = sample ``i``, the array opened lazily in each DataLoader worker (fork-safe)."""
+
+    def __init__(self, task: dict[str, Any], opener: str) -> None:
+        self.task, self.opener, self.array = task, opener, None
+
+    def __len__(self) -> int:
+        return int(self.task["nsamples"])
+
+    def __getitem__(self, i: int) -> Any:
+        if self.array is None:
+            self.array = OPENERS[self.opener](self.task)
+        return self.array[i]
+
+
+def _open_zarr218(task: dict[str, Any]) -> Any:
+    import zarr
+
+    store = zarr.storage.FSStore(f"s3://{task['bucket']}/{task['prefix']}", **_s3fs_options(task))
+    return zarr.open_array(store, mode="r", path="x")
+
+
+def _open_zarr3(task: dict[str, Any]) -> Any:
+    import zarr
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    inner = S3Store(
+        task["bucket"],
+        prefix=task["prefix"],
+        endpoint=task["endpoint"],
+        access_key_id=task["key"],
+        secret_access_key=task["secret"],
+        region="us-east-1",
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+    return zarr.open_array(ObjectStore(inner, read_only=True), mode="r", path="x")
+
+
+OPENERS = {"zarr218": _open_zarr218, "zarr3": _open_zarr3}
+
+
+def _torch_map(task: dict[str, Any], opener: str) -> dict[str, Any]:
+    import torch
+
+    generator = torch.Generator().manual_seed(task["seed"])
+    data = torch.utils.data.DataLoader(
+        _MapStyle(task, opener),
+        batch_size=task["batch_size"],
+        shuffle=True,
+        num_workers=2,
+        generator=generator,
+    )
+    clock = _Clock(task["seconds"])
+    for batch in data:
+        if not clock.add(len(batch)):
+            break
+    return clock.result()
+
+
+def run_zarr218(task: dict[str, Any]) -> dict[str, Any]:
+    """torch ``DataLoader(num_workers=2, shuffle=True)`` over ``z[i]``, zarr 2.18 ``FSStore`` + s3fs."""
+    return _torch_map(task, "zarr218")
+
+
+def run_zarr3(task: dict[str, Any]) -> dict[str, Any]:
+    """torch ``DataLoader(num_workers=2, shuffle=True)`` over ``z[i]``, zarr 3.1 ``ObjectStore`` + obstore."""
+    return _torch_map(task, "zarr3")
+
+
+class _XBatches:
+    """xbatcher batches of ``batch_size`` samples, by index (opened lazily per worker)."""
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        self.task, self.gen = task, None
+
+    def __len__(self) -> int:
+        return int(self.task["nsamples"]) // int(self.task["batch_size"])
+
+    def __getitem__(self, k: int) -> Any:
+        if self.gen is None:
+            import s3fs
+            import xarray as xr
+            import xbatcher
+
+            fs = s3fs.S3FileSystem(**_s3fs_options(self.task))
+            ds = xr.open_zarr(
+                fs.get_mapper(f"{self.task['bucket']}/{self.task['prefix']}"), consolidated=True
+            )
+            dims = {"sample": self.task["batch_size"], "feature": self.task["features"]}
+            self.gen = xbatcher.BatchGenerator(ds["x"], input_dims=dims)
+        return self.gen[k].values
+
+
+def run_xbatcher(task: dict[str, Any]) -> dict[str, Any]:
+    """xbatcher ``BatchGenerator`` over ``xarray.open_zarr`` (zarr 2.18 + s3fs), batches in shuffled
+    order through ``DataLoader(num_workers=2, batch_size=None)`` (xbatcher shuffles batches, not samples)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(task["seed"])
+    data = torch.utils.data.DataLoader(
+        _XBatches(task), batch_size=None, shuffle=True, num_workers=2, generator=generator
+    )
+    clock = _Clock(task["seconds"])
+    for batch in data:
+        if not clock.add(len(batch)):
+            break
+    return clock.result()
+
+
+IMPLS = {
+    "raw": run_raw,
+    "azarr": run_azarr,
+    "azarr-torch": run_azarr_torch,
+    "zarr218": run_zarr218,
+    "zarr3": run_zarr3,
+    "xbatcher": run_xbatcher,
+}
+
+
+def main() -> None:
+    task = json.loads(sys.argv[1])
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    result = IMPLS[task["impl"]](task)
+    result["impl"] = task["impl"]
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
