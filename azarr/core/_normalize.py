@@ -12,7 +12,8 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
-from azarr.errors import CodecError
+from azarr.errors import CodecError, MetadataError
+from azarr.metadata import decode_fill_value, ml_dtype_name
 
 #: zarr-python 2's default compressor: Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE, blocksize=0).
 DEFAULT_COMPRESSOR: dict[str, Any] = {
@@ -136,6 +137,12 @@ def normalize_fill_value(fill_value: Any, dtype: np.dtype[Any]) -> Any:
     """
     if fill_value is None or dtype.hasobject:
         return fill_value
+    if ml_dtype_name(dtype) is not None:
+        # bfloat16/float8/int4: TensorStore's encoding rules ("NaN", range checks)
+        try:
+            return decode_fill_value(fill_value, dtype, key="fill_value")
+        except MetadataError as exc:
+            raise ValueError(str(exc)) from exc
     if not isinstance(fill_value, (np.void, bytes, str)) and _is_zero(fill_value):
         return np.zeros((), dtype=dtype)[()]
     if dtype.kind == "U":
