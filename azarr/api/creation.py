@@ -19,6 +19,7 @@ from azarr.core._normalize import (
     normalize_shape,
 )
 from azarr.core._paths import node_key, normalize_path
+from azarr.core._streaming import is_array_source, source_chunks
 from azarr.core.array import AsyncArray
 from azarr.errors import ReadOnlyError
 from azarr.metadata import ZARRAY, ArrayMetadata, normalize_dtype
@@ -221,7 +222,19 @@ async def array(data: Any, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data`` (zarr-python 2 ``zarr.array``).
 
     Shape and dtype come from ``data`` unless given. Arguments as :func:`create`.
+
+    ``data`` may be a chunked array (an ``AsyncArray``, an h5py dataset, a
+    zarr-python 2 array): its chunks are then the default ``chunks`` (as in
+    zarr-python 2) and it is copied slab by slab, never read whole, so
+    ``await azarr.array(src, chunks=new_chunks, store=...)`` rechunks ``src``.
     """
+    if is_array_source(data):
+        kwargs.setdefault("dtype", data.dtype)
+        if kwargs.get("chunks") is None and source_chunks(data) is not None:
+            kwargs["chunks"] = source_chunks(data)
+        created = await create(tuple(data.shape), **kwargs)
+        await created.set_basic_selection(Ellipsis, data)
+        return created
     values = np.asanyarray(data)
     kwargs.setdefault("dtype", values.dtype)
     created = await create(values.shape, **kwargs)

@@ -25,6 +25,7 @@ from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.core._hierarchy import Document, read_documents
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
+from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
 from azarr.errors import ArrayNotFoundError
 from azarr.indexing import (
     BasicIndexer,
@@ -646,7 +647,20 @@ class AsyncArray(Node):
             ``value``'s shape does not broadcast to the selection's shape (both named).
         IndexError
             Out-of-bounds selection.
+
+        Notes
+        -----
+        ``value`` may also be a chunked array (an ``AsyncArray``, an h5py
+        dataset, a zarr-python 2 array) of the selection's shape: a region of
+        step-1 slices is then streamed slab by slab, never read whole
+        (``azarr.core._streaming``).
         """
+        if fields is None and is_array_source(value):
+            region = region_of(selection, self.shape)
+            if region is not None:
+                self._check_writable()
+                await stream_into(self, region, value, progress=progress)
+                return
         await self._set_selection(
             BasicIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
@@ -697,6 +711,8 @@ class AsyncArray(Node):
         self, indexer: Any, value: Any, *, fields: Fields, progress: ProgressCallback | None = None
     ) -> None:
         self._check_writable()
+        if is_array_source(value):  # other selections than a region: the source is read whole
+            value = await read_source(value)
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
