@@ -2,6 +2,7 @@
 
 from azarr.api.consolidated import ConsolidatedStore, consolidate_metadata, open_consolidated
 from azarr.api.copy import CopyResult, copy_store
+from azarr.api.copy_nodes import copy, copy_all
 from azarr.api.creation import (
     array,
     create,
@@ -21,6 +22,8 @@ __all__ = [
     "CopyResult",
     "array",
     "consolidate_metadata",
+    "copy",
+    "copy_all",
     "copy_store",
     "create",
     "empty",
