@@ -1,6 +1,7 @@
 """Top-level functions: create, open and consolidate arrays and groups."""
 
 from azarr.api.consolidated import ConsolidatedStore, consolidate_metadata, open_consolidated
+from azarr.api.convenience import load, open_like, save, save_array, save_group, tree
 from azarr.api.copy import CopyResult, copy_store
 from azarr.api.copy_nodes import copy, copy_all
 from azarr.api.creation import (
@@ -16,12 +17,15 @@ from azarr.api.creation import (
     zeros_like,
 )
 from azarr.api.opening import group, open, open_array, open_group
+from azarr.api.storage_ops import contains_array, contains_group, getsize, rename, rmdir
 
 __all__ = [
     "ConsolidatedStore",
     "CopyResult",
     "array",
     "consolidate_metadata",
+    "contains_array",
+    "contains_group",
     "copy",
     "copy_all",
     "copy_store",
@@ -30,13 +34,22 @@ __all__ = [
     "empty_like",
     "full",
     "full_like",
+    "getsize",
     "group",
+    "load",
     "ones",
     "ones_like",
     "open",
     "open_array",
     "open_consolidated",
     "open_group",
+    "open_like",
+    "rename",
+    "rmdir",
+    "save",
+    "save_array",
+    "save_group",
+    "tree",
     "zeros",
     "zeros_like",
 ]
