@@ -21,6 +21,7 @@ from azarr import config, errors, scheduler, storage
 from azarr.api import (
     ConsolidatedStore,
     CopyResult,
+    SplitStore,
     array,
     consolidate_metadata,
     contains_array,
@@ -75,6 +76,7 @@ __all__ = [
     "Attributes",
     "ConsolidatedStore",
     "CopyResult",
+    "SplitStore",
     "FsspecStore",
     "GCSStore",
     "HTTPStore",

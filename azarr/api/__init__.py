@@ -1,5 +1,6 @@
 """Top-level functions: create, open and consolidate arrays and groups."""
 
+from azarr.api.chunk_store import SplitStore
 from azarr.api.consolidated import ConsolidatedStore, consolidate_metadata, open_consolidated
 from azarr.api.convenience import load, open_like, save, save_array, save_group, tree
 from azarr.api.copy import CopyResult, copy_store
@@ -22,6 +23,7 @@ from azarr.api.storage_ops import contains_array, contains_group, getsize, renam
 __all__ = [
     "ConsolidatedStore",
     "CopyResult",
+    "SplitStore",
     "array",
     "consolidate_metadata",
     "contains_array",

@@ -42,6 +42,21 @@ def resolve_store(
     return make_store(store, storage_options=storage_options, read_only=read_only)
 
 
+def with_chunk_store(
+    store: Store,
+    chunk_store: StoreLike | None,
+    storage_options: dict[str, Any] | None,
+    *,
+    read_only: bool = False,
+) -> Store:
+    """``store``, or a :class:`~azarr.api.chunk_store.SplitStore` of it and ``chunk_store`` when one is given."""
+    if chunk_store is None:
+        return store
+    from azarr.api.chunk_store import SplitStore
+
+    return SplitStore(store, resolve_store(chunk_store, storage_options, read_only=read_only))
+
+
 async def create(
     shape: int | tuple[int, ...],
     chunks: Any = True,
@@ -60,6 +75,7 @@ async def create(
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
     attributes: dict[str, Any] | None = None,
+    chunk_store: StoreLike | None = None,
 ) -> AsyncArray:
     """Create an empty array (writes ``.zarray``, and ``.zgroup`` for missing ancestors).
 
@@ -101,6 +117,9 @@ async def create(
         Let pickle-based codecs decode data.
     attributes : dict, optional
         Initial ``.zattrs``.
+    chunk_store : Store, str, os.PathLike or MutableMapping, optional
+        Keep the chunks here and only the metadata documents in ``store``
+        (zarr-python 2 ``chunk_store``; see :class:`~azarr.api.chunk_store.SplitStore`).
 
     Returns
     -------
@@ -113,7 +132,7 @@ async def create(
     MetadataError, CodecError
         Invalid dtype, fill_value or codec; nothing is written.
     """
-    the_store = resolve_store(store, storage_options)
+    the_store = with_chunk_store(resolve_store(store, storage_options), chunk_store, storage_options)
     node_path = normalize_path(path)
     if the_store.read_only:
         raise ReadOnlyError(f"cannot create array {node_path!r}: store {the_store.url} is read-only")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from azarr.api.creation import create, resolve_store
+from azarr.api.creation import create, resolve_store, with_chunk_store
+from azarr.core._array_ops import check_recheck_policy
 from azarr.core._hierarchy import contains_group, node_kind
 from azarr.core._paths import normalize_path
 from azarr.core.array import AsyncArray
@@ -46,6 +47,9 @@ async def open_array(
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
     write_empty_chunks: bool | None = None,
+    cache_metadata: bool = True,
+    recheck_metadata: bool | float | str | None = None,
+    chunk_store: StoreLike | None = None,
     **create_kwargs: Any,
 ) -> AsyncArray:
     """Open an array, creating it if the mode allows (zarr-python 2 ``zarr.open_array``).
@@ -64,6 +68,15 @@ async def open_array(
         Let pickle-based codecs decode chunks.
     write_empty_chunks : bool, optional
         Store chunks equal to ``fill_value``.
+    cache_metadata : bool, default True
+        zarr-python 2's switch: False rereads ``.zarray`` before every
+        operation (the same as ``recheck_metadata=True``).
+    recheck_metadata : {"open", True, False} or float, optional
+        When to reread ``.zarray`` (TensorStore's ``recheck_cached_metadata``):
+        ``"open"`` never after opening (default), True before every operation,
+        seconds: when older than that. See :meth:`AsyncArray.set_recheck_metadata`.
+    chunk_store : Store, str, os.PathLike or MutableMapping, optional
+        Where the chunks are, when not beside the metadata in ``store`` (zarr-python 2).
     **create_kwargs
         :func:`azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
@@ -79,6 +92,31 @@ async def open_array(
     TypeError
         The array must be created but no ``shape`` was given.
     """
+    policy = check_recheck_policy(
+        recheck_metadata if recheck_metadata is not None else "open" if cache_metadata else True
+    )
+    if chunk_store is not None:
+        store = with_chunk_store(
+            resolve_store(store, storage_options, read_only=mode == "r"),
+            chunk_store,
+            storage_options,
+            read_only=mode == "r",
+        )
+    opened = await _open_array(
+        store, mode, path, storage_options, allow_pickle, write_empty_chunks, create_kwargs
+    )
+    return opened.set_recheck_metadata(policy)
+
+
+async def _open_array(
+    store: StoreLike | None,
+    mode: str,
+    path: str | None,
+    storage_options: dict[str, Any] | None,
+    allow_pickle: bool | None,
+    write_empty_chunks: bool | None,
+    create_kwargs: dict[str, Any],
+) -> AsyncArray:
     mode = _check_mode(mode)
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
     await _revalidate(the_store)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +23,22 @@ from numcodecs.abc import Codec
 
 from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
+from azarr.core._array_ops import (
+    RecheckPolicy,
+    astype_filters,
+    check_recheck_policy,
+    iterate_rows,
+    rechecks_metadata,
+    refresh_array,
+    view_metadata,
+    write_fill_value,
+)
 from azarr.core._hierarchy import Document, read_documents
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
 from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
-from azarr.errors import ArrayNotFoundError
+from azarr.core.attributes import Attributes
+from azarr.errors import ArrayNotFoundError, ReadOnlyError
 from azarr.indexing import (
     BasicIndexer,
     BlockIndexer,
@@ -327,6 +339,7 @@ class AsyncArray(Node):
                 continue
             yield tuple(int(p) for p in parts), key
 
+    @rechecks_metadata
     async def nchunks_initialized(self) -> int:
         """Number of chunks present in the store (zarr-python 2 ``nchunks_initialized``)."""
         grid = self.cdata_shape if self.ndim else (1,)
@@ -343,6 +356,7 @@ class AsyncArray(Node):
         return sum(sizes)
 
     # ---------------------------------------------------------------- reads
+    @rechecks_metadata
     async def get_basic_selection(
         self,
         selection: Any = Ellipsis,
@@ -382,6 +396,7 @@ class AsyncArray(Node):
             return result[()]
         return result
 
+    @rechecks_metadata
     async def get_orthogonal_selection(
         self,
         selection: Any,
@@ -404,6 +419,7 @@ class AsyncArray(Node):
             return result[()]
         return result
 
+    @rechecks_metadata
     async def get_coordinate_selection(
         self,
         selection: Any,
@@ -420,6 +436,7 @@ class AsyncArray(Node):
         indexer = CoordinateIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
+    @rechecks_metadata
     async def get_mask_selection(
         self,
         selection: Any,
@@ -432,6 +449,7 @@ class AsyncArray(Node):
         indexer = MaskIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
+    @rechecks_metadata
     async def get_block_selection(
         self,
         selection: Any,
@@ -444,6 +462,7 @@ class AsyncArray(Node):
         indexer = BlockIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
+    @rechecks_metadata
     async def getitem(self, selection: Any) -> Any:
         """``z[selection]`` of zarr-python 2, awaited.
 
@@ -630,6 +649,7 @@ class AsyncArray(Node):
         return fill
 
     # ---------------------------------------------------------------- writes
+    @rechecks_metadata
     async def set_basic_selection(
         self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
     ) -> None:
@@ -665,6 +685,7 @@ class AsyncArray(Node):
             BasicIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_orthogonal_selection(
         self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
     ) -> None:
@@ -673,6 +694,7 @@ class AsyncArray(Node):
             OrthogonalIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_coordinate_selection(
         self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
     ) -> None:
@@ -681,6 +703,7 @@ class AsyncArray(Node):
             CoordinateIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_mask_selection(
         self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
     ) -> None:
@@ -689,6 +712,7 @@ class AsyncArray(Node):
             MaskIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_block_selection(
         self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
     ) -> None:
@@ -697,6 +721,7 @@ class AsyncArray(Node):
             BlockIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def setitem(self, selection: Any, value: Any) -> None:
         """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
         fields, pure = pop_fields(selection)
@@ -768,6 +793,7 @@ class AsyncArray(Node):
         return self._codec.encode(chunk, key=key)
 
     # ---------------------------------------------------------------- shape changes
+    @rechecks_metadata
     async def resize(self, *shape: int | tuple[int, ...]) -> None:
         """Change the shape; chunks wholly outside the new shape are deleted.
 
@@ -785,6 +811,10 @@ class AsyncArray(Node):
         from azarr.core._normalize import normalize_shape
 
         self._check_writable()
+        if self._is_view:
+            raise ReadOnlyError(
+                f"cannot resize view {self.name!r}: views never write metadata (zarr-python 2)"
+            )
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
@@ -799,6 +829,7 @@ class AsyncArray(Node):
         ]
         await bounded_map(self._io.delete, stale, self._budget.max_requests)
 
+    @rechecks_metadata
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``, growing the array (zarr-python 2 ``Array.append``).
 
@@ -880,6 +911,139 @@ class AsyncArray(Node):
             allow_pickle=state["allow_pickle"],
             write_empty_chunks=state["write_empty_chunks"],
         )
+
+    # ---------------------------------------------------------------- zarr-python 2 extras
+    #: True for arrays made by :meth:`view` / :meth:`astype`: their metadata lives only in memory.
+    _is_view = False
+    #: When ``.zarray`` is reread (see ``azarr.core._array_ops``); ``"open"``: never after opening.
+    _recheck_metadata: RecheckPolicy = "open"
+    #: ``time.monotonic()`` of the last metadata read under a time-bound policy.
+    _metadata_read_at = 0.0
+
+    def _adopt_metadata(self, metadata: ArrayMetadata, attributes: dict[str, Any]) -> None:
+        """Use newly read metadata and attributes (the codec is rebuilt only if the encoding changed)."""
+        old = self._metadata
+        encoding = ("dtype", "chunks", "order", "compressor", "filters")
+        if any(getattr(old, f) != getattr(metadata, f) for f in encoding):
+            self._codec = self._make_codec(metadata)
+        self._metadata = metadata
+        self._attrs = Attributes(
+            self._store, node_key(self._path, ZATTRS), attributes, read_only=self._read_only
+        )
+        self._metadata_read_at = time.monotonic()
+
+    async def refresh(self) -> None:
+        """Reread ``.zarray`` and ``.zattrs``: see another writer's resize or attribute change.
+
+        zarr-python 2 does this before every operation with
+        ``cache_metadata=False``; here it happens on demand, or by policy
+        (:meth:`set_recheck_metadata`). A view keeps its overrides and is not refreshed.
+
+        Raises
+        ------
+        ArrayNotFoundError
+            The array was deleted.
+        MetadataError
+            The new document is invalid.
+        """
+        if not self._is_view:
+            await refresh_array(self)
+
+    def set_recheck_metadata(self, policy: RecheckPolicy) -> AsyncArray:
+        """Choose when ``.zarray`` is reread: ``"open"`` (never), True (before every operation) or seconds.
+
+        TensorStore's ``recheck_cached_metadata``; ``True`` is zarr-python 2's
+        ``cache_metadata=False``. Returns the array itself.
+
+        Raises
+        ------
+        ValueError
+            Not a valid policy.
+        """
+        self._recheck_metadata = check_recheck_policy(policy)
+        self._metadata_read_at = time.monotonic()
+        return self
+
+    def view(
+        self,
+        shape: Any = None,
+        chunks: Any = None,
+        dtype: Any = None,
+        fill_value: Any = None,
+        filters: Any = None,
+        read_only: bool | None = None,
+    ) -> AsyncArray:
+        """The same stored chunks read through different metadata (zarr-python 2 ``Array.view``).
+
+        Overrides apply to the view only; ``.zarray`` is never written through
+        a view (``resize``/``append``/``set_fill_value`` raise), but data writes
+        go to the shared chunks, encoded with the view's metadata. A ``dtype``
+        of another item size reinterprets the chunk bytes (the chunk shape
+        must then match the stored bytes); a changed ``shape`` or ``chunks``
+        makes the view read the same keys with another grid.
+
+        Raises
+        ------
+        MetadataError
+            The overridden metadata is invalid.
+        """
+        metadata = view_metadata(
+            self, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill_value, filters=filters
+        )
+        view = AsyncArray(
+            self._store,
+            self._path,
+            metadata,
+            self._attrs.asdict(),
+            read_only=self._read_only if read_only is None else read_only,
+            allow_pickle=self._allow_pickle,
+            write_empty_chunks=self._write_empty_chunks,
+        )
+        view._is_view = True
+        return view
+
+    def astype(self, dtype: Any) -> AsyncArray:
+        """A read-only view decoding the stored values to ``dtype`` (zarr-python 2 ``Array.astype``).
+
+        Adds numcodecs' ``AsType`` filter in front of the array's filters, as
+        zarr-python 2 does, so each chunk is converted as it is decoded.
+        """
+        new_dtype = np.dtype(dtype)
+        return self.view(filters=astype_filters(self, new_dtype), dtype=new_dtype, read_only=True)
+
+    def islice(self, start: int | None = None, end: int | None = None) -> AsyncIterator[Any]:
+        """Iterate ``async for row in arr.islice(start, end)`` over axis 0 (zarr-python 2 ``islice``).
+
+        Reads one chunk row at a time (the next one while the current is
+        consumed), never the whole array.
+
+        Raises
+        ------
+        TypeError
+            The array is 0-d.
+        ValueError
+            ``start`` or ``end`` is negative or not an int.
+        """
+        return iterate_rows(self, start, end)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        """``async for row in arr``: the rows along axis 0 (zarr-python 2 ``iter(arr)``)."""
+        return self.islice()
+
+    async def set_fill_value(self, value: Any) -> None:
+        """Change the fill value and write ``.zarray`` (zarr-python 2 ``arr.fill_value = value``).
+
+        Stored chunks keep their values; missing chunks read as the new value.
+
+        Raises
+        ------
+        ReadOnlyError
+            The array is read-only, or a view.
+        ValueError
+            ``value`` is not valid for the dtype.
+        """
+        metadata = await write_fill_value(self, value)
+        self._metadata = metadata
 
 
 # -------------------------------------------------------------------- helpers
