@@ -52,6 +52,10 @@ _DEFAULTS: dict[str, Any] = {
     "allow_pickle": False,
     # Store chunks that equal fill_value (zarr-python 2 default: True).
     "write_empty_chunks": True,
+    # Compressor of new arrays created with compressor="default" (zarr-python 2's
+    # ``zarr.storage.default_compressor``): a numcodecs codec, its config dict, or
+    # None for no compression. "blosc-lz4" is Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE).
+    "default_compressor": "blosc-lz4",
 }
 
 # Settings that must be integers >= 1.
@@ -107,7 +111,8 @@ def set(**settings: Any) -> Any:
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
-        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool).
+        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool),
+        ``default_compressor`` (numcodecs codec, config dict, None, or ``"blosc-lz4"``).
         Budgets are fixed when a store is first used; change a live store's with
         :func:`azarr.scheduler.set_budget`.
 

@@ -50,6 +50,7 @@ async def open_array(
     cache_metadata: bool = True,
     recheck_metadata: bool | float | str | None = None,
     chunk_store: StoreLike | None = None,
+    fill_missing_data_reads: bool = True,
     **create_kwargs: Any,
 ) -> AsyncArray:
     """Open an array, creating it if the mode allows (zarr-python 2 ``zarr.open_array``).
@@ -77,6 +78,10 @@ async def open_array(
         seconds: when older than that. See :meth:`AsyncArray.set_recheck_metadata`.
     chunk_store : Store, str, os.PathLike or MutableMapping, optional
         Where the chunks are, when not beside the metadata in ``store`` (zarr-python 2).
+    fill_missing_data_reads : bool, default True
+        False makes a read of a chunk that is not stored raise
+        :class:`~azarr.errors.ChunkNotFoundError` instead of returning the fill
+        value (TensorStore's zarr2 option; see ``azarr.api.missing_chunks``).
     **create_kwargs
         :func:`azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
@@ -102,6 +107,10 @@ async def open_array(
             storage_options,
             read_only=mode == "r",
         )
+    if not fill_missing_data_reads:
+        from azarr.api.missing_chunks import StrictReadStore
+
+        store = StrictReadStore(resolve_store(store, storage_options, read_only=mode == "r"))
     opened = await _open_array(
         store, mode, path, storage_options, allow_pickle, write_empty_chunks, create_kwargs
     )

@@ -45,6 +45,8 @@ T = TypeVar("T")
 # Set while a rechecking operation runs, so the operations it calls (getitem ->
 # get_basic_selection) do not reread the metadata a second time.
 _RECHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar("azarr_metadata_rechecked", default=False)
+#: True while an array operation that writes runs (see :func:`rechecks_metadata`).
+WRITING: contextvars.ContextVar[bool] = contextvars.ContextVar("azarr_array_writing", default=False)
 
 
 def check_recheck_policy(policy: Any) -> RecheckPolicy:
@@ -65,22 +67,29 @@ def check_recheck_policy(policy: Any) -> RecheckPolicy:
 def rechecks_metadata(
     method: Callable[P, Awaitable[T]],
 ) -> Callable[P, Awaitable[T]]:
-    """Decorate an ``AsyncArray`` operation so it first applies the array's recheck policy."""
+    """Decorate an ``AsyncArray`` operation so it first applies the array's recheck policy.
+
+    It also records whether the operation writes (``set_*``, ``append``,
+    ``resize``) in :data:`WRITING`, which :class:`~azarr.api.missing_chunks.StrictReadStore`
+    reads: a partial write into a missing chunk starts from the fill value even
+    when reads of missing chunks are errors.
+    """
+    writes = method.__name__.startswith(("set", "append", "resize"))
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         array: AsyncArray = args[0]  # type: ignore[assignment]
         policy = array._recheck_metadata
         # `is False`, not `in (..., False)`: a time bound of 0.0 seconds equals False
-        if policy is False or policy == "open" or _RECHECKED.get():
-            return await method(*args, **kwargs)
-        if _is_due(array):
+        if not (policy is False or policy == "open" or _RECHECKED.get()) and _is_due(array):
             await array.refresh()
-        token = _RECHECKED.set(True)
+        rechecked = _RECHECKED.set(True)
+        writing = WRITING.set(writes)
         try:
             return await method(*args, **kwargs)
         finally:
-            _RECHECKED.reset(token)
+            WRITING.reset(writing)
+            _RECHECKED.reset(rechecked)
 
     return wrapper
 

@@ -12,6 +12,7 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
+from azarr import config
 from azarr.errors import CodecError, MetadataError
 from azarr.metadata import decode_fill_value, ml_dtype_name
 
@@ -194,9 +195,19 @@ def normalize_compressor(compressor: Any, shape: tuple[int, ...]) -> dict[str, A
         return None
     if isinstance(compressor, str):
         if compressor == "default":
-            return dict(DEFAULT_COMPRESSOR)
+            return _default_compressor()
         return codec_config({"id": compressor}, role="compressor")
     return codec_config(compressor, role="compressor")
+
+
+def _default_compressor() -> dict[str, Any] | None:
+    """``azarr.config`` ``default_compressor`` as a config (zarr-python 2 ``zarr.storage.default_compressor``)."""
+    setting = config.get("default_compressor")
+    if setting == "blosc-lz4":
+        return dict(DEFAULT_COMPRESSOR)
+    if setting is None:
+        return None
+    return codec_config(setting, role="default_compressor")
 
 
 def normalize_filters(filters: Any) -> list[dict[str, Any]]:

@@ -31,7 +31,9 @@ from azarr.storage._http import HTTPStore
 from azarr.storage._local import LocalStore
 from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
+from azarr.storage._nested import NestedDirectoryStore
 from azarr.storage._s3 import S3Store
+from azarr.storage._temp import TempStore
 from azarr.storage._url import StoreLike, from_url, make_store
 from azarr.storage._zip import ZipStore
 
@@ -42,6 +44,8 @@ __all__ = [
     "HTTPStore",
     "LRUStoreCache",
     "LocalStore",
+    "NestedDirectoryStore",
+    "TempStore",
     "MappingStore",
     "MemoryStore",
     "S3Store",

@@ -1,0 +1,75 @@
+"""TensorStore-style open options and storage compatibility: fill_missing_data_reads, default_compressor,
+TempStore, NestedDirectoryStore."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+
+import azarr
+from azarr.errors import ChunkNotFoundError
+from azarr.storage import LocalStore, NestedDirectoryStore, TempStore
+
+
+async def test_fill_missing_data_reads_false(tmp_path: Path) -> None:
+    root = str(tmp_path / "a.zarr")
+    z = await azarr.create((10,), chunks=(5,), dtype="i4", fill_value=-1, store=root)
+    await z.set_basic_selection(slice(0, 5), np.arange(5, dtype="i4"))
+    strict = await azarr.open_array(root, mode="r+", fill_missing_data_reads=False)
+    assert np.array_equal(await strict.get_basic_selection(slice(0, 5)), np.arange(5))
+    with pytest.raises(ChunkNotFoundError, match=r"chunk '1' is missing"):
+        await strict.getitem(...)
+    with pytest.raises(ChunkNotFoundError):
+        await strict.get_orthogonal_selection(([7],))
+    # a partial write into the missing chunk starts from the fill value, as in TensorStore
+    await strict.set_basic_selection(slice(6, 8), np.array([60, 70], dtype="i4"))
+    assert np.array_equal(await strict.getitem(...), [0, 1, 2, 3, 4, -1, 60, 70, -1, -1])
+    lenient = await azarr.open_array(root, mode="r")
+    await z.store.delete("0")
+    assert (await lenient.getitem(...))[0] == -1
+
+
+async def test_default_compressor_setting() -> None:
+    with azarr.config.set(default_compressor=numcodecs.Zstd(level=2)):
+        assert (await azarr.zeros((10,))).compressor == numcodecs.Zstd(level=2)
+        assert (await azarr.zeros((10,), compressor=None)).compressor is None
+    with azarr.config.set(default_compressor=None):
+        assert (await azarr.zeros((10,))).compressor is None
+    assert (await azarr.zeros((10,))).compressor == numcodecs.Blosc(cname="lz4", clevel=5, shuffle=1)
+    with azarr.config.set(default_compressor={"id": "no-such-codec"}), pytest.raises(azarr.errors.CodecError):
+        await azarr.zeros((10,))
+
+
+async def test_temp_store_is_removed_on_close() -> None:
+    store = TempStore()
+    root = store.root
+    z = await azarr.array(np.arange(4), store=store)
+    assert np.array_equal(await z.getitem(...), np.arange(4)) and root.is_dir()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(store)
+    await store.close()
+    assert not root.exists()
+
+
+async def test_nested_directory_store_reads_old_nested_data(tmp_path: Path) -> None:
+    root = tmp_path / "old.zarr"
+    data = np.arange(36, dtype="<i2").reshape(6, 6)
+    z = await azarr.array(data, chunks=(4, 4), store=str(root), dimension_separator="/")
+    assert (root / "1" / "0").is_file()
+    # what zarr-python < 2.8 left behind: nested files, no dimension_separator in .zarray
+    doc = json.loads((root / ".zarray").read_text())
+    del doc["dimension_separator"]
+    (root / ".zarray").write_text(json.dumps(doc))
+    plain = await azarr.open_array(LocalStore(root), mode="r")
+    assert not (await plain.getitem(...)).any()  # the flat keys are missing: all fill value
+    nested = await azarr.open_array(NestedDirectoryStore(root), mode="r+")
+    assert np.array_equal(await nested.getitem(...), data)
+    await nested.set_basic_selection((slice(4, 6), slice(0, 2)), np.full((2, 2), 99, dtype="<i2"))
+    assert not (root / "1.0").exists() and (root / "1" / "0").is_file()
+    assert (await nested.getitem(...))[5, 1] == 99
+    assert z.path == ""
