@@ -73,3 +73,44 @@ async def test_nested_directory_store_reads_old_nested_data(tmp_path: Path) -> N
     assert not (root / "1.0").exists() and (root / "1" / "0").is_file()
     assert (await nested.getitem(...))[5, 1] == 99
     assert z.path == ""
+
+
+async def test_open_zarr2_flags_and_schema_check(tmp_path: Path) -> None:
+    url = (tmp_path / "t.zarr").as_uri() + "|zarr2:"
+    with pytest.raises(azarr.errors.ArrayNotFoundError):
+        await azarr.open_zarr2(url)  # open=True, create=False: must exist
+    z = await azarr.open_zarr2(url, create=True, open=False, shape=[6], chunks=[3], dtype="<u2")
+    assert z.fill_value is None and z.shape == (6,)  # TensorStore's default fill value is null
+    filled = await azarr.open_zarr2(
+        (tmp_path / "f.zarr").as_uri() + "|zarr2:",
+        create=True,
+        shape=[6],
+        chunks=[3],
+        dtype="<u2",
+        fill_value=7,
+    )
+    await filled.set_basic_selection(..., np.full(6, 7, dtype="<u2"))
+    assert await filled.nchunks_initialized() == 0  # store_data_equal_to_fill_value=False
+    with pytest.raises(azarr.errors.ContainsArrayError):
+        await azarr.open_zarr2(url, create=True, open=False, shape=[6], dtype="<u2")
+    same = await azarr.open_zarr2(url, shape=[6], dtype="<u2", chunks=[3], rank=1)
+    assert same.chunks == (3,)
+    with pytest.raises(
+        azarr.errors.MetadataError, match=r"dtype .*uint16.* does not match the expected dtype"
+    ):
+        await azarr.open_zarr2(url, shape=[6], dtype="<i4")
+    with pytest.raises(azarr.errors.MetadataError, match="rank 1 does not match the expected rank 2"):
+        await azarr.open_zarr2(url, rank=2)
+    replaced = await azarr.open_zarr2(
+        url, create=True, delete_existing=True, open=False, shape=[2], dtype="f4"
+    )
+    assert replaced.shape == (2,)
+    assumed = await azarr.open_zarr2(url, assume_metadata=True, shape=[2], dtype="f4", fill_value=5)
+    assert np.array_equal(await assumed.getitem(...), [5, 5])  # its own metadata: .zarray not read
+    with pytest.raises(ValueError, match="delete_existing=True needs create=True and open=False"):
+        await azarr.open_zarr2(url, delete_existing=True)
+    with pytest.raises(ValueError, match="unknown zarr2 metadata fields"):
+        await azarr.open_zarr2(url, metadata_key=".zarray")
+    strict = await azarr.open_zarr2(url, fill_missing_data_reads=False)
+    with pytest.raises(ChunkNotFoundError):
+        await strict.getitem(...)

@@ -19,6 +19,7 @@ from azarr.api.creation import (
 )
 from azarr.api.opening import group, open, open_array, open_group
 from azarr.api.storage_ops import contains_array, contains_group, getsize, rename, rmdir
+from azarr.api.tensorstore_open import open_zarr2
 
 __all__ = [
     "ConsolidatedStore",
@@ -46,6 +47,7 @@ __all__ = [
     "open_consolidated",
     "open_group",
     "open_like",
+    "open_zarr2",
     "rename",
     "rmdir",
     "save",

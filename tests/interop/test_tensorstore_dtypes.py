@@ -127,3 +127,11 @@ async def test_tensorstore_opens_arrays_azarr_writes(tensorstore_python: Path, t
             assert np.isnan(seen[name]["fill_value"])
         else:
             assert seen[name]["fill_value"] == expected_fill
+
+
+async def test_zarr2_url_form_opens_tensorstore_output(ts_written: Path) -> None:
+    url = (ts_written / "bfloat16").as_uri() + "|zarr2:"
+    arr = await azarr.open_zarr2(url, read_only=True, dtype="bfloat16", shape=[5, 3], chunks=[2, 2], rank=2)
+    assert (await arr.getitem(...)).tobytes() == (ts_written / "bfloat16.bin").read_bytes()
+    with pytest.raises(azarr.errors.MetadataError, match="chunks"):
+        await azarr.open_zarr2(url, read_only=True, shape=[5, 3], chunks=[4, 4])
