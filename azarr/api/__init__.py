@@ -17,6 +17,7 @@ from azarr.api.creation import (
     zeros,
     zeros_like,
 )
+from azarr.api.dimensions import get_dimension_names, group_dimensions, set_dimension_names
 from azarr.api.opening import group, open, open_array, open_group
 from azarr.api.storage_ops import contains_array, contains_group, getsize, rename, rmdir
 from azarr.api.tensorstore_open import open_zarr2
@@ -37,8 +38,10 @@ __all__ = [
     "empty_like",
     "full",
     "full_like",
+    "get_dimension_names",
     "getsize",
     "group",
+    "group_dimensions",
     "load",
     "ones",
     "ones_like",
@@ -53,6 +56,7 @@ __all__ = [
     "save",
     "save_array",
     "save_group",
+    "set_dimension_names",
     "tree",
     "zeros",
     "zeros_like",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from azarr.api.consolidated_first import open_consolidated_or_none, wants_consolidated
 from azarr.api.creation import create, resolve_store, with_chunk_store
 from azarr.core._array_ops import check_recheck_policy
 from azarr.core._hierarchy import contains_group, node_kind
@@ -156,8 +157,14 @@ async def open_group(
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
+    use_consolidated: bool | None = None,
 ) -> AsyncGroup:
     """Open a group, creating it if the mode allows (zarr-python 2 ``zarr.open_group``).
+
+    ``use_consolidated`` (zarr-python 3's name, xarray's ``consolidated``): None
+    opens through ``.zmetadata`` when there is one and the mode is ``"r"``,
+    else walks the hierarchy (xarray's default); True requires it (modes
+    ``"r"``/``"r+"``); False never looks (see ``azarr.api.consolidated_first``).
 
     Raises
     ------
@@ -172,6 +179,14 @@ async def open_group(
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
     await _revalidate(the_store)
     node_path = normalize_path(path)
+    if wants_consolidated(use_consolidated, mode):
+        node = await open_consolidated_or_none(
+            the_store, node_path, mode, required=bool(use_consolidated), allow_pickle=allow_pickle
+        )
+        if isinstance(node, AsyncArray):
+            raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
+        if node is not None:
+            return node
     if mode in ("r", "r+", "a"):
         kind = await node_kind(the_store, node_path)
         if kind == "group":
@@ -196,7 +211,8 @@ async def open(
     """Open an array or a group, whichever is at ``path`` (zarr-python 2 ``zarr.open``).
 
     With nothing there, modes ``a``/``w``/``w-`` create an array when
-    ``shape`` is given, else a group.
+    ``shape`` is given, else a group. ``use_consolidated=`` as for
+    :func:`open_group`: in mode ``"r"`` ``.zmetadata`` is used when present.
 
     Raises
     ------
@@ -207,6 +223,18 @@ async def open(
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
     await _revalidate(the_store)
     node_path = normalize_path(path)
+    use_consolidated = kwargs.pop("use_consolidated", None)
+    # array options other than allow_pickle (shape, chunk_store, recheck_metadata...) need the plain open
+    if wants_consolidated(use_consolidated, mode) and set(kwargs) <= {"allow_pickle"}:
+        node = await open_consolidated_or_none(
+            the_store,
+            node_path,
+            mode,
+            required=bool(use_consolidated),
+            allow_pickle=kwargs.get("allow_pickle"),
+        )
+        if node is not None:
+            return node
     group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
     if mode in ("r", "r+", "a"):
         kind = await node_kind(the_store, node_path)
