@@ -21,6 +21,7 @@ from azarr.storage import Store
 async def test_view_overrides_only_in_memory() -> None:
     z = await azarr.array(np.arange(12, dtype="<i4"), chunks=(4,), fill_value=0)
     v = z.view(dtype="<u4", fill_value=5)
+    assert v.is_view and not z.is_view
     assert v.dtype == np.dtype("<u4") and v.fill_value == 5
     assert np.array_equal(await v.getitem(...), np.arange(12, dtype="<u4"))
     assert json.loads(await z.store.get(".zarray") or b"{}")["dtype"] == "<i4"

@@ -128,3 +128,11 @@ async def test_group_async_context_manager(tmp_path: Path) -> None:
     async with await azarr.open_group(str(tmp_path / "g.zarr"), mode="w") as g:
         await g.zeros("a", shape=(2,))
     assert await azarr.contains_array(str(tmp_path / "g.zarr"), "a")
+
+
+async def test_group_delitem() -> None:
+    g = await _tree()
+    await g.delitem("a")
+    assert not await g.contains("a") and not await g.contains("a/b") and await g.contains("a-x")
+    with pytest.raises(NodeNotFoundError):
+        await g.delitem("a")

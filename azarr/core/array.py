@@ -920,6 +920,11 @@ class AsyncArray(Node):
     #: ``time.monotonic()`` of the last metadata read under a time-bound policy.
     _metadata_read_at = 0.0
 
+    @property
+    def is_view(self) -> bool:
+        """True for arrays made by :meth:`view` or :meth:`astype` (zarr-python 2 ``is_view``)."""
+        return self._is_view
+
     def _adopt_metadata(self, metadata: ArrayMetadata, attributes: dict[str, Any]) -> None:
         """Use newly read metadata and attributes (the codec is rebuilt only if the encoding changed)."""
         old = self._metadata

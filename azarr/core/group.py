@@ -480,6 +480,24 @@ class AsyncGroup(Node):
         """Create array ``name`` filled like ``data`` (zarr-python 2 ``Group.full_like``)."""
         return await like_array(self, "full", name, data, **kwargs)
 
+    async def delitem(self, name: str) -> None:
+        """Delete the member ``name`` and everything below it (zarr-python 2 ``del group[name]``).
+
+        Raises
+        ------
+        NodeNotFoundError
+            No member ``name``.
+        ReadOnlyError
+            The group is read-only.
+        """
+        self._check_writable()
+        path = join_path(self._path, name)
+        if await node_kind(self._store, path) is None:
+            raise NodeNotFoundError(
+                f"no array or group named {name!r} in group {self.name!r} of {self._store.url}"
+            )
+        await self._store.delete_prefix(path)
+
     async def __aenter__(self) -> AsyncGroup:
         """``async with group:`` returns the group; on exit its store is closed (zarr-python 2 ``with group:``)."""
         return self
