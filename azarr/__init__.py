@@ -21,6 +21,7 @@ from azarr import config, errors, scheduler, storage
 from azarr.api import (
     ConsolidatedStore,
     CopyResult,
+    N5Store,
     SplitStore,
     array,
     consolidate_metadata,
@@ -77,6 +78,7 @@ __all__ = [
     "Attributes",
     "ConsolidatedStore",
     "CopyResult",
+    "N5Store",
     "SplitStore",
     "FsspecStore",
     "GCSStore",

@@ -18,6 +18,7 @@ from azarr.api.creation import (
     zeros_like,
 )
 from azarr.api.dimensions import get_dimension_names, group_dimensions, set_dimension_names
+from azarr.api.n5 import N5Store
 from azarr.api.opening import group, open, open_array, open_group
 from azarr.api.storage_ops import contains_array, contains_group, getsize, rename, rmdir
 from azarr.api.tensorstore_open import open_zarr2
@@ -25,6 +26,7 @@ from azarr.api.tensorstore_open import open_zarr2
 __all__ = [
     "ConsolidatedStore",
     "CopyResult",
+    "N5Store",
     "SplitStore",
     "array",
     "consolidate_metadata",

@@ -150,6 +150,11 @@ async def create(
     )
     await prepare_node_path(the_store, node_path, overwrite=overwrite)
     await the_store.set(node_key(node_path, ZARRAY), metadata.to_json())
+    if getattr(the_store, "rewrites_metadata", False):
+        # a translating store (N5Store) stores another document than it was given: use what it reads back
+        stored = await the_store.get(node_key(node_path, ZARRAY))
+        if stored is not None:
+            metadata = ArrayMetadata.from_json(stored, key=node_key(node_path, ZARRAY))
     array = AsyncArray(
         the_store,
         node_path,
