@@ -109,3 +109,82 @@ async def test_copy_matches_zarr_218(run_ref_script: Any, tmp_path: Path) -> Non
         mine = await azarr.open_array(str(ours_dir / dest), path=path, mode="r")
         other = await azarr.open_array(str(theirs_dir / dest), path=path, mode="r")
         assert np.array_equal(await mine.getitem(...), await other.getitem(...)), path
+
+
+def _peers() -> Any:
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parent.parent.parent / "benchmarks" / "peers.py"
+    spec = importlib.util.spec_from_file_location("azarr_test_peers_h5", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def zarr218_h5py_python() -> Path:
+    """zarr 2.18 with h5py: a peer venv of benchmarks/peers.py (built once under .cache/bench-venvs)."""
+    peers = _peers()
+    try:
+        return Path(peers.ensure_peer_python("zarr218-h5py", report=lambda msg: None))
+    except peers.PeerError as exc:
+        pytest.fail(f"zarr 2.18 + h5py venv unavailable:\n{exc}", pytrace=False)
+
+
+def _run_copy_h5py(python: Path, h5: Path, out: Path) -> Any:
+    """Run ref_scripts/copy_h5py.py with zarr 2.18 + h5py; its JSON result."""
+    import subprocess
+
+    script = Path(__file__).parent / "ref_scripts" / "copy_h5py.py"
+    proc = subprocess.run(
+        [str(python), "-E", "-s", str(script), str(h5), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+async def test_copy_from_hdf5_matches_zarr_218(zarr218_h5py_python: Path, tmp_path: Path) -> None:
+    import h5py
+
+    h5 = tmp_path / "data.h5"
+    with h5py.File(h5, "w") as f:
+        f.attrs["title"] = "hdf5 source"
+        d = f.create_dataset(
+            "x", data=np.arange(100, dtype="<f4").reshape(10, 10), chunks=(4, 5), fillvalue=-1
+        )
+        d.attrs["units"] = "K"
+        g = f.create_group("grp")
+        g.attrs["level"] = 1
+        g.create_dataset("y", data=np.arange(7, dtype="<i8"), chunks=(7,), compression="gzip")
+    theirs_dir, ours_dir = tmp_path / "theirs.zarr", tmp_path / "ours.zarr"
+    theirs = _run_copy_h5py(zarr218_h5py_python, h5, theirs_dir)
+    ours: dict[str, Any] = {}
+    with h5py.File(h5, "r") as f:
+        for key, kwargs, dest in [
+            ("all", {}, ours_dir),
+            ("one", {"name": "y2", "chunks": (3,), "compressor": numcodecs.Zlib(level=1)}, ours_dir),
+            ("dry", {"dry_run": True}, ours_dir / "dry"),
+        ]:
+            lines: list[str] = []
+            group = await azarr.open_group(str(dest), mode="a")
+            if key == "one":
+                counts = await azarr.copy(f["grp/y"], group, log=lines.append, **kwargs)
+            else:
+                counts = await azarr.copy_all(f, group, log=lines.append, **kwargs)
+            ours[key] = {"counts": list(counts), "log": lines}
+    assert ours == theirs
+    mine, other = _documents(ours_dir), _documents(theirs_dir)
+    # zarr 2.18's dry run still writes the destination's attributes; azarr's writes nothing
+    assert other.pop("dry/.zattrs") == {"title": "hdf5 source"} and "dry/.zattrs" not in mine
+    assert mine == other
+    for path in ("x", "grp/y", "y2"):
+        a = await azarr.open_array(str(ours_dir), path=path, mode="r")
+        b = await azarr.open_array(str(theirs_dir), path=path, mode="r")
+        assert np.array_equal(await a.getitem(...), await b.getitem(...)), path
