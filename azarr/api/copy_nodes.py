@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import IO, Any, Literal
 
 import numpy as np
@@ -69,16 +69,15 @@ def _is_array(node: Any) -> bool:
     return isinstance(node, AsyncArray) or (not isinstance(node, AsyncGroup) and hasattr(node, "shape"))
 
 
-async def _keys(group: Any) -> list[str]:
+async def _children(group: Any) -> AsyncIterator[tuple[str, Any]]:
+    """``(name, node)`` of a group's members: azarr's sorted and opened in one concurrent wave,
+    h5py's in h5py's own order (as zarr-python 2 iterates them), one by one in a worker thread."""
     if isinstance(group, AsyncGroup):
-        return [name async for name in group]
-    return await asyncio.to_thread(lambda: list(group.keys()))
-
-
-async def _child(group: Any, name: str) -> Any:
-    if isinstance(group, AsyncGroup):
-        return await group.get(name)
-    return await asyncio.to_thread(group.__getitem__, name)
+        async for name, node in group.members():
+            yield name, node
+        return
+    for name in await asyncio.to_thread(lambda: list(group.keys())):
+        yield name, await asyncio.to_thread(group.__getitem__, name)
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -211,8 +210,8 @@ class _Copier:
             if dest is not None and await dest.contains(name):
                 existing = await dest.get(name)
                 group = existing if isinstance(existing, AsyncGroup) else None
-        for key in await _keys(source):
-            await self.copy(await _child(source, key), group, key, root=False)
+        async for key, child in _children(source):
+            await self.copy(child, group, key, root=False)
         self._count(copied=1)
 
     def summary(self) -> None:
@@ -237,8 +236,8 @@ async def _count_nodes(source: Any, *, shallow: bool, root: bool) -> int:
     if _is_array(source) or (shallow and not root):
         return 1 if _is_array(source) else 0
     total = 1
-    for key in await _keys(source):
-        total += await _count_nodes(await _child(source, key), shallow=shallow, root=False)
+    async for _, child in _children(source):
+        total += await _count_nodes(child, shallow=shallow, root=False)
     return total
 
 
@@ -344,11 +343,10 @@ async def copy_all(
     zarr-python 2.18).
     """
     _check_dest(dest)
-    keys = await _keys(source)
     total = 0
     if progress is not None:
-        for key in keys:
-            total += await _count_nodes(await _child(source, key), shallow=shallow, root=False)
+        async for _, child in _children(source):
+            total += await _count_nodes(child, shallow=shallow, root=False)
     with _log_writer(log) as write:
         copier = _Copier(
             write,
@@ -360,8 +358,8 @@ async def copy_all(
             progress=progress,
             total=total,
         )
-        for key in keys:
-            await copier.copy(await _child(source, key), dest, key, root=False)
+        async for key, child in _children(source):
+            await copier.copy(child, dest, key, root=False)
         if not dry_run:
             await dest.attrs.update(_attrs(source))
         copier.summary()
