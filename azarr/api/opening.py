@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from azarr.api.consolidated_first import open_consolidated_or_none, wants_consolidated
+from azarr.api.consolidated_first import consolidated_and_kind, wants_consolidated
 from azarr.api.creation import create, resolve_store, with_chunk_store
 from azarr.core._array_ops import check_recheck_policy
 from azarr.core._hierarchy import contains_group, node_kind
@@ -179,8 +179,9 @@ async def open_group(
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
     await _revalidate(the_store)
     node_path = normalize_path(path)
+    kind_known, kind = False, None
     if wants_consolidated(use_consolidated, mode):
-        node = await open_consolidated_or_none(
+        node, kind, kind_known = await consolidated_and_kind(
             the_store, node_path, mode, required=bool(use_consolidated), allow_pickle=allow_pickle
         )
         if isinstance(node, AsyncArray):
@@ -188,7 +189,8 @@ async def open_group(
         if node is not None:
             return node
     if mode in ("r", "r+", "a"):
-        kind = await node_kind(the_store, node_path)
+        if not kind_known:
+            kind = await node_kind(the_store, node_path)
         if kind == "group":
             return await AsyncGroup.open(
                 the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle
@@ -225,8 +227,9 @@ async def open(
     node_path = normalize_path(path)
     use_consolidated = kwargs.pop("use_consolidated", None)
     # array options other than allow_pickle (shape, chunk_store, recheck_metadata...) need the plain open
+    kind_known, kind = False, None
     if wants_consolidated(use_consolidated, mode) and set(kwargs) <= {"allow_pickle"}:
-        node = await open_consolidated_or_none(
+        node, kind, kind_known = await consolidated_and_kind(
             the_store,
             node_path,
             mode,
@@ -237,7 +240,8 @@ async def open(
             return node
     group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
     if mode in ("r", "r+", "a"):
-        kind = await node_kind(the_store, node_path)
+        if not kind_known:
+            kind = await node_kind(the_store, node_path)
         if kind == "array":
             return await open_array(the_store, mode, path=node_path, **kwargs)
         if kind == "group":
