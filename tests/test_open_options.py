@@ -110,7 +110,23 @@ async def test_open_zarr2_flags_and_schema_check(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="delete_existing=True needs create=True and open=False"):
         await azarr.open_zarr2(url, delete_existing=True)
     with pytest.raises(ValueError, match="unknown zarr2 metadata fields"):
-        await azarr.open_zarr2(url, metadata_key=".zarray")
+        await azarr.open_zarr2(url, dimension_names=["x"])
     strict = await azarr.open_zarr2(url, fill_missing_data_reads=False)
     with pytest.raises(ChunkNotFoundError):
         await strict.getitem(...)
+
+
+async def test_open_zarr2_metadata_key(tmp_path: Path) -> None:
+    root = tmp_path / "k.zarr"
+    z = await azarr.open_zarr2(
+        str(root), create=True, shape=[4], chunks=[2], dtype="<i2", metadata_key="meta.json"
+    )
+    await z.setitem(..., np.arange(4, dtype="<i2"))
+    assert (root / "meta.json").is_file() and not (root / ".zarray").exists()
+    again = await azarr.open_zarr2(str(root), metadata_key="meta.json", read_only=True)
+    assert np.array_equal(await again.getitem(...), np.arange(4))
+    assert await again.nchunks_initialized() == 2
+    with pytest.raises(azarr.errors.ArrayNotFoundError):
+        await azarr.open_zarr2(str(root))  # under the default name there is no array
+    with pytest.raises(ValueError, match="plain file name"):
+        await azarr.open_zarr2(str(root), metadata_key="a/b")

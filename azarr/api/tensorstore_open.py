@@ -17,14 +17,13 @@ TensorStore                                          azarr
 ``metadata.shape/dtype/chunks/...`` on open          checked against the stored ``.zarray``
 ``rank``                                             checked against the stored rank
 ``"<kvstore-url>|zarr2:"``                           the URL form, e.g. ``"file:///data/a.zarr|zarr2:"``
+``metadata_key``                                     the array document under another name (:class:`MetadataKeyStore`)
 ==================================================  =========================================
-
-TensorStore's ``metadata_key`` (a ``.zarray`` under another name) is not
-supported: such a store is not a Zarr v2 hierarchy other tools can read.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,7 @@ from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.errors import MetadataError
 from azarr.metadata import ZARRAY, ArrayMetadata
-from azarr.storage import StoreLike
+from azarr.storage import ByteRange, Store, StoreLike
 
 _URL_DRIVER = "|zarr2:"
 # Creation arguments TensorStore calls the array's metadata (its "schema" constraints).
@@ -65,6 +64,65 @@ def split_zarr2_url(url: str) -> tuple[str, str]:
     if "|" in rest:
         raise ValueError(f"only one driver may follow the kvstore in {url!r}")
     return kvstore, rest
+
+
+class MetadataKeyStore(Store):
+    """``store`` with the ``.zarray`` of the array at ``path`` kept under ``metadata_key`` (TensorStore option).
+
+    Only that one document is renamed; every other key passes through.
+    """
+
+    def __init__(self, store: Store, path: str, metadata_key: str) -> None:
+        super().__init__(read_only=store.read_only)
+        if not metadata_key or "/" in metadata_key:
+            raise ValueError(f"metadata_key must be a plain file name, got {metadata_key!r}")
+        self.inner = store
+        self.supports_listing = store.supports_listing
+        self.is_local = store.is_local
+        self._zarray = node_key(path, ZARRAY)
+        self._renamed = node_key(path, metadata_key)
+
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
+    @property
+    def budget_owner(self) -> Store:
+        return self.inner.budget_owner
+
+    def _map(self, key: str) -> str:
+        return self._renamed if key == self._zarray else key
+
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        return await self.inner.get(self._map(key), byte_range)
+
+    async def _set(self, key: str, value: bytes) -> None:
+        await self.inner.set(self._map(key), value)
+
+    async def _delete(self, key: str) -> None:
+        await self.inner.delete(self._map(key))
+
+    async def _exists(self, key: str) -> bool:
+        return await self.inner.exists(self._map(key))
+
+    async def _getsize(self, key: str) -> int:
+        return await self.inner.getsize(self._map(key))
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        await self.inner.delete_prefix(prefix)
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        async for key in self.inner.list_prefix(prefix):
+            yield self._zarray if key == self._renamed else key
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
+        renamed = self._renamed.rpartition("/")[2]
+        at_array = node_key(prefix.rstrip("/"), ZARRAY) == self._zarray
+        async for name in self.inner.list_dir(prefix):
+            yield ZARRAY if at_array and name == renamed else name
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def _mode(open: bool, create: bool, delete_existing: bool, read_only: bool) -> str:
@@ -116,6 +174,7 @@ async def open_zarr2(
     fill_missing_data_reads: bool = True,
     store_data_equal_to_fill_value: bool = False,
     recheck_cached_metadata: bool | float | str = "open",
+    metadata_key: str = ZARRAY,
     storage_options: dict[str, Any] | None = None,
     **metadata: Any,
 ) -> AsyncArray:
@@ -142,6 +201,9 @@ async def open_zarr2(
         Store chunks equal to the fill value (TensorStore's default False).
     recheck_cached_metadata : {"open", True, False} or seconds
         When ``.zarray`` is reread.
+    metadata_key : str
+        Name of the array's metadata document (default ``".zarray"``). Other
+        Zarr readers only find the array under the default name.
     **metadata
         ``shape``, ``chunks``, ``dtype``, ``compressor``, ``fill_value``,
         ``order``, ``filters``, ``dimension_separator``: used to create the
@@ -165,6 +227,8 @@ async def open_zarr2(
     mode = _mode(open, create, delete_existing, read_only)
     the_store = resolve_store(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
+    if metadata_key != ZARRAY:
+        the_store = MetadataKeyStore(the_store, node_path, metadata_key)
     if assume_metadata or create or metadata:
         if "shape" not in metadata:
             if assume_metadata:
