@@ -147,3 +147,14 @@ async def test_chunk_store_keeps_chunks_apart(tmp_path: Path) -> None:
     assert np.array_equal(await alone.getitem(...), np.zeros(10))
     await azarr.create((4,), store=str(meta), chunk_store=str(chunks), overwrite=True)
     assert sorted(p.name for p in chunks.iterdir()) == []
+
+
+async def test_a_streamed_sources_own_policy_applies(tmp_path: Path) -> None:
+    root = str(tmp_path / "src.zarr")
+    writer = await azarr.create((4,), chunks=(2,), dtype="i2", store=root)
+    src = await azarr.open_array(root, mode="r", cache_metadata=False)
+    await writer.resize(6)
+    await writer.set_basic_selection(slice(0, 6), np.arange(6, dtype="i2"))
+    dst = await azarr.zeros((6,), chunks=(3,), dtype="i2")
+    await dst.set_basic_selection(..., src)  # src rereads its metadata: shape (6,)
+    assert np.array_equal(await dst.getitem(...), np.arange(6))

@@ -19,7 +19,7 @@ from azarr.core._normalize import (
     normalize_shape,
 )
 from azarr.core._paths import node_key, normalize_path
-from azarr.core._streaming import is_array_source, source_chunks
+from azarr.core._streaming import is_array_source, prepare_source, source_chunks
 from azarr.core.array import AsyncArray
 from azarr.errors import ReadOnlyError
 from azarr.metadata import ZARRAY, ArrayMetadata, normalize_dtype
@@ -253,6 +253,7 @@ async def array(data: Any, **kwargs: Any) -> AsyncArray:
     ``await azarr.array(src, chunks=new_chunks, store=...)`` rechunks ``src``.
     """
     if is_array_source(data):
+        await prepare_source(data)
         kwargs.setdefault("dtype", data.dtype)
         if kwargs.get("chunks") is None and source_chunks(data) is not None:
             kwargs["chunks"] = source_chunks(data)

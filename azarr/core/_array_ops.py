@@ -42,9 +42,12 @@ RecheckPolicy = bool | float | Literal["open"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# Set while a rechecking operation runs, so the operations it calls (getitem ->
-# get_basic_selection) do not reread the metadata a second time.
-_RECHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar("azarr_metadata_rechecked", default=False)
+# The array whose operation is running, so the operations it calls on itself
+# (getitem -> get_basic_selection) do not reread its metadata a second time; an
+# operation on another array (a streamed copy's source) still applies its own policy.
+_RECHECKED: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "azarr_metadata_rechecked", default=None
+)
 #: True while an array operation that writes runs (see :func:`rechecks_metadata`).
 WRITING: contextvars.ContextVar[bool] = contextvars.ContextVar("azarr_array_writing", default=False)
 
@@ -81,9 +84,9 @@ def rechecks_metadata(
         array: AsyncArray = args[0]  # type: ignore[assignment]
         policy = array._recheck_metadata
         # `is False`, not `in (..., False)`: a time bound of 0.0 seconds equals False
-        if not (policy is False or policy == "open" or _RECHECKED.get()) and _is_due(array):
+        if not (policy is False or policy == "open" or _RECHECKED.get() is array) and _is_due(array):
             await array.refresh()
-        rechecked = _RECHECKED.set(True)
+        rechecked = _RECHECKED.set(array)
         writing = WRITING.set(writes)
         try:
             return await method(*args, **kwargs)
@@ -92,6 +95,13 @@ def rechecks_metadata(
             _RECHECKED.reset(rechecked)
 
     return wrapper
+
+
+async def recheck_if_due(array: AsyncArray) -> None:
+    """Apply ``array``'s recheck policy now (before its shape is used outside its own operations)."""
+    policy = array._recheck_metadata
+    if not (policy is False or policy == "open") and _is_due(array):
+        await array.refresh()
 
 
 def _is_due(array: AsyncArray) -> bool:

@@ -59,6 +59,15 @@ def is_array_source(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__getitem__")
 
 
+async def prepare_source(source: Any) -> None:
+    """Let an ``AsyncArray`` source apply its metadata recheck policy before its shape is used."""
+    from azarr.core._array_ops import recheck_if_due
+    from azarr.core.array import AsyncArray
+
+    if isinstance(source, AsyncArray):
+        await recheck_if_due(source)
+
+
 def source_chunks(source: Any) -> tuple[int, ...] | None:
     """The source's chunk shape (``chunks`` of zarr/h5py arrays), or None if it has none."""
     chunks = getattr(source, "chunks", None)
@@ -161,6 +170,7 @@ async def stream_into(
     ValueError
         ``source``'s shape is not the region's shape (named both).
     """
+    await prepare_source(source)
     shape = tuple(stop - start for start, stop in region)
     source_shape = tuple(int(n) for n in source.shape)
     if source_shape != shape:
