@@ -26,6 +26,7 @@ from typing import IO, Any, Literal
 import numpy as np
 
 from azarr.api.copy import CopyResult
+from azarr.core._streaming import prepare_source
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
 from azarr.errors import CopyError
@@ -135,6 +136,7 @@ class _Copier:
             await self._copy_group(source, dest, name)
 
     async def _copy_array(self, source: Any, dest: AsyncGroup | None, name: str) -> None:
+        await prepare_source(source)  # an AsyncArray with a recheck policy: its current shape
         exists = dest is not None and await dest.contains(name)
         do_copy = True
         if exists:
