@@ -158,3 +158,13 @@ async def test_a_streamed_sources_own_policy_applies(tmp_path: Path) -> None:
     dst = await azarr.zeros((6,), chunks=(3,), dtype="i2")
     await dst.set_basic_selection(..., src)  # src rereads its metadata: shape (6,)
     assert np.array_equal(await dst.getitem(...), np.arange(6))
+
+
+async def test_group_chunk_store(tmp_path: Path) -> None:
+    meta, chunks = tmp_path / "meta.zarr", tmp_path / "chunks.zarr"
+    g = await azarr.open_group(str(meta), mode="w", chunk_store=str(chunks))
+    z = await g.create_dataset("a/b", data=np.arange(4), chunks=(2,))
+    assert sorted(p.name for p in (chunks / "a" / "b").iterdir()) == ["0", "1"]
+    assert sorted(p.name for p in (meta / "a" / "b").iterdir()) == [".zarray"]
+    again = await azarr.open_group(str(meta), mode="r", chunk_store=str(chunks))
+    assert np.array_equal(await (await again.get("a/b")).getitem(...), np.arange(4)) and z.path == "a/b"

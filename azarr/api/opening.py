@@ -158,6 +158,7 @@ async def open_group(
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
     use_consolidated: bool | None = None,
+    chunk_store: StoreLike | None = None,
 ) -> AsyncGroup:
     """Open a group, creating it if the mode allows (zarr-python 2 ``zarr.open_group``).
 
@@ -165,6 +166,8 @@ async def open_group(
     opens through ``.zmetadata`` when there is one and the mode is ``"r"``,
     else walks the hierarchy (xarray's default); True requires it (modes
     ``"r"``/``"r+"``); False never looks (see ``azarr.api.consolidated_first``).
+    ``chunk_store`` keeps the chunks of every array below apart from the
+    metadata (zarr-python 2; :class:`~azarr.api.chunk_store.SplitStore`).
 
     Raises
     ------
@@ -176,7 +179,12 @@ async def open_group(
         Mode ``w-`` and a group exists.
     """
     mode = _check_mode(mode)
-    the_store = resolve_store(store, storage_options, read_only=mode == "r")
+    the_store = with_chunk_store(
+        resolve_store(store, storage_options, read_only=mode == "r"),
+        chunk_store,
+        storage_options,
+        read_only=mode == "r",
+    )
     await _revalidate(the_store)
     node_path = normalize_path(path)
     kind_known, kind = False, None
