@@ -63,6 +63,10 @@ _DEFAULTS: dict[str, Any] = {
     # when it is opened or created; also the cap on intermediate codec output
     # whose size the chunk shape does not fix (object codecs).
     "max_chunk_bytes": 2 * 2**30,
+    # Compressor of new arrays created with compressor="default" (zarr-python 2's
+    # ``zarr.storage.default_compressor``): a numcodecs codec, its config dict, or
+    # None for no compression. "blosc-lz4" is Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE).
+    "default_compressor": "blosc-lz4",
 }
 
 # Settings that must be integers >= 1.
@@ -146,6 +150,7 @@ def set(**settings: Any) -> Any:
         ``max_metadata_bytes`` (bytes, default 64 MiB: largest metadata document parsed),
         ``max_chunk_bytes`` (bytes, default 2 GiB: largest decoded chunk; checked when an
         array is opened, and the cap on every decode step; see ``docs/security.md``).
+        ``default_compressor`` (numcodecs codec, config dict, None, or ``"blosc-lz4"``).
         Budgets are fixed when a store is first used; change a live store's with
         :func:`azarr.scheduler.set_budget`.
 

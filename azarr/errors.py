@@ -116,6 +116,17 @@ class KeyExistsError(StoreError, FileExistsError):
     """A key to be written already exists and overwriting was not asked for (``copy_store``)."""
 
 
+class ChunkNotFoundError(AzarrError, FileNotFoundError):
+    """A read needed a chunk that is not stored, and missing chunks were not to read as the fill value.
+
+    Raised only for arrays opened with ``fill_missing_data_reads=False`` (TensorStore's option).
+    """
+
+
+class CopyError(AzarrError, RuntimeError):
+    """``copy``/``copy_all`` found a node in the way and ``if_exists="raise"`` (zarr-python 2: ``CopyError``)."""
+
+
 class ContainsArrayError(AzarrError, FileExistsError):
     """An array exists at a path where a new node was to be created (zarr-python 2: ``ContainsArrayError``)."""
 

@@ -147,6 +147,14 @@ PEERS: dict[str, Peer] = {
         ),
         expect_version="2.18.",
         modules=("zarr", "numcodecs", "numpy", "s3fs", "xarray", "xbatcher", "torch"),
+    # Not a benchmark peer: zarr 2.18 with h5py, for the copy/copy_all interop test with HDF5 sources
+    # (tests/interop/test_copy_nodes.py); the interop reference venv has no h5py.
+    "zarr218-h5py": Peer(
+        name="zarr218-h5py",
+        label="zarr 2.18 + h5py",
+        requirements=("zarr==2.18.7", "numcodecs==0.15.2", "numpy==2.2.6", "h5py==3.14.0"),
+        expect_version="2.18.",
+        modules=("zarr", "numcodecs", "numpy", "h5py"),
     ),
     # Not a peer: the plotting interpreter (matplotlib stays out of azarr's dependencies).
     "plot": Peer(

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from azarr.core._creation import build_array_metadata, create_array, create_array_from_data
+from azarr.core._creation import build_array_metadata, create_array
+from azarr.core._streaming import is_array_source, prepare_source, source_chunks
 from azarr.core.array import AsyncArray
 from azarr.storage import MemoryStore, Store, StoreLike, make_store
 
@@ -46,6 +47,21 @@ def resolve_store(
     return make_store(store, storage_options=storage_options, read_only=read_only)
 
 
+def with_chunk_store(
+    store: Store,
+    chunk_store: StoreLike | None,
+    storage_options: dict[str, Any] | None,
+    *,
+    read_only: bool = False,
+) -> Store:
+    """``store``, or a :class:`~azarr.api.chunk_store.SplitStore` of it and ``chunk_store`` when one is given."""
+    if chunk_store is None:
+        return store
+    from azarr.api.chunk_store import SplitStore
+
+    return SplitStore(store, resolve_store(chunk_store, storage_options, read_only=read_only))
+
+
 async def create(
     shape: int | tuple[int, ...],
     chunks: Any = True,
@@ -64,6 +80,7 @@ async def create(
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
     attributes: dict[str, Any] | None = None,
+    chunk_store: StoreLike | None = None,
 ) -> AsyncArray:
     """Create an empty array (writes ``.zarray``, and ``.zgroup`` for missing ancestors).
 
@@ -105,6 +122,9 @@ async def create(
         Let pickle-based codecs decode data.
     attributes : dict, optional
         Initial ``.zattrs``.
+    chunk_store : Store, str, os.PathLike or MutableMapping, optional
+        Keep the chunks here and only the metadata documents in ``store``
+        (zarr-python 2 ``chunk_store``; see :class:`~azarr.api.chunk_store.SplitStore`).
 
     Returns
     -------
@@ -118,7 +138,7 @@ async def create(
         Invalid dtype, fill_value or codec; nothing is written.
     """
     return await create_array(
-        resolve_store(store, storage_options),
+        with_chunk_store(resolve_store(store, storage_options), chunk_store, storage_options),
         path,
         shape,
         chunks=chunks,
@@ -160,9 +180,26 @@ async def array(data: Any, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data`` (zarr-python 2 ``zarr.array``).
 
     Shape and dtype come from ``data`` unless given. Arguments as :func:`create`.
+
+    ``data`` may be a chunked array (an ``AsyncArray``, an h5py dataset, a
+    zarr-python 2 array): its chunks are then the default ``chunks`` (as in
+    zarr-python 2) and it is copied slab by slab, never read whole, so
+    ``await azarr.array(src, chunks=new_chunks, store=...)`` rechunks ``src``.
     """
-    store = resolve_store(kwargs.pop("store", None), kwargs.pop("storage_options", None))
-    return await create_array_from_data(store, kwargs.pop("path", None), data, **kwargs)
+    if is_array_source(data):
+        await prepare_source(data)
+        kwargs.setdefault("dtype", data.dtype)
+        if kwargs.get("chunks") is None and source_chunks(data) is not None:
+            kwargs["chunks"] = source_chunks(data)
+        created = await create(tuple(data.shape), **kwargs)
+        await created.set_basic_selection(Ellipsis, data)
+        return created
+    values = np.asanyarray(data)
+    kwargs.setdefault("dtype", values.dtype)
+    created = await create(values.shape, **kwargs)
+    if values.size:
+        await created.set_basic_selection(Ellipsis, values)
+    return created
 
 
 def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from azarr.api.creation import create, resolve_store
+from azarr.api.consolidated_first import consolidated_and_kind, wants_consolidated
+from azarr.api.creation import create, resolve_store, with_chunk_store
+from azarr.core._array_ops import check_recheck_policy
 from azarr.core._hierarchy import contains_group, node_kind
 from azarr.core._paths import normalize_path
 from azarr.core.array import AsyncArray
@@ -54,6 +56,10 @@ async def open_array(
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
     write_empty_chunks: bool | None = None,
+    cache_metadata: bool = True,
+    recheck_metadata: bool | float | str | None = None,
+    chunk_store: StoreLike | None = None,
+    fill_missing_data_reads: bool = True,
     **create_kwargs: Any,
 ) -> AsyncArray:
     """Open an array, creating it if the mode allows (zarr-python 2 ``zarr.open_array``).
@@ -72,6 +78,19 @@ async def open_array(
         Let pickle-based codecs decode chunks.
     write_empty_chunks : bool, optional
         Store chunks equal to ``fill_value``.
+    cache_metadata : bool, default True
+        zarr-python 2's switch: False rereads ``.zarray`` before every
+        operation (the same as ``recheck_metadata=True``).
+    recheck_metadata : {"open", True, False} or float, optional
+        When to reread ``.zarray`` (TensorStore's ``recheck_cached_metadata``):
+        ``"open"`` never after opening (default), True before every operation,
+        seconds: when older than that. See :meth:`AsyncArray.set_recheck_metadata`.
+    chunk_store : Store, str, os.PathLike or MutableMapping, optional
+        Where the chunks are, when not beside the metadata in ``store`` (zarr-python 2).
+    fill_missing_data_reads : bool, default True
+        False makes a read of a chunk that is not stored raise
+        :class:`~azarr.errors.ChunkNotFoundError` instead of returning the fill
+        value (TensorStore's zarr2 option; see ``azarr.api.missing_chunks``).
     **create_kwargs
         :func:`azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
@@ -87,6 +106,35 @@ async def open_array(
     TypeError
         The array must be created but no ``shape`` was given.
     """
+    policy = check_recheck_policy(
+        recheck_metadata if recheck_metadata is not None else "open" if cache_metadata else True
+    )
+    if chunk_store is not None:
+        store = with_chunk_store(
+            resolve_store(store, storage_options, read_only=mode == "r"),
+            chunk_store,
+            storage_options,
+            read_only=mode == "r",
+        )
+    if not fill_missing_data_reads:
+        from azarr.api.missing_chunks import StrictReadStore
+
+        store = StrictReadStore(resolve_store(store, storage_options, read_only=mode == "r"))
+    opened = await _open_array(
+        store, mode, path, storage_options, allow_pickle, write_empty_chunks, create_kwargs
+    )
+    return opened.set_recheck_metadata(policy)
+
+
+async def _open_array(
+    store: StoreLike | None,
+    mode: str,
+    path: str | None,
+    storage_options: dict[str, Any] | None,
+    allow_pickle: bool | None,
+    write_empty_chunks: bool | None,
+    create_kwargs: dict[str, Any],
+) -> AsyncArray:
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
@@ -116,8 +164,17 @@ async def open_group(
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
+    use_consolidated: bool | None = None,
+    chunk_store: StoreLike | None = None,
 ) -> AsyncGroup:
     """Open a group, creating it if the mode allows (zarr-python 2 ``zarr.open_group``).
+
+    ``use_consolidated`` (zarr-python 3's name, xarray's ``consolidated``): None
+    opens through ``.zmetadata`` when there is one and the mode is ``"r"``,
+    else walks the hierarchy (xarray's default); True requires it (modes
+    ``"r"``/``"r+"``); False never looks (see ``azarr.api.consolidated_first``).
+    ``chunk_store`` keeps the chunks of every array below apart from the
+    metadata (zarr-python 2; :class:`~azarr.api.chunk_store.SplitStore`).
 
     Raises
     ------
@@ -129,10 +186,26 @@ async def open_group(
         Mode ``w-`` and a group exists.
     """
     mode = _check_mode(mode)
-    the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
+    split = with_chunk_store(
+        resolve_store(store, storage_options, read_only=mode == "r"),
+        chunk_store,
+        storage_options,
+        read_only=mode == "r",
+    )
+    the_store, io = await open_managed(split, None, read_only=mode == "r")
     node_path = normalize_path(path)
+    kind_known, kind = False, None
+    if wants_consolidated(use_consolidated, mode):
+        node, kind, kind_known = await consolidated_and_kind(
+            the_store, node_path, mode, required=bool(use_consolidated), allow_pickle=allow_pickle
+        )
+        if isinstance(node, AsyncArray):
+            raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
+        if node is not None:
+            return node
     if mode in ("r", "r+", "a"):
-        kind = await node_kind(io, node_path)
+        if not kind_known:
+            kind = await node_kind(io, node_path)
         if kind == "group":
             return await AsyncGroup.open(
                 the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle
@@ -155,7 +228,8 @@ async def open(
     """Open an array or a group, whichever is at ``path`` (zarr-python 2 ``zarr.open``).
 
     With nothing there, modes ``a``/``w``/``w-`` create an array when
-    ``shape`` is given, else a group.
+    ``shape`` is given, else a group. ``use_consolidated=`` as for
+    :func:`open_group`: in mode ``"r"`` ``.zmetadata`` is used when present.
 
     Raises
     ------
@@ -165,9 +239,23 @@ async def open(
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
+    use_consolidated = kwargs.pop("use_consolidated", None)
+    # array options other than allow_pickle (shape, chunk_store, recheck_metadata...) need the plain open
+    kind_known, kind = False, None
+    if wants_consolidated(use_consolidated, mode) and set(kwargs) <= {"allow_pickle"}:
+        node, kind, kind_known = await consolidated_and_kind(
+            the_store,
+            node_path,
+            mode,
+            required=bool(use_consolidated),
+            allow_pickle=kwargs.get("allow_pickle"),
+        )
+        if node is not None:
+            return node
     group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
     if mode in ("r", "r+", "a"):
-        kind = await node_kind(io, node_path)
+        if not kind_known:
+            kind = await node_kind(io, node_path)
         if kind == "array":
             return await open_array(the_store, mode, path=node_path, **kwargs)
         if kind == "group":

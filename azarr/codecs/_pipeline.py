@@ -139,6 +139,7 @@ class ChunkCodec:
 
     __slots__ = (
         "_allow_pickle",
+        "_buffer_dtype",
         "_declared_size",
         "_limits",
         "chunks",
@@ -166,6 +167,7 @@ class ChunkCodec:
     _allow_pickle: bool | None
     _declared_size: Callable[[memoryview], int | None] | None
     _limits: tuple[int, ...]
+    _buffer_dtype: np.dtype[Any] | None
 
     def __init__(
         self,
@@ -195,6 +197,14 @@ class ChunkCodec:
         self._limits = self._stage_limits()
         self.uses_pickle = any(is_unpickling_codec(c) for c in self._codecs())
         self._allow_pickle = allow_pickle
+        # ml_dtypes types (bfloat16, float8_*, int4) cannot export a buffer, which
+        # numcodecs needs: codecs see them as unsigned ints of the same item size.
+        self._buffer_dtype = (
+            np.dtype(f"u{self.dtype.itemsize}")
+            if self.dtype.fields is None
+            and str(getattr(self.dtype.type, "__module__", "")).startswith("ml_dtypes")
+            else None
+        )
         # Direct decoding needs the compressor's output to be the chunk's bytes
         # exactly: no filters in between, no object codec.
         self._declared_size = (
@@ -339,7 +349,8 @@ class ChunkCodec:
                         if declared != self.nbytes:
                             raise CodecError(self._size_message(key, declared, "declared in its header"))
                         target = out if out is not None else self._empty()
-                        self.compressor.decode(data, out=target)
+                        buffer = target if self._buffer_dtype is None else target.view(self._buffer_dtype)
+                        self.compressor.decode(data, out=buffer)
                         return target
                 chunk: Any = self._decode_step(self.compressor, data, len(self.filters))
             else:
@@ -478,6 +489,8 @@ class ChunkCodec:
         # Codecs serialise memory as laid out ("A" order), so the layout *is*
         # the on-disk order.
         data: Any = np.asarray(arr, order=self.order)
+        if self._buffer_dtype is not None:
+            data = data.view(self._buffer_dtype)
         stage = "encoding"
         try:
             for i, codec in enumerate(self.filters):

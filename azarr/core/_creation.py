@@ -78,6 +78,11 @@ async def create_array(
     io = StoreIO(store)
     await prepare_node_path(io, node_path, overwrite=overwrite)
     await io.set(node_key(node_path, ZARRAY), metadata.to_json())
+    if store.rewrites_metadata:
+        # A translating store (N5Store) keeps another document than it was given: use what it reads back.
+        stored = await io.get(node_key(node_path, ZARRAY))
+        if stored is not None:
+            metadata = ArrayMetadata.from_json(stored, key=node_key(node_path, ZARRAY))
     array = AsyncArray(
         store, node_path, metadata, {}, allow_pickle=allow_pickle, write_empty_chunks=write_empty_chunks
     )

@@ -12,7 +12,9 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
-from azarr.errors import CodecError
+from azarr import config
+from azarr.errors import CodecError, MetadataError
+from azarr.metadata import decode_fill_value, ml_dtype_name
 
 #: zarr-python 2's default compressor: Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE, blocksize=0).
 DEFAULT_COMPRESSOR: dict[str, Any] = {
@@ -136,6 +138,12 @@ def normalize_fill_value(fill_value: Any, dtype: np.dtype[Any]) -> Any:
     """
     if fill_value is None or dtype.hasobject:
         return fill_value
+    if ml_dtype_name(dtype) is not None:
+        # bfloat16/float8/int4: TensorStore's encoding rules ("NaN", range checks)
+        try:
+            return decode_fill_value(fill_value, dtype, key="fill_value")
+        except MetadataError as exc:
+            raise ValueError(str(exc)) from exc
     if not isinstance(fill_value, (np.void, bytes, str)) and _is_zero(fill_value):
         return np.zeros((), dtype=dtype)[()]
     if dtype.kind == "U":
@@ -187,9 +195,19 @@ def normalize_compressor(compressor: Any, shape: tuple[int, ...]) -> dict[str, A
         return None
     if isinstance(compressor, str):
         if compressor == "default":
-            return dict(DEFAULT_COMPRESSOR)
+            return _default_compressor()
         return codec_config({"id": compressor}, role="compressor")
     return codec_config(compressor, role="compressor")
+
+
+def _default_compressor() -> dict[str, Any] | None:
+    """``azarr.config`` ``default_compressor`` as a config (zarr-python 2 ``zarr.storage.default_compressor``)."""
+    setting = config.get("default_compressor")
+    if setting == "blosc-lz4":
+        return dict(DEFAULT_COMPRESSOR)
+    if setting is None:
+        return None
+    return codec_config(setting, role="default_compressor")
 
 
 def normalize_filters(filters: Any) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +23,22 @@ from numcodecs.abc import Codec
 
 from azarr import config
 from azarr.codecs import ChunkCodec
+from azarr.core._array_ops import (
+    RecheckPolicy,
+    astype_filters,
+    check_recheck_policy,
+    iterate_rows,
+    rechecks_metadata,
+    refresh_array,
+    view_metadata,
+    write_fill_value,
+)
 from azarr.core._hierarchy import Document, read_documents
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
-from azarr.errors import ArrayNotFoundError
+from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
+from azarr.core.attributes import Attributes
+from azarr.errors import ArrayNotFoundError, ReadOnlyError
 from azarr.indexing import (
     BasicIndexer,
     BasicSelection,
@@ -102,12 +115,16 @@ class AsyncArray(Node):
         self._codec = self._make_codec(metadata)
         self._budget = self._io.budget
         self._key_prefix = node_key(self._path, "")
-        # The one hand-off from selections to chunks (fetch/decode/scatter, merge/encode/store).
-        self._pipeline = ChunkPipeline(
+        self._pipeline = self._make_pipeline()
+
+    def _make_pipeline(self) -> ChunkPipeline:
+        """The one hand-off from selections to chunks (fetch/decode/scatter, merge/encode/store);
+        rebuilt whenever the metadata it depends on (codec, fill_value) changes."""
+        return ChunkPipeline(
             self._io,
             self._codec,
             self._chunk_key,
-            metadata.fill_value,
+            self._metadata.fill_value,
             write_empty_chunks=bool(self._write_empty_chunks),
         )
 
@@ -333,6 +350,7 @@ class AsyncArray(Node):
                 continue
             yield tuple(int(p) for p in parts), key
 
+    @rechecks_metadata
     async def nchunks_initialized(self) -> int:
         """Number of chunks present in the store (zarr-python 2 ``nchunks_initialized``)."""
         grid = self.cdata_shape if self.ndim else (1,)
@@ -349,6 +367,7 @@ class AsyncArray(Node):
         return sum(sizes)
 
     # ---------------------------------------------------------------- reads
+    @rechecks_metadata
     async def get_basic_selection(
         self,
         selection: BasicSelection = Ellipsis,
@@ -388,6 +407,7 @@ class AsyncArray(Node):
             return result[()]
         return result
 
+    @rechecks_metadata
     async def get_orthogonal_selection(
         self,
         selection: OrthogonalSelection,
@@ -410,6 +430,7 @@ class AsyncArray(Node):
             return result[()]
         return result
 
+    @rechecks_metadata
     async def get_coordinate_selection(
         self,
         selection: CoordinateSelection,
@@ -426,6 +447,7 @@ class AsyncArray(Node):
         indexer = CoordinateIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
+    @rechecks_metadata
     async def get_mask_selection(
         self,
         selection: MaskSelection,
@@ -438,6 +460,7 @@ class AsyncArray(Node):
         indexer = MaskIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
+    @rechecks_metadata
     async def get_block_selection(
         self,
         selection: BlockSelection,
@@ -450,6 +473,7 @@ class AsyncArray(Node):
         indexer = BlockIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
+    @rechecks_metadata
     async def getitem(self, selection: Selection) -> Any:
         """``z[selection]`` of zarr-python 2, awaited.
 
@@ -498,6 +522,7 @@ class AsyncArray(Node):
         return result
 
     # ---------------------------------------------------------------- writes
+    @rechecks_metadata
     async def set_basic_selection(
         self,
         selection: BasicSelection,
@@ -520,11 +545,25 @@ class AsyncArray(Node):
             ``value``'s shape does not broadcast to the selection's shape (both named).
         IndexError
             Out-of-bounds selection.
+
+        Notes
+        -----
+        ``value`` may also be a chunked array (an ``AsyncArray``, an h5py
+        dataset, a zarr-python 2 array) of the selection's shape: a region of
+        step-1 slices is then streamed slab by slab, never read whole
+        (``azarr.core._streaming``).
         """
+        if fields is None and is_array_source(value):
+            region = region_of(selection, self.shape)
+            if region is not None:
+                self._check_writable()
+                await stream_into(self, region, value, progress=progress)
+                return
         await self._set_selection(
             BasicIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_orthogonal_selection(
         self,
         selection: OrthogonalSelection,
@@ -538,6 +577,7 @@ class AsyncArray(Node):
             OrthogonalIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_coordinate_selection(
         self,
         selection: CoordinateSelection,
@@ -551,6 +591,7 @@ class AsyncArray(Node):
             CoordinateIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_mask_selection(
         self,
         selection: MaskSelection,
@@ -564,6 +605,7 @@ class AsyncArray(Node):
             MaskIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def set_block_selection(
         self,
         selection: BlockSelection,
@@ -577,6 +619,7 @@ class AsyncArray(Node):
             BlockIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
+    @rechecks_metadata
     async def setitem(self, selection: Selection, value: Any) -> None:
         """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
         fields, pure = pop_fields(selection)
@@ -591,12 +634,15 @@ class AsyncArray(Node):
         self, indexer: Any, value: Any, *, fields: Fields, progress: ProgressCallback | None = None
     ) -> None:
         self._check_writable()
+        if is_array_source(value):  # other selections than a region: the source is read whole
+            value = await read_source(value)
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
         await self._pipeline.write(indexer, indexer.nchunks, values, fields=fields, progress=progress)
 
     # ---------------------------------------------------------------- shape changes
+    @rechecks_metadata
     async def resize(self, *shape: int | tuple[int, ...]) -> None:
         """Change the shape; chunks wholly outside the new shape are deleted.
 
@@ -614,6 +660,10 @@ class AsyncArray(Node):
         from azarr.core._normalize import normalize_shape
 
         self._check_writable()
+        if self._is_view:
+            raise ReadOnlyError(
+                f"cannot resize view {self.name!r}: views never write metadata (zarr-python 2)"
+            )
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
@@ -628,6 +678,7 @@ class AsyncArray(Node):
         ]
         await bounded_map(self._io.delete, stale, self._budget.max_requests)
 
+    @rechecks_metadata
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Append ``data`` along ``axis``, growing the array (zarr-python 2 ``Array.append``).
 
@@ -719,6 +770,145 @@ class AsyncArray(Node):
         from azarr.sync import Array
 
         return Array(self, timeout=timeout)
+
+    # ---------------------------------------------------------------- zarr-python 2 extras
+    #: True for arrays made by :meth:`view` / :meth:`astype`: their metadata lives only in memory.
+    _is_view = False
+    #: When ``.zarray`` is reread (see ``azarr.core._array_ops``); ``"open"``: never after opening.
+    _recheck_metadata: RecheckPolicy = "open"
+    #: ``time.monotonic()`` of the last metadata read under a time-bound policy.
+    _metadata_read_at = 0.0
+
+    @property
+    def is_view(self) -> bool:
+        """True for arrays made by :meth:`view` or :meth:`astype` (zarr-python 2 ``is_view``)."""
+        return self._is_view
+
+    def _adopt_metadata(self, metadata: ArrayMetadata, attributes: dict[str, Any]) -> None:
+        """Use newly read metadata and attributes (the codec is rebuilt only if the encoding changed)."""
+        old = self._metadata
+        encoding = ("dtype", "chunks", "order", "compressor", "filters")
+        if any(getattr(old, f) != getattr(metadata, f) for f in encoding):
+            self._codec = self._make_codec(metadata)
+        self._metadata = metadata
+        self._pipeline = self._make_pipeline()
+        self._attrs = Attributes(
+            self._io, node_key(self._path, ZATTRS), attributes, read_only=self._read_only
+        )
+        self._metadata_read_at = time.monotonic()
+
+    async def refresh(self) -> None:
+        """Reread ``.zarray`` and ``.zattrs``: see another writer's resize or attribute change.
+
+        zarr-python 2 does this before every operation with
+        ``cache_metadata=False``; here it happens on demand, or by policy
+        (:meth:`set_recheck_metadata`). A view keeps its overrides and is not refreshed.
+
+        Raises
+        ------
+        ArrayNotFoundError
+            The array was deleted.
+        MetadataError
+            The new document is invalid.
+        """
+        if not self._is_view:
+            await refresh_array(self)
+
+    def set_recheck_metadata(self, policy: RecheckPolicy) -> AsyncArray:
+        """Choose when ``.zarray`` is reread: ``"open"`` (never), True (before every operation) or seconds.
+
+        TensorStore's ``recheck_cached_metadata``; ``True`` is zarr-python 2's
+        ``cache_metadata=False``. Returns the array itself.
+
+        Raises
+        ------
+        ValueError
+            Not a valid policy.
+        """
+        self._recheck_metadata = check_recheck_policy(policy)
+        self._metadata_read_at = time.monotonic()
+        return self
+
+    def view(
+        self,
+        shape: Any = None,
+        chunks: Any = None,
+        dtype: Any = None,
+        fill_value: Any = None,
+        filters: Any = None,
+        read_only: bool | None = None,
+    ) -> AsyncArray:
+        """The same stored chunks read through different metadata (zarr-python 2 ``Array.view``).
+
+        Overrides apply to the view only; ``.zarray`` is never written through
+        a view (``resize``/``append``/``set_fill_value`` raise), but data writes
+        go to the shared chunks, encoded with the view's metadata. A ``dtype``
+        of another item size reinterprets the chunk bytes (the chunk shape
+        must then match the stored bytes); a changed ``shape`` or ``chunks``
+        makes the view read the same keys with another grid.
+
+        Raises
+        ------
+        MetadataError
+            The overridden metadata is invalid.
+        """
+        metadata = view_metadata(
+            self, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill_value, filters=filters
+        )
+        view = AsyncArray(
+            self.store,
+            self._path,
+            metadata,
+            self._attrs.asdict(),
+            read_only=self._read_only if read_only is None else read_only,
+            allow_pickle=self._allow_pickle,
+            write_empty_chunks=self._write_empty_chunks,
+        )
+        view._is_view = True
+        return view
+
+    def astype(self, dtype: Any) -> AsyncArray:
+        """A read-only view decoding the stored values to ``dtype`` (zarr-python 2 ``Array.astype``).
+
+        Adds numcodecs' ``AsType`` filter in front of the array's filters, as
+        zarr-python 2 does, so each chunk is converted as it is decoded.
+        """
+        new_dtype = np.dtype(dtype)
+        return self.view(filters=astype_filters(self, new_dtype), dtype=new_dtype, read_only=True)
+
+    def islice(self, start: int | None = None, end: int | None = None) -> AsyncIterator[Any]:
+        """Iterate ``async for row in arr.islice(start, end)`` over axis 0 (zarr-python 2 ``islice``).
+
+        Reads one chunk row at a time (the next one while the current is
+        consumed), never the whole array.
+
+        Raises
+        ------
+        TypeError
+            The array is 0-d.
+        ValueError
+            ``start`` or ``end`` is negative or not an int.
+        """
+        return iterate_rows(self, start, end)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        """``async for row in arr``: the rows along axis 0 (zarr-python 2 ``iter(arr)``)."""
+        return self.islice()
+
+    async def set_fill_value(self, value: Any) -> None:
+        """Change the fill value and write ``.zarray`` (zarr-python 2 ``arr.fill_value = value``).
+
+        Stored chunks keep their values; missing chunks read as the new value.
+
+        Raises
+        ------
+        ReadOnlyError
+            The array is read-only, or a view.
+        ValueError
+            ``value`` is not valid for the dtype.
+        """
+        metadata = await write_fill_value(self, value)
+        self._metadata = metadata
 
 
 # -------------------------------------------------------------------- helpers

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from azarr.core._creation import create_array, create_array_from_data
+from azarr.core._group_ops import format_group_info, group_info_items, like_array, move_node, visit_nodes
 from azarr.core._hierarchy import (
     Document,
     contains_array,
@@ -406,6 +407,113 @@ class AsyncGroup(Node):
         from azarr.sync import Group
 
         return Group(self, timeout=timeout)
+
+    # ---------------------------------------------------------------- zarr-python 2 extras
+    async def visitvalues(self, func: Callable[..., Any]) -> Any:
+        """Call ``func(node)`` on every node below this group (zarr-python 2 ``visitvalues``).
+
+        Depth first, members sorted by name; the first value other than None
+        that ``func`` returns stops the walk and is returned. ``func`` may be a
+        coroutine function.
+        """
+        return await visit_nodes(self, func, with_path=False, with_node=True)
+
+    async def visit(self, func: Callable[..., Any]) -> Any:
+        """Call ``func(path)`` with every node's path relative to this group (zarr-python 2 ``visit``)."""
+        return await visit_nodes(self, func, with_path=True, with_node=False)
+
+    async def visitkeys(self, func: Callable[..., Any]) -> Any:
+        """The same as :meth:`visit` (zarr-python 2 ``visitkeys``)."""
+        return await self.visit(func)
+
+    async def visititems(self, func: Callable[..., Any]) -> Any:
+        """Call ``func(path, node)`` on every node below this group (zarr-python 2 ``visititems``)."""
+        return await visit_nodes(self, func, with_path=True, with_node=True)
+
+    async def nmembers(self) -> int:
+        """Number of direct members: zarr-python 2's ``len(group)`` (zarr-python 3's name)."""
+        return len(await self._members())
+
+    @property
+    def info(self) -> str:
+        """Name, type and store of the group (no I/O; :meth:`info_complete` adds its members)."""
+        store = self.store
+        return format_group_info(
+            [
+                ("Name", self.name),
+                ("Type", "azarr.AsyncGroup"),
+                ("Read-only", str(self.read_only)),
+                ("Store type", f"{type(store).__module__}.{type(store).__qualname__}"),
+            ]
+        )
+
+    async def info_complete(self) -> str:
+        """zarr-python 2's ``Group.info``: :attr:`info` plus member counts and names (lists the group)."""
+        return format_group_info(await group_info_items(self))
+
+    async def create_groups(self, *names: str, **kwargs: Any) -> tuple[AsyncGroup, ...]:
+        """Create several child groups (zarr-python 2 ``create_groups``); arguments as :meth:`create_group`."""
+        return tuple([await self.create_group(name, **kwargs) for name in names])
+
+    async def require_groups(self, *names: str) -> tuple[AsyncGroup, ...]:
+        """Open or create several child groups (zarr-python 2 ``require_groups``)."""
+        return tuple([await self.require_group(name) for name in names])
+
+    async def move(self, source: str, dest: str) -> None:
+        """Move the node at ``source`` to ``dest``, paths relative to this group (zarr-python 2 ``Group.move``).
+
+        Raises
+        ------
+        NodeNotFoundError
+            Nothing at ``source``.
+        ContainsArrayError, ContainsGroupError
+            Something exists at ``dest``.
+        ReadOnlyError
+            The group is read-only.
+        """
+        self._check_writable()
+        await move_node(self, source, dest)
+
+    async def zeros_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` of zeros shaped like ``data`` (zarr-python 2 ``Group.zeros_like``)."""
+        return await like_array(self, "zeros", name, data, **kwargs)
+
+    async def ones_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` of ones shaped like ``data`` (zarr-python 2 ``Group.ones_like``)."""
+        return await like_array(self, "ones", name, data, **kwargs)
+
+    async def empty_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` without fill value shaped like ``data`` (zarr-python 2 ``Group.empty_like``)."""
+        return await like_array(self, "empty", name, data, **kwargs)
+
+    async def full_like(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """Create array ``name`` filled like ``data`` (zarr-python 2 ``Group.full_like``)."""
+        return await like_array(self, "full", name, data, **kwargs)
+
+    async def delitem(self, name: str) -> None:
+        """Delete the member ``name`` and everything below it (zarr-python 2 ``del group[name]``).
+
+        Raises
+        ------
+        NodeNotFoundError
+            No member ``name``.
+        ReadOnlyError
+            The group is read-only.
+        """
+        self._check_writable()
+        path = join_path(self._path, name)
+        if await node_kind(self._io, path) is None:
+            raise NodeNotFoundError(
+                f"no array or group named {name!r} in group {self.name!r} of {self._io.url}"
+            )
+        await self._io.delete_prefix(path)
+
+    async def __aenter__(self) -> AsyncGroup:
+        """``async with group:`` returns the group; on exit its store is closed (zarr-python 2 ``with group:``)."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.store.close()
 
 
 _SubtreeEntry = tuple[str, "AsyncArray | AsyncGroup", "list[_SubtreeEntry]"]

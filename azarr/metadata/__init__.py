@@ -15,6 +15,7 @@ from azarr.metadata._fill_value import decode_fill_value, encode_fill_value
 from azarr.metadata._group import GroupMetadata, parse_attributes
 from azarr.metadata._json import decode_json, encode_json
 from azarr.metadata._keys import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key
+from azarr.metadata._ml_dtypes import ML_DTYPE_KINDS, ml_dtype, ml_dtype_name
 
 __all__ = [
     "CONSOLIDATED_FORMAT",
@@ -27,11 +28,14 @@ __all__ = [
     "ArrayMetadata",
     "GroupMetadata",
     "build_consolidated",
+    "ML_DTYPE_KINDS",
     "decode_fill_value",
     "decode_json",
     "dtype_from_json",
     "dtype_to_json",
     "encode_fill_value",
+    "ml_dtype",
+    "ml_dtype_name",
     "encode_json",
     "is_known_codec",
     "is_metadata_key",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numcodecs.registry
@@ -20,6 +19,7 @@ import numpy as np
 
 from azarr.metadata._codecs import OBJECT_CODEC_IDS, codec_to_config
 from azarr.metadata._keys import ZARRAY, metadata_error
+from azarr.metadata._ml_dtypes import ML_DTYPE_KINDS, ml_dtype, ml_dtype_name
 
 # byte order, kind, item size, optional [<multiplier><unit>] (datetime kinds only).
 _TYPESTR = re.compile(r"([<>|])([biufcmMSUVO])(\d*)(?:\[(\d*)([A-Za-zμ]+)\])?")
@@ -40,7 +40,8 @@ def check_dtype(dtype: np.dtype[Any]) -> None:
     Accepted: bool, (u)int 8-64, float 16/32/64, complex 64/128, datetime64 and
     timedelta64 with a unit, ``S<n>``, ``U<n>``, ``V<n>`` (n > 0), object, and
     structured dtypes (nested, with subarray fields) of those without object
-    fields or titles.
+    fields or titles, and TensorStore's ``ml_dtypes`` types (``bfloat16``,
+    ``float8_*``, ``int4``...).
     """
     if dtype.subdtype is not None:
         raise ValueError(
@@ -50,6 +51,8 @@ def check_dtype(dtype: np.dtype[Any]) -> None:
     if dtype.fields is not None:
         _check_fields(dtype)
         return
+    if ml_dtype_name(dtype) is not None:
+        return  # TensorStore's bfloat16/float8/int4 types (see azarr.metadata._ml_dtypes)
     kind = dtype.kind
     if kind in _NUMERIC_SIZES:
         if dtype.itemsize not in _NUMERIC_SIZES[kind]:
@@ -86,7 +89,9 @@ def dtype_to_json(dtype: np.dtype[Any]) -> str | list[Any]:
     ``"<U3"``, ``"<M8[10s]"``, ``"|O"``); structured dtypes give ``dtype.descr``
     as nested lists, e.g. ``[["a", "<i4"], ["b", "<f8", [2, 3]],
     ["c", [["x", "|u1"]]]]``, with ``["", "|V<n>"]`` entries for padding.
-    This is zarr-python 2's ``Metadata2.encode_dtype``.
+    This is zarr-python 2's ``Metadata2.encode_dtype``. TensorStore's extra
+    types are written by bare name as TensorStore writes them
+    (``"bfloat16"``, ``"float8_e4m3fn"``, ``"int4"``), also inside fields.
 
     Parameters
     ----------
@@ -110,11 +115,12 @@ def dtype_to_json(dtype: np.dtype[Any]) -> str | list[Any]:
     except (TypeError, ValueError) as exc:
         raise metadata_error("dtype_to_json", "dtype", f"is not supported: {exc}") from exc
     if dtype.fields is None:
-        return dtype.str
+        ml_name = ml_dtype_name(dtype)
+        return dtype.str if ml_name is None else ml_name
     # descr cannot express every layout (overlapping or out-of-order fields):
     # refuse rather than write a document that reads back as another dtype.
     try:
-        encoded = _descr_to_json(dtype.descr)
+        encoded = _descr_to_json(dtype)
     except ValueError as exc:
         raise metadata_error("dtype_to_json", "dtype", f"{dtype} cannot be encoded: {exc}") from exc
     if dtype_from_json(encoded, key="dtype_to_json") != dtype:
@@ -122,11 +128,21 @@ def dtype_to_json(dtype: np.dtype[Any]) -> str | list[Any]:
     return encoded
 
 
-def _descr_to_json(descr: Sequence[tuple[Any, ...]]) -> list[Any]:
+def _descr_to_json(dtype: np.dtype[Any]) -> list[Any]:
+    # dtype.descr gives the layout, padding included; ml_dtypes fields show in it
+    # as '<V2', so their specs come from the fields themselves.
+    assert dtype.fields is not None
     out: list[Any] = []
-    for entry in descr:
-        name, spec = entry[0], entry[1]
-        item: list[Any] = [name, spec if isinstance(spec, str) else _descr_to_json(spec)]
+    for entry in dtype.descr:
+        name = entry[0]
+        spec: Any = entry[1]
+        field_dtype = dtype.fields[name][0] if name else None
+        base = None if field_dtype is None else field_dtype.base
+        if base is not None and base.fields is not None:
+            spec = _descr_to_json(base)
+        elif base is not None and ml_dtype_name(base) is not None:
+            spec = ml_dtype_name(base)
+        item: list[Any] = [name, spec]
         if len(entry) > 2:
             item.append(list(entry[2]))
         out.append(item)
@@ -138,7 +154,10 @@ def dtype_from_json(value: Any, *, key: str = ZARRAY) -> np.dtype[Any]:
 
     Strings must be typestrs with an explicit byte order, as the spec requires
     (``"<f8"``, ``"|b1"``, ``"|S12"``, ``"<M8[ns]"``, ``"|O"``); NumPy names such
-    as ``"float64"`` are refused. Lists are structured dtypes; ``["", "|V<n>"]``
+    as ``"float64"`` are refused. TensorStore's extra types are read by name
+    (``"bfloat16"``, ``"float8_e4m3fn"``, ``"float8_e4m3fnuz"``,
+    ``"float8_e4m3b11fnuz"``, ``"float8_e5m2"``, ``"float8_e5m2fnuz"``,
+    ``"int4"``...) as ``ml_dtypes`` types, which need that package. Lists are structured dtypes; ``["", "|V<n>"]``
     entries are padding, so padded layouts round-trip exactly (plain
     ``np.dtype(descr)``, which zarr-python 2 uses, turns padding into fields
     named ``f1``, ``f3``...).
@@ -176,6 +195,11 @@ def dtype_from_json(value: Any, *, key: str = ZARRAY) -> np.dtype[Any]:
 
 
 def _parse_typestr(text: str, *, where: str, field: str) -> np.dtype[Any]:
+    if text in ML_DTYPE_KINDS:
+        try:
+            return ml_dtype(text)
+        except ImportError as exc:
+            raise metadata_error(where, field, str(exc)) from exc
     match = _TYPESTR.fullmatch(text)
     if match is None:
         raise metadata_error(
@@ -303,6 +327,11 @@ def normalize_dtype(
                         where, "dtype", f"cannot build codec {codec_id!r} for {dtype!r}: {exc}"
                     ) from exc
             return np.dtype(object), [_object_codec_config(object_codec)]
+    if isinstance(dtype, str) and dtype in ML_DTYPE_KINDS:
+        try:
+            dtype = ml_dtype(dtype)
+        except ImportError as exc:
+            raise metadata_error(where, "dtype", str(exc)) from exc
     try:
         resolved = np.dtype(dtype)
     except (TypeError, ValueError) as exc:

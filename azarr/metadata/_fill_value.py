@@ -19,6 +19,7 @@ import numpy as np
 
 from azarr.metadata._json import special_float_json, to_jsonable
 from azarr.metadata._keys import ZARRAY, metadata_error, short_repr
+from azarr.metadata._ml_dtypes import ml_int_range, ml_value_kind
 
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _FIELD = "fill_value"
@@ -79,6 +80,9 @@ def _encode(value: Any, dtype: np.dtype[Any], *, where: str) -> Any:
             return to_jsonable(value, special_floats=True)
         except TypeError as exc:
             raise metadata_error(where, _FIELD, f"of an object array must be JSON-able: {exc}") from exc
+    ml_kind = ml_value_kind(dtype)
+    if ml_kind is not None:
+        return _encode_ml(value, dtype, ml_kind, where=where)
     scalar = _coerce(value, dtype, where=where)
     kind = dtype.kind
     if kind == "f":
@@ -97,6 +101,42 @@ def _encode(value: Any, dtype: np.dtype[Any], *, where: str) -> Any:
         return base64.standard_b64encode(scalar.tobytes()).decode("ascii")
     # kind "U": the string as is (zarr-python 2 stores U fill values unencoded).
     return str(scalar)
+
+
+def _encode_ml(value: Any, dtype: np.dtype[Any], kind: str, *, where: str) -> Any:
+    """Fill value of a TensorStore ml_dtypes type: encoded as NumPy floats/ints are (TensorStore's encoding)."""
+    scalar = _decode_ml(value, dtype, kind, where=where)
+    return int(scalar) if kind == "i" else special_float_json(float(scalar))
+
+
+def _decode_ml(value: Any, dtype: np.dtype[Any], kind: str, *, where: str) -> Any:
+    if isinstance(value, np.generic) and value.dtype == dtype:
+        value = int(value) if kind == "i" else float(value)  # e.g. the canonical scalar read back
+    if kind == "i":
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+            raise _invalid(value, dtype, where, "must be an integer")
+        low, high = ml_int_range(dtype)
+        if not low <= int(value) <= high:
+            raise _invalid(value, dtype, where, f"out of range [{low}, {high}]")
+        # Sign-extended in the byte, as TensorStore holds int4 -3 (0xfd, not 0x0d):
+        # chunks padded with the fill value then match TensorStore's bit for bit.
+        return np.array(int(value), dtype=np.int8).view(dtype)[()]
+    if isinstance(value, str):
+        if value not in _SPECIAL_FLOATS:
+            raise _invalid(value, dtype, where, "the only strings allowed are 'NaN', 'Infinity', '-Infinity'")
+        value = _SPECIAL_FLOATS[value]
+    elif not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+        raise _invalid(value, dtype, where, "must be a number or 'NaN', 'Infinity', '-Infinity'")
+    number = float(value)
+    scalar = np.array(number, dtype=dtype)[()]
+    # ml_dtypes casts out-of-range values silently (to inf, or to NaN for the
+    # "fn" types without infinities): refuse a value the type cannot hold.
+    result = float(scalar)
+    if math.isfinite(number) != math.isfinite(result) or (math.isinf(number) and result != number):
+        raise _invalid(value, dtype, where, f"cannot be represented (it becomes {result})")
+    return scalar
 
 
 def _coerce(value: Any, dtype: np.dtype[Any], *, where: str) -> Any:
@@ -201,6 +241,9 @@ def decode_fill_value(value: Any, dtype: np.dtype[Any], *, key: str = ZARRAY) ->
         if dtype.fields is not None:
             raise metadata_error(where, _FIELD, "cannot be set for structured dtypes with object fields")
         return value
+    ml_kind = ml_value_kind(dtype)
+    if ml_kind is not None:
+        return _decode_ml(value, dtype, ml_kind, where=where)
     kind = dtype.kind
     if kind == "f":
         return _decode_float(value, dtype, where=where)
@@ -229,7 +272,8 @@ def decode_fill_value(value: Any, dtype: np.dtype[Any], *, key: str = ZARRAY) ->
 
 
 def _invalid(value: Any, dtype: np.dtype[Any], where: str, problem: str) -> Exception:
-    return metadata_error(where, _FIELD, f"{short_repr(value)} is not valid for dtype {dtype.str}: {problem}")
+    name = dtype.name if ml_value_kind(dtype) is not None else dtype.str
+    return metadata_error(where, _FIELD, f"{short_repr(value)} is not valid for dtype {name}: {problem}")
 
 
 def _is_json_int(value: Any) -> bool:

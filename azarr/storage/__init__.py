@@ -35,6 +35,7 @@ from azarr.storage._http import HTTPStore
 from azarr.storage._local import LocalStore
 from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
+from azarr.storage._nested import NestedDirectoryStore
 from azarr.storage._options import GCSOptions, HTTPOptions, S3Options
 from azarr.storage._registry import (
     ENTRY_POINT_GROUP,
@@ -45,6 +46,7 @@ from azarr.storage._registry import (
 )
 from azarr.storage._s3 import S3Store
 from azarr.storage._spec import StoreSpec, open_store
+from azarr.storage._temp import TempStore
 from azarr.storage._url import StoreLike, from_url, make_store
 from azarr.storage._wrapper import WrapperStore
 from azarr.storage._zip import ZipStore
@@ -67,6 +69,8 @@ __all__ = [
     "HTTPStore",
     "LRUStoreCache",
     "LocalStore",
+    "NestedDirectoryStore",
+    "TempStore",
     "MappingStore",
     "MemoryStore",
     "S3Store",

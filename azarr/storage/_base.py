@@ -143,6 +143,9 @@ class Store(ABC):
     #: True for stores that hold metadata documents already decoded (the
     #: consolidated-metadata overlay): :meth:`get_document` answers without I/O.
     serves_documents: ClassVar[bool] = False
+    #: True for stores that store a translated ``.zarray`` (the N5 adapter): creation
+    #: reads the document back rather than trusting the one it wrote.
+    rewrites_metadata: ClassVar[bool] = False
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only

@@ -16,18 +16,7 @@ from typing import Any
 
 from azarr import api
 from azarr.sync._loop import run
-from azarr.sync._mirror import mirrors, to_async, to_sync
-
-
-def _with_timeout(signature: inspect.Signature) -> inspect.Signature:
-    """``signature`` with a keyword-only ``timeout=None`` before any ``**kwargs``."""
-    params = list(signature.parameters.values())
-    timeout = inspect.Parameter(
-        "timeout", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None"
-    )
-    at = len(params) - 1 if params and params[-1].kind is inspect.Parameter.VAR_KEYWORD else len(params)
-    params.insert(at, timeout)
-    return signature.replace(parameters=params, return_annotation=inspect.Signature.empty)
+from azarr.sync._mirror import mirrors, to_async, to_sync, with_timeout
 
 
 def mirror_function(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -40,7 +29,7 @@ def mirror_function(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[...
 
     functools.update_wrapper(sync, fn, assigned=("__module__", "__name__", "__qualname__"), updated=())
     sync.__module__ = __name__
-    sync.__signature__ = _with_timeout(inspect.signature(fn))  # type: ignore[attr-defined]
+    sync.__signature__ = with_timeout(inspect.signature(fn))  # type: ignore[attr-defined]
     return sync
 
 
@@ -61,3 +50,20 @@ ones_like = mirror_function(api.ones_like)
 full_like = mirror_function(api.full_like)
 consolidate_metadata = mirror_function(api.consolidate_metadata)
 copy_store = mirror_function(api.copy_store)
+contains_array = mirror_function(api.contains_array)
+contains_group = mirror_function(api.contains_group)
+copy = mirror_function(api.copy)
+copy_all = mirror_function(api.copy_all)
+get_dimension_names = mirror_function(api.get_dimension_names)
+getsize = mirror_function(api.getsize)
+group_dimensions = mirror_function(api.group_dimensions)
+load = mirror_function(api.load)
+open_like = mirror_function(api.open_like)
+open_zarr2 = mirror_function(api.open_zarr2)
+rename = mirror_function(api.rename)
+rmdir = mirror_function(api.rmdir)
+save = mirror_function(api.save)
+save_array = mirror_function(api.save_array)
+save_group = mirror_function(api.save_group)
+set_dimension_names = mirror_function(api.set_dimension_names)
+tree = mirror_function(api.tree)

@@ -9,6 +9,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from azarr.core import AsyncArray
+from azarr.core._array_ops import RecheckPolicy
 from azarr.indexing import (
     BasicSelection,
     BlockSelection,
@@ -22,8 +23,8 @@ from azarr.scheduler import ProgressCallback
 from azarr.storage import Store
 from azarr.sync._accessors import BlockIndex, OIndex, VIndex
 from azarr.sync._attributes import Attributes
-from azarr.sync._loop import run
-from azarr.sync._mirror import Forward, mirrors
+from azarr.sync._loop import iterate, run
+from azarr.sync._mirror import Forward, mirror_method, mirrors
 
 Fields = str | list[str] | None
 
@@ -327,3 +328,25 @@ class Array:
     def blocks(self) -> BlockIndex:
         """Block indexing over the chunk grid: ``z.blocks[i]``, ``z.blocks[i] = value`` (zarr-python 2)."""
         return BlockIndex(self._async.blocks, self)
+
+    # ---------------------------------------------------------------- zarr-python 2 extras
+    is_view: Forward[bool] = Forward(AsyncArray, "is_view")
+    refresh = mirror_method(AsyncArray.refresh)
+    set_fill_value = mirror_method(AsyncArray.set_fill_value)
+
+    def set_recheck_metadata(self, policy: RecheckPolicy) -> Array:
+        """When ``.zarray`` is reread (see :meth:`azarr.AsyncArray.set_recheck_metadata`); returns this array."""
+        self._async.set_recheck_metadata(policy)
+        return self
+
+    def view(self, **kwargs: Any) -> Array:
+        """A view with other metadata (zarr-python 2 ``Array.view``; see :meth:`azarr.AsyncArray.view`)."""
+        return Array(self._async.view(**kwargs), timeout=self.timeout)
+
+    def astype(self, dtype: Any) -> Array:
+        """A view decoding to ``dtype`` (zarr-python 2 ``Array.astype``; see :meth:`azarr.AsyncArray.astype`)."""
+        return Array(self._async.astype(dtype), timeout=self.timeout)
+
+    def islice(self, start: int | None = None, end: int | None = None) -> Iterator[Any]:
+        """Iterate over the first axis from ``start`` to ``end``, a chunk at a time (zarr-python 2 ``islice``)."""
+        return iterate(lambda: self._async.islice(start, end))

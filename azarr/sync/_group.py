@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from azarr.core import AsyncArray, AsyncGroup
@@ -10,7 +10,7 @@ from azarr.storage import Store
 from azarr.sync._array import Array
 from azarr.sync._attributes import Attributes
 from azarr.sync._loop import run
-from azarr.sync._mirror import Forward, mirrors, to_sync
+from azarr.sync._mirror import Forward, mirror_method, mirrors, to_sync
 
 T = TypeVar("T")
 
@@ -219,3 +219,40 @@ class Group:
     @mirrors(AsyncGroup.update_attributes)
     def update_attributes(self, new_attributes: dict[str, Any], *, timeout: float | None = None) -> None:
         self._run(self._async.update_attributes(new_attributes), timeout)
+
+    # ---------------------------------------------------------------- zarr-python 2 extras
+    info: Forward[str] = Forward(AsyncGroup, "info")
+    info_complete = mirror_method(AsyncGroup.info_complete)
+    nmembers = mirror_method(AsyncGroup.nmembers)
+    create_groups = mirror_method(AsyncGroup.create_groups)
+    require_groups = mirror_method(AsyncGroup.require_groups)
+    move = mirror_method(AsyncGroup.move)
+    delitem = mirror_method(AsyncGroup.delitem)
+    empty_like = mirror_method(AsyncGroup.empty_like)
+    zeros_like = mirror_method(AsyncGroup.zeros_like)
+    ones_like = mirror_method(AsyncGroup.ones_like)
+    full_like = mirror_method(AsyncGroup.full_like)
+
+    def __delitem__(self, name: str) -> None:
+        """``del g[name]``: see :meth:`delitem`."""
+        self.delitem(name)
+
+    def _visitor(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` called with sync nodes where the async walk passes async ones."""
+        return lambda *args: func(*(to_sync(a, self.timeout) for a in args))
+
+    @mirrors(AsyncGroup.visit)
+    def visit(self, func: Callable[..., Any], *, timeout: float | None = None) -> Any:
+        return self._run(self._async.visit(self._visitor(func)), timeout)
+
+    @mirrors(AsyncGroup.visitkeys)
+    def visitkeys(self, func: Callable[..., Any], *, timeout: float | None = None) -> Any:
+        return self._run(self._async.visitkeys(self._visitor(func)), timeout)
+
+    @mirrors(AsyncGroup.visitvalues)
+    def visitvalues(self, func: Callable[..., Any], *, timeout: float | None = None) -> Any:
+        return self._run(self._async.visitvalues(self._visitor(func)), timeout)
+
+    @mirrors(AsyncGroup.visititems)
+    def visititems(self, func: Callable[..., Any], *, timeout: float | None = None) -> Any:
+        return self._run(self._async.visititems(self._visitor(func)), timeout)

@@ -3,7 +3,8 @@ and the conversions between async and sync nodes at the call boundary."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar, overload
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,6 +50,54 @@ class Forward(Generic[T]):
             return self
         value: T = getattr(obj._async, self.name)  # type: ignore[attr-defined]
         return value
+
+
+def with_timeout(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` with a keyword-only ``timeout=None`` before any ``**kwargs``."""
+    params = list(signature.parameters.values())
+    timeout = inspect.Parameter(
+        "timeout", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None"
+    )
+    at = len(params) - 1 if params and params[-1].kind is inspect.Parameter.VAR_KEYWORD else len(params)
+    params.insert(at, timeout)
+    return signature.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+
+async def _collect(items: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in items]
+
+
+def _sync_value(value: Any, timeout: float | None) -> Any:
+    """Nodes in ``value`` (alone or in a ``(name, node)`` pair) as their sync wrappers."""
+    if isinstance(value, tuple):
+        return tuple(to_sync(v, timeout) for v in value)
+    return to_sync(value, timeout)
+
+
+def mirror_method(async_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The blocking twin of an async method of ``AsyncArray``/``AsyncGroup``.
+
+    Same parameters plus keyword-only ``timeout``, same docstring; sync nodes passed
+    in are unwrapped, nodes returned are wrapped. An async generator method
+    (``islice``, ``visit...``) returns a list of what it yields. For the methods whose
+    sync form needs no more than that; the others are written out in the classes.
+    """
+    is_generator = inspect.isasyncgenfunction(async_fn)
+    name = async_fn.__name__
+
+    @mirrors(async_fn)
+    def sync(self: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        call = getattr(self._async, name)(
+            *(to_async(a) for a in args), **{k: to_async(v) for k, v in kwargs.items()}
+        )
+        result = self._run(_collect(call) if is_generator else call, timeout)
+        if is_generator:
+            return [_sync_value(item, self.timeout) for item in result]
+        return _sync_value(result, self.timeout)
+
+    sync.__name__ = sync.__qualname__ = name
+    sync.__signature__ = with_timeout(inspect.signature(async_fn))  # type: ignore[attr-defined]
+    return sync
 
 
 def to_sync(node: Any, timeout: float | None = None) -> Any:

@@ -1,0 +1,113 @@
+"""The logic behind ``AsyncGroup``'s zarr-python 2 extras: visiting, ``info`` and ``move``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from azarr.core._hierarchy import node_kind, require_parent_groups
+from azarr.core._paths import join_path
+from azarr.errors import ContainsArrayError, ContainsGroupError, NodeNotFoundError
+from azarr.scheduler import StoreIO
+
+if TYPE_CHECKING:
+    from azarr.core.array import AsyncArray
+    from azarr.core.group import AsyncGroup
+
+Visitor = Callable[..., Any]
+
+
+async def visit_nodes(group: AsyncGroup, func: Visitor, *, with_path: bool, with_node: bool) -> Any:
+    """Call ``func`` on every node below ``group``, depth first, members sorted by name.
+
+    zarr-python 2 ``Group.visitvalues``/``visit``/``visititems``: the order is
+    pre-order (a group, then its members, then its next sibling), and the first
+    value other than None that ``func`` returns stops the walk and is returned.
+    ``func`` may be a plain function or a coroutine function. The tree is opened
+    level by level in concurrent waves before the first call (one walk, as
+    :meth:`AsyncGroup.members` does), so an early stop saves calls, not requests.
+    """
+    from azarr.core.group import _flatten
+
+    for path, node in _flatten(await group._subtree(None)):
+        args: tuple[Any, ...] = ()
+        if with_path:
+            args += (path,)
+        if with_node:
+            args += (node,)
+        result = func(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is not None:
+            return result
+    return None
+
+
+async def group_info_items(group: AsyncGroup) -> list[tuple[str, str]]:
+    """zarr-python 2's ``Group.info`` rows: name, type, store, and the member counts and names."""
+    from azarr.core.array import AsyncArray
+
+    members = await group._members()
+    arrays = [name for name, node in members if isinstance(node, AsyncArray)]
+    groups = [name for name, node in members if not isinstance(node, AsyncArray)]
+    store = group.store
+    items = [
+        ("Name", group.name),
+        ("Type", "azarr.AsyncGroup"),
+        ("Read-only", str(group.read_only)),
+        ("Store type", f"{type(store).__module__}.{type(store).__qualname__}"),
+        ("No. members", str(len(members))),
+        ("No. arrays", str(len(arrays))),
+        ("No. groups", str(len(groups))),
+    ]
+    if arrays:
+        items.append(("Arrays", ", ".join(arrays)))
+    if groups:
+        items.append(("Groups", ", ".join(groups)))
+    return items
+
+
+def format_group_info(items: list[tuple[str, str]]) -> str:
+    """Rows aligned on the longest label, as zarr-python 2's ``InfoReporter`` prints a group."""
+    width = max(len(label) for label, _ in items)
+    return "\n".join(f"{label:<{width}} : {value}" for label, value in items) + "\n"
+
+
+async def move_node(group: AsyncGroup, source: str, dest: str) -> None:
+    """Move the node at ``source`` to ``dest``, both relative to ``group`` (zarr-python 2 ``Group.move``).
+
+    Raises
+    ------
+    NodeNotFoundError
+        Nothing at ``source``.
+    ContainsArrayError, ContainsGroupError
+        A node exists at ``dest``.
+    ValueError
+        ``dest`` lies inside ``source``.
+    """
+    from azarr.api.storage_ops import rename
+
+    store = group.store
+    io = StoreIO(store)
+    src, dst = join_path(group.path, source), join_path(group.path, dest)
+    if await node_kind(io, src) is None:
+        raise NodeNotFoundError(f"the source, {source!r}, does not exist in group {group.name!r}")
+    kind = await node_kind(io, dst)
+    if kind == "array":
+        raise ContainsArrayError(f"the dest, {dest!r}, already exists in group {group.name!r} (an array)")
+    if kind == "group":
+        raise ContainsGroupError(f"the dest, {dest!r}, already exists in group {group.name!r} (a group)")
+    await require_parent_groups(io, dst, overwrite=False)
+    await rename(store, src, dst)
+
+
+async def like_array(group: AsyncGroup, kind: str, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+    """``group.zeros_like(name, data)`` & co: :func:`azarr.zeros_like` & co with the group's store and path."""
+    from azarr.api import creation
+
+    group._check_writable()
+    make = getattr(creation, f"{kind}_like")
+    kwargs.setdefault("allow_pickle", group._allow_pickle)
+    array: AsyncArray = await make(data, store=group.store, path=join_path(group.path, name), **kwargs)
+    return array
