@@ -52,7 +52,7 @@ async def test_real_run_logs_every_key_and_summary() -> None:
     out = io.StringIO()
     n_copied, n_skipped, n_bytes = await azarr.copy_store(src, dst, log=out)
     lines = out.getvalue().splitlines()
-    assert sorted(lines[:-1]) == sorted(f"copy {k}" async for k in src.list_prefix(""))
+    assert sorted(lines[:-1]) == sorted([f"copy {k}" async for k in src.list_prefix("")])
     assert lines[-1] == f"all done: 6 copied, 0 skipped, {n_bytes:,} bytes copied"
     assert (n_copied, n_skipped) == (6, 0) and n_bytes > 0
 
