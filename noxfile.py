@@ -77,3 +77,14 @@ def bench_cloud(session: nox.Session) -> None:
     session.run(
         "python", "-m", "benchmarks.bench_cloud", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
     )
+
+
+@nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """Build the documentation site strictly into ``site/`` (``nox -s docs -- serve`` to preview it)."""
+    session.install("-e", ".[docs,cli]")
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:], env=env)
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs, env=env)
