@@ -351,3 +351,17 @@ def test_cp_resumes_after_kill(local: str, tmp_path: Path, seaweedfs: S3Server, 
     assert result["n_skipped"] == done and result["n_copied"] == total - done
     src_digests = ok_json("verify", local, "--digest")["digests"]
     assert ok_json("verify", dst, "--digest", *s3_args(seaweedfs))["digests"] == src_digests
+
+
+def test_verify_finds_stale_consolidated_metadata(local: str) -> None:
+    ok("consolidate", local)
+    assert ok_json("verify", local)["ok"]
+    (Path(local) / "t" / ".zattrs").write_text('{"added": "after consolidating"}')
+    proc = run("verify", local, "--json")
+    assert proc.returncode == 1
+    problems = json.loads(proc.stdout)["problems"]
+    assert problems == [
+        {"key": ".zmetadata", "error": "stale: 't/.zattrs' is not in it (run 'azarr consolidate')"}
+    ]
+    ok("consolidate", local)
+    assert ok_json("verify", local)["ok"]

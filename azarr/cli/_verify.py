@@ -1,7 +1,8 @@
 """``azarr verify``: check that a hierarchy is whole.
 
 1. every metadata document parses (``.zarray``/``.zgroup`` by opening the node,
-   which also parses its ``.zattrs``; ``.zmetadata`` by opening it consolidated);
+   which also parses its ``.zattrs``; ``.zmetadata`` by opening it consolidated,
+   and it must hold exactly the documents stored beside it, or it is stale);
 2. every other key is a chunk of an array: under an array's directory, named by
    the array's separator with one in-grid integer per dimension;
 3. ``--decode``: every stored chunk is read and decoded, which checks it
@@ -13,6 +14,7 @@ Problems are collected, not raised: the report lists all of them and the exit st
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +24,8 @@ import azarr
 from azarr import AsyncArray
 from azarr.cli._app import CommandFailed, Session, command
 from azarr.cli._progress import progress_bar
-from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key
-from azarr.scheduler import ProgressCallback, ProgressTracker, bounded_map, budget_for
+from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key, parse_consolidated
+from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map, budget_for
 from azarr.storage import Store
 
 
@@ -97,10 +99,28 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
                 report.groups.append(directory)
             elif name == ZMETADATA:
                 await azarr.open_consolidated(store, path=directory)
+                await _check_consolidated(store, key, keys, report)
             elif name == ZATTRS and not node_document(directory):
                 report.problem(key, "attributes of no array or group (no .zarray or .zgroup beside it)")
         except Exception as exc:
             report.problem(key, exc)
+
+
+async def _check_consolidated(store: Store, key: str, keys: list[str], report: Report) -> None:
+    """Compare ``.zmetadata`` with the documents stored beside it: a stale copy misleads readers."""
+    io = StoreIO(store)
+    directory = key.rpartition("/")[0]
+    prefix = f"{directory}/" if directory else ""
+    consolidated = parse_consolidated(await io.get(key) or b"{}", key=key)
+    stored = [k for k in keys if k.startswith(prefix) and is_metadata_key(k)]
+    for doc_key in stored:
+        rel = doc_key[len(prefix) :]
+        if rel not in consolidated:
+            report.problem(key, f"stale: {doc_key!r} is not in it (run 'azarr consolidate')")
+        elif consolidated[rel] != json.loads(await io.get(doc_key) or b"null"):
+            report.problem(key, f"stale: its copy of {doc_key!r} differs from the stored document")
+    for rel in sorted(set(consolidated) - {k[len(prefix) :] for k in stored}):
+        report.problem(key, f"stale: lists {prefix + rel!r}, which is not stored")
 
 
 def _owner(key: str, arrays: dict[str, AsyncArray]) -> AsyncArray | None:
