@@ -365,3 +365,31 @@ def test_verify_finds_stale_consolidated_metadata(local: str) -> None:
     ]
     ok("consolidate", local)
     assert ok_json("verify", local)["ok"]
+
+
+@pytest.mark.gcs
+def test_gcs_anon_and_endpoint(local: str, fake_gcs: Any, gcs_bucket: str) -> None:
+    """``--anon --endpoint-url`` become gcsfs's ``token="anon"`` and ``endpoint_url``."""
+    dst = f"gs://{gcs_bucket}/d.zarr"
+    gcs = ["--anon", "--endpoint-url", fake_gcs.endpoint_url]
+    assert ok_json("cp", local, dst, *gcs)["n_copied"] == 57
+    assert ok("tree", dst, *gcs).stdout == ok("tree", local).stdout
+    assert ok_json("get", dst, "--path", "sub/b", "--sel", ":", *gcs)["data"] == [1, 2, 3, 4, 0, 0, 0]
+
+
+@pytest.mark.http
+def test_http_read_only(local: str, http_server: Any) -> None:
+    site = http_server.root / f"cli-{os.getpid()}-{time.monotonic_ns()}.zarr"
+    shutil.copytree(local, site)
+    ok("consolidate", str(site))
+    url = f"{http_server.url}/{site.name}"
+    assert ok_json("info", url, "--path", "t")["nchunks_initialized"] == 50  # from the server's HTML index
+    assert ok_json("get", url, "--path", "t", "--sel", "1,0:2")["data"] == [50.0, 51.0]
+    assert "ReadOnlyError" in one_line_error(run("consolidate", url), 1)
+
+
+@pytest.mark.s3
+def test_s3_json_storage_options(s3: str, seaweedfs: S3Server) -> None:
+    """``-S`` values parse as JSON (objects, numbers, booleans) and reach s3fs unchanged."""
+    opts = [*s3_args(seaweedfs), "-S", 'config_kwargs={"max_pool_connections": 4}', "-S", "use_ssl=false"]
+    assert ok("ls", s3, *opts).stdout.split() == ["sub/", "t"]
