@@ -393,3 +393,12 @@ def test_s3_json_storage_options(s3: str, seaweedfs: S3Server) -> None:
     """``-S`` values parse as JSON (objects, numbers, booleans) and reach s3fs unchanged."""
     opts = [*s3_args(seaweedfs), "-S", 'config_kwargs={"max_pool_connections": 4}', "-S", "use_ssl=false"]
     assert ok("ls", s3, *opts).stdout.split() == ["sub/", "t"]
+
+
+def test_verify_broken_array_metadata_is_one_problem(local: str) -> None:
+    (Path(local) / "t" / ".zarray").write_text('{"zarr_format": 2, "shape": "wide"}')
+    proc = run("verify", local, "--json")
+    assert proc.returncode == 1
+    problems = json.loads(proc.stdout)["problems"]
+    assert [p["key"] for p in problems] == ["t/.zarray"]  # not 50 more for its chunks
+    assert problems[0]["error"].startswith("MetadataError")

@@ -36,6 +36,7 @@ class Report:
     documents: int = 0
     arrays: dict[str, AsyncArray] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)
+    broken: set[str] = field(default_factory=set)
     chunks: int = 0
     decoded: int | None = None
     digests: dict[str, str] | None = None
@@ -104,6 +105,8 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
                 report.problem(key, "attributes of no array or group (no .zarray or .zgroup beside it)")
         except Exception as exc:
             report.problem(key, exc)
+            if name == ZARRAY:
+                report.broken.add(directory)
 
 
 async def _check_consolidated(store: Store, key: str, keys: list[str], report: Report) -> None:
@@ -123,14 +126,15 @@ async def _check_consolidated(store: Store, key: str, keys: list[str], report: R
         report.problem(key, f"stale: lists {prefix + rel!r}, which is not stored")
 
 
-def _owner(key: str, arrays: dict[str, AsyncArray]) -> AsyncArray | None:
-    """The array whose directory holds ``key`` (the deepest such directory), if any."""
+def _owner(key: str, owners: dict[str, AsyncArray | None]) -> tuple[bool, AsyncArray | None]:
+    """Whether an array directory holds ``key`` (the deepest one), and that array (None if its
+    ``.zarray`` did not parse)."""
     directory = key
     while directory:
         directory, _, _ = directory.rpartition("/")
-        if directory in arrays:
-            return arrays[directory]
-    return arrays.get("")
+        if directory in owners:
+            return True, owners[directory]
+    return False, None
 
 
 def _chunk_coords(arr: AsyncArray, key: str) -> tuple[int, ...] | str:
@@ -147,13 +151,15 @@ def _chunk_coords(arr: AsyncArray, key: str) -> tuple[int, ...] | str:
 
 
 def _check_chunk_keys(keys: list[str], report: Report) -> list[tuple[AsyncArray, tuple[int, ...], str]]:
+    owners: dict[str, AsyncArray | None] = {**dict.fromkeys(report.broken), **report.arrays}
     chunks = []
     for key in keys:
         if _is_document(key):
             continue
-        arr = _owner(key, report.arrays)
+        found, arr = _owner(key, owners)
         if arr is None:
-            report.problem(key, "belongs to no array (no .zarray in any directory above it)")
+            if not found:  # under a .zarray that did not parse: that problem is reported already
+                report.problem(key, "belongs to no array (no .zarray in any directory above it)")
             continue
         coords = _chunk_coords(arr, key)
         if isinstance(coords, str):
