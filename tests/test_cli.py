@@ -402,3 +402,9 @@ def test_verify_broken_array_metadata_is_one_problem(local: str) -> None:
     problems = json.loads(proc.stdout)["problems"]
     assert [p["key"] for p in problems] == ["t/.zarray"]  # not 50 more for its chunks
     assert problems[0]["error"].startswith("MetadataError")
+
+
+def test_without_the_cli_extra_says_what_to_install() -> None:
+    code = "import sys; sys.modules['click'] = None; from azarr.cli import main; main()"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "pip install 'azarr[cli]'" in proc.stderr and "Traceback" not in proc.stderr

@@ -16,7 +16,35 @@ Every command takes ``-S key=value`` (storage_options), ``--anon``,
 2 usage error. Errors are one line naming the key or URL (a traceback with ``-v``).
 """
 
-from azarr.cli import _bench, _copy, _get, _inspect, _verify  # noqa: F401 - registers the commands
-from azarr.cli._app import cli, main
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+#: Packages of the ``cli`` extra (``pip install "azarr[cli]"``).
+_EXTRA = ("click", "rich")
+
+
+def main() -> None:
+    """Console-script entry point (``azarr``); says which extra to install if click or rich is missing."""
+    try:
+        from azarr.cli._commands import main as run
+    except ModuleNotFoundError as exc:
+        if exc.name not in _EXTRA:
+            raise
+        sys.stderr.write(f"azarr: the command line needs {exc.name}: pip install 'azarr[cli]'\n")
+        sys.exit(1)
+    run()
+
+
+def __getattr__(name: str) -> Any:
+    # ``azarr.cli.cli`` (the click group, for mkdocs-click and tests) without importing
+    # click when only ``main`` is wanted.
+    if name == "cli":
+        from azarr.cli._commands import cli
+
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["cli", "main"]
