@@ -88,3 +88,15 @@ def docs(session: nox.Session) -> None:
         session.run("mkdocs", "serve", *session.posargs[1:], env=env)
     else:
         session.run("mkdocs", "build", "--strict", *session.posargs, env=env)
+
+
+@nox.session(name="bench-cli", python="3.11")
+def bench_cli(session: nox.Session) -> None:
+    """``azarr cp`` against ``copy_store`` between two SeaweedFS buckets behind 20 ms latency.
+
+    Writes ``benchmarks/results/cli-cp.md``; 1 GiB, 3 rounds by default (``-- --quick``: 128 MiB, 1 round).
+    """
+    session.install("-e", ".[test,cli]")
+    session.run(
+        "python", "-m", "benchmarks.bench_cli_cp", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
+    )
