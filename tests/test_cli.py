@@ -425,3 +425,16 @@ def test_without_the_cli_extra_says_what_to_install() -> None:
     assert (
         proc.returncode == 1 and "pip install 'azarr[cli]'" in proc.stderr and "Traceback" not in proc.stderr
     )
+
+
+@pytest.mark.http
+def test_password_in_url_is_not_printed(local: str, http_server: Any) -> None:
+    site = http_server.root / f"cli-pw-{os.getpid()}-{time.monotonic_ns()}.zarr"
+    shutil.copytree(local, site)
+    url = http_server.url.replace("http://", "http://reader:hunter2@") + f"/{site.name}"
+    proc = run("info", url, "--path", "t", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "hunter2" not in proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["url"].startswith("http://reader:***@")
+    failed = run("info", url, "--path", "no-such-array")
+    assert failed.returncode == 1 and "hunter2" not in failed.stderr

@@ -17,7 +17,7 @@ import click
 
 from azarr import AsyncArray, AsyncGroup
 from azarr.cli._app import Session, command
-from azarr.cli._format import human_bytes
+from azarr.cli._format import display_url, human_bytes
 from azarr.cli._inspect import open_node
 from azarr.scheduler import set_budget, stats_for
 
@@ -108,5 +108,5 @@ async def bench(session: Session, url: str, path: str, seconds: float, max_reque
     if max_requests is not None:
         set_budget(arr.store, max_requests=max_requests)
     result = await probe(arr, seconds)
-    result = {"url": url, "open_seconds": round(open_seconds, 3), **result}
-    session.output(result, _text(url, result, open_seconds))
+    result = {"url": display_url(url), "open_seconds": round(open_seconds, 3), **result}
+    session.output(result, _text(display_url(url), result, open_seconds))

@@ -9,7 +9,7 @@ import click
 
 import azarr
 from azarr.cli._app import Session, command, parse_option
-from azarr.cli._format import human_bytes
+from azarr.cli._format import display_url, human_bytes
 from azarr.cli._progress import progress_bar
 from azarr.errors import GroupNotFoundError, KeyExistsError
 from azarr.metadata import ZMETADATA, is_metadata_key
@@ -96,8 +96,8 @@ async def cp(
         ) from None
     seconds = time.monotonic() - start
     data = {
-        "src": src,
-        "dst": dst,
+        "src": display_url(src),
+        "dst": display_url(dst),
         "dry_run": dry_run,
         "n_copied": result.n_copied,
         "n_skipped": result.n_skipped,
@@ -129,13 +129,13 @@ async def consolidate(session: Session, url: str, path: str, dry_run: bool) -> N
         [k async for k in store.list_prefix(root) if is_metadata_key(k) and not k.endswith(ZMETADATA)]
     )
     target = f"{prefix}{ZMETADATA}"
-    data: dict[str, Any] = {"url": url, "key": target, "documents": keys, "dry_run": dry_run}
+    data: dict[str, Any] = {"url": display_url(url), "key": target, "documents": keys, "dry_run": dry_run}
     if dry_run:
         session.output(data, "\n".join([*keys, f"dry run: would write {len(keys)} documents to {target}"]))
         return
     if not keys:
         raise GroupNotFoundError(
-            f"no metadata documents under {path or '/'!r} in {url}: nothing to consolidate"
+            f"no metadata documents under {path or '/'!r} in {display_url(url)}: nothing to consolidate"
         )
     await azarr.consolidate_metadata(store, path=root)
     session.output(data, f"wrote {len(keys)} documents to {target}")

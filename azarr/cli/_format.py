@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 
 def human_bytes(n: float) -> str:
@@ -24,3 +25,14 @@ def table(rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in materialized
     )
+
+
+def display_url(url: str) -> str:
+    """``url`` as it may be printed: a password in it (``https://user:pw@host/...``) shown as ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

@@ -11,6 +11,7 @@ import numpy as np
 
 from azarr import AsyncArray
 from azarr.cli._app import Session, command
+from azarr.cli._format import display_url
 from azarr.cli._inspect import open_node
 from azarr.indexing import SelectionError, parse_selection
 
@@ -44,7 +45,7 @@ async def get(session: Session, url: str, path: str, selection: str, output: Pat
         raise click.BadParameter(str(exc), param_hint="'--sel'") from None
     node = await open_node(session, url, path)
     if not isinstance(node, AsyncArray):
-        raise click.UsageError(f"{url} path {path!r} is a group; give --path of an array")
+        raise click.UsageError(f"{display_url(url)} path {path!r} is a group; give --path of an array")
     try:
         data = np.asarray(await node.getitem(parsed))
     except SelectionError as exc:

@@ -10,7 +10,7 @@ import click
 import azarr
 from azarr import AsyncArray, AsyncGroup
 from azarr.cli._app import Session, command
-from azarr.cli._format import human_bytes, table
+from azarr.cli._format import display_url, human_bytes, table
 
 Node = AsyncArray | AsyncGroup
 
@@ -110,7 +110,8 @@ async def info(session: Session, url: str, path: str) -> None:
     """Shape, chunks, dtype, codecs, fill value, order, chunks initialised, bytes stored and ratio."""
     node = await open_node(session, url, path)
     data = await (array_info(node) if isinstance(node, AsyncArray) else group_info(node))
-    session.output({"url": url, **data}, _info_text(url, data))
+    shown = display_url(url)
+    session.output({"url": shown, **data}, _info_text(shown, data))
 
 
 def _tree_json(name: str, node: Node, children: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +193,6 @@ async def ls(session: Session, url: str, path: str, long: bool, recursive: bool)
     """The members of a group (groups end in '/')."""
     node = await open_node(session, url, path)
     if isinstance(node, AsyncArray):
-        raise click.UsageError(f"{url} path {path!r} is an array, not a group; use 'azarr info'")
+        raise click.UsageError(f"{display_url(url)} path {path!r} is an array, not a group; use 'azarr info'")
     rows = await _ls_rows(node, recursive, long)
     session.output(rows, _ls_text(rows, long))

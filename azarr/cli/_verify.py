@@ -23,6 +23,7 @@ import click
 import azarr
 from azarr import AsyncArray
 from azarr.cli._app import CommandFailed, Session, command
+from azarr.cli._format import display_url
 from azarr.cli._progress import progress_bar
 from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key, parse_consolidated
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map, budget_for
@@ -222,7 +223,7 @@ async def verify(
         for name, arr in sorted(report.arrays.items()):
             report.digests[name] = await arr.hexdigest()
     if not keys:
-        report.problem(path or "/", f"no keys under {path or '/'!r} in {url}")
-    session.output(report.as_json(url), report.text())
+        report.problem(path or "/", f"no keys under {path or '/'!r} in {display_url(url)}")
+    session.output(report.as_json(display_url(url)), report.text())
     if report.problems:
         raise CommandFailed
