@@ -150,6 +150,18 @@ async def test_page_code_blocks(
                 await _run_python(block, sync_ns if sync_twin else async_ns, in_thread=sync_twin)
             except Exception as exc:
                 raise AssertionError(f"{block.where}: {type(exc).__name__}: {exc}") from exc
+    await _close_stores(async_ns)
+
+
+async def _close_stores(namespace: dict[str, Any]) -> None:
+    """Close the stores a page's examples left open (their aiohttp sessions), as a script's exit would."""
+    from azarr.storage import Store
+
+    stores = {
+        id(s): s for v in namespace.values() for s in (v, getattr(v, "store", None)) if isinstance(s, Store)
+    }
+    for store in stores.values():
+        await store.close()
 
 
 def test_marks_are_known_and_skips_are_few() -> None:
