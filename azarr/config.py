@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,6 +31,9 @@ _DEFAULTS: dict[str, Any] = {
     "max_concurrency_local": (os.cpu_count() or 1) * 4,
     # Bytes of chunk payloads in flight per store (reads hold them until decoded).
     "max_bytes_in_flight": 256 * 2**20,
+    # Bytes of chunks (decoded size) queued for or being decoded/encoded in the codec
+    # pool, across every call on an event loop.
+    "codec_queue_bytes": 256 * 2**20,
     # Seconds one store request may take (connect + transfer) before it is
     # abandoned as stalled and retried. None disables it.
     "request_timeout": 60.0,
@@ -61,6 +64,7 @@ _COUNTS = frozenset(
         "max_concurrency",
         "max_concurrency_local",
         "max_bytes_in_flight",
+        "codec_queue_bytes",
         "retry_max_attempts",
         "large_chunk_threshold",
         "large_chunk_part_size",
@@ -69,6 +73,27 @@ _COUNTS = frozenset(
 
 _lock = threading.Lock()
 _values: dict[str, Any] = dict(_DEFAULTS)
+# Callbacks run after a setting changes (the codec pool resizes itself this way), so this
+# module imports nothing of azarr's: every other package may read settings at import.
+_hooks: dict[str, list[Callable[[], None]]] = {}
+
+
+def on_change(name: str, callback: Callable[[], None]) -> None:
+    """Call ``callback()`` whenever setting ``name`` changes (``set``, its restore, ``reset``).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not an azarr setting.
+    """
+    get(name)
+    _hooks.setdefault(name, []).append(callback)
+
+
+def _changed(names: Iterable[str]) -> None:
+    for name in names:
+        for callback in _hooks.get(name, ()):
+            callback()
 
 
 def get(name: str) -> Any:
@@ -92,8 +117,7 @@ def _restore(previous: dict[str, Any]) -> Iterator[None]:
     finally:
         with _lock:
             _values.update(previous)
-        if "codec_threads" in previous:
-            _resize_codec_pool()
+        _changed(previous)
 
 
 def set(**settings: Any) -> Any:
@@ -104,6 +128,7 @@ def set(**settings: Any) -> Any:
     **settings
         ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
         (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
+        ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
@@ -125,16 +150,8 @@ def set(**settings: Any) -> Any:
     with _lock:
         previous = {k: _values[k] for k in settings}
         _values.update(settings)
-    if "codec_threads" in settings:
-        _resize_codec_pool()
+    _changed(settings)
     return _restore(previous)
-
-
-def _resize_codec_pool() -> None:
-    # Imported here: azarr.codecs reads this module's settings at import.
-    from azarr.codecs import reset_codec_pool
-
-    reset_codec_pool()
 
 
 def reset() -> None:
@@ -142,4 +159,4 @@ def reset() -> None:
     with _lock:
         _values.clear()
         _values.update(_DEFAULTS)
-    _resize_codec_pool()
+    _changed(_hooks)

@@ -100,6 +100,7 @@ IMPLS = (
     "azarr",
     "azarr-s3fs",
     "azarr-uvloop",
+    "azarr-baseline",
     "zarr218",
     "zarr3-fsspec",
     "zarr3-obstore",
@@ -111,6 +112,7 @@ LABELS = {
     "azarr": "azarr S3Store (default, aiohttp transport)",
     "azarr-s3fs": "azarr S3Store (transport='s3fs')",
     "azarr-uvloop": "azarr S3Store (default) on uvloop",
+    "azarr-baseline": "azarr at $AZARR_BASELINE (an older checkout, for before/after)",
     "zarr218": "zarr 2.18 FSStore + s3fs",
     "zarr3-fsspec": "zarr 3.1 FsspecStore + s3fs",
     "zarr3-obstore": "zarr 3.1 ObjectStore + obstore",
@@ -122,6 +124,7 @@ SHORT = {
     "azarr": "azarr",
     "azarr-s3fs": "azarr (s3fs)",
     "azarr-uvloop": "azarr (uvloop)",
+    "azarr-baseline": "azarr (baseline)",
     "zarr218": "zarr 2.18 + s3fs",
     "zarr3-fsspec": "zarr 3.1 + s3fs",
     "zarr3-obstore": "zarr 3.1 + obstore",
@@ -136,7 +139,10 @@ PEER_VENV = {
 AZARR_IMPLS = ("azarr", "azarr-s3fs", "azarr-uvloop")
 CEILINGS = ("raw", "raw-codec")
 """No Zarr: no metadata, no hierarchy opens."""
-LOCAL_IMPLS = (*CEILINGS, *AZARR_IMPLS)
+BASELINE = "azarr-baseline"
+"""The azarr worker run against ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``
+package, e.g. ``git archive <commit> azarr | tar -x -C DIR``): before/after in one run."""
+LOCAL_IMPLS = (*CEILINGS, *AZARR_IMPLS, BASELINE)
 """Run by this interpreter (azarr's venv), with the repository on ``PYTHONPATH``."""
 COLORS = {
     "raw": "#999999",
@@ -144,6 +150,7 @@ COLORS = {
     "azarr": "#d62728",
     "azarr-s3fs": "#ff7f0e",
     "azarr-uvloop": "#8c1d1d",
+    "azarr-baseline": "#e377c2",
     "zarr218": "#1f77b4",
     "zarr3-fsspec": "#17becf",
     "zarr3-obstore": "#2ca02c",
@@ -280,6 +287,16 @@ def selections(shape: tuple[int, int], n: int, kind: str, seed: int) -> list[lis
 
 
 # ---------------------------------------------------------------------- workers
+def _pythonpath(impl: str) -> str:
+    """The repository for azarr's own workers; the baseline's azarr ahead of it for the baseline."""
+    if impl == BASELINE:
+        baseline = os.environ.get("AZARR_BASELINE")
+        if not baseline:
+            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
+        return os.pathsep.join([baseline, str(REPO_ROOT)])
+    return str(REPO_ROOT) if impl in LOCAL_IMPLS else ""
+
+
 def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -> dict[str, Any]:
     """Run ``impl``'s worker on ``task`` (under ``wrap``, e.g. a profiler) and return its JSON report.
 
@@ -291,7 +308,7 @@ def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -
     env = {
         **os.environ,
         "AWS_EC2_METADATA_DISABLED": "true",
-        "PYTHONPATH": str(REPO_ROOT) if impl in LOCAL_IMPLS else "",
+        "PYTHONPATH": _pythonpath(impl),
     }
     proc = subprocess.run(
         [*(wrap or []), interpreter(impl), str(WORKER)],
@@ -986,7 +1003,11 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(COMPRESSORS),
         help="comma-separated: blosc-lz4, zstd, none (no compressor: decoding is one copy)",
     )
-    parser.add_argument("--impls", default=",".join(IMPLS), help="comma-separated implementations")
+    parser.add_argument(
+        "--impls",
+        default=",".join(i for i in IMPLS if i != BASELINE),
+        help="comma-separated implementations (azarr-baseline: see BASELINE)",
+    )
     parser.add_argument("--delay-ms", type=float, default=20.0, help="one-way delay (default 20)")
     parser.add_argument(
         "--small-requests", type=int, default=1000, help="small reads per kind (default 1000)"

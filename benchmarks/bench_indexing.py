@@ -65,8 +65,10 @@ WORKLOADS: dict[str, str] = {
     "vindex 10,000 points": "arr.vindex[rows, cols]",
 }
 COMPRESSORS = ("none", "blosc-lz4")
-IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3")
-LABELS = {"azarr": "azarr", "zarr218": "zarr 2.18", "zarr3": "zarr 3.1"}
+IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3", "azarr-baseline")
+LABELS = {"azarr": "azarr", "zarr218": "zarr 2.18", "zarr3": "zarr 3.1", "azarr-baseline": "azarr (baseline)"}
+#: azarr importing ``$AZARR_BASELINE/azarr`` (an older checkout), for before/after in one run.
+BASELINE = "azarr-baseline"
 RESULTS = Path(__file__).resolve().parent / "results" / "indexing.md"
 
 Op = Callable[[], Any]
@@ -167,6 +169,7 @@ def setup_zarr3(compressor: str) -> tuple[dict[str, Op], str]:
 
 SETUPS: dict[str, Callable[[str], tuple[dict[str, Op], str]]] = {
     "azarr": setup_azarr,
+    BASELINE: setup_azarr,
     "zarr218": setup_zarr218,
     "zarr3": setup_zarr3,
 }
@@ -233,7 +236,7 @@ def profile_azarr(workload: str, compressor: str, repeats: int, limit: int = 30)
 
 
 def _interpreter(impl: str) -> str:
-    if impl == "azarr":
+    if impl in ("azarr", BASELINE):
         return sys.executable
     from benchmarks.peers import ensure_peer_python
 
@@ -260,9 +263,12 @@ def run_impl(impl: str, compressor: str, repeats: int, workloads: list[str]) -> 
         "--workloads",
         json.dumps(workloads),
     ]
-    env = (
-        {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)} if impl == "azarr" else None
-    )
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = None
+    if impl == "azarr":
+        env = {**os.environ, "PYTHONPATH": repo}
+    elif impl == BASELINE:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["AZARR_BASELINE"], repo])}
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr}")

@@ -845,6 +845,7 @@ IMPL_CLASSES: dict[str, type[Impl]] = {
     "azarr": Azarr,
     "azarr-s3fs": AzarrS3fs,
     "azarr-uvloop": AzarrUvloop,
+    "azarr-baseline": Azarr,  # the same worker, importing an older azarr (bench_cloud.BASELINE)
     "zarr218": Zarr218,
     "zarr3-fsspec": Zarr3Fsspec,
     "zarr3-obstore": Zarr3Obstore,

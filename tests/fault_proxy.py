@@ -713,7 +713,9 @@ class _Proxy:
         extra = {"X-Fault-Proxy": kind}
         if self.config.retry_after is not None and status in (429, 503):
             extra["Retry-After"] = f"{self.config.retry_after:g}"
-        await self._reply(writer, status, body, content_type, keep=keep, extra=extra)
+        await self._reply(
+            writer, status, body, content_type, keep=keep, extra=extra, head=req.start[0].upper() == "HEAD"
+        )
         return keep
 
     async def _reply(
@@ -725,6 +727,7 @@ class _Proxy:
         *,
         keep: bool,
         extra: Mapping[str, str] | None = None,
+        head: bool = False,
     ) -> None:
         lines = [
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
@@ -733,7 +736,9 @@ class _Proxy:
             f"Connection: {'keep-alive' if keep else 'close'}",
             *(f"{k}: {v}" for k, v in (extra or {}).items()),
         ]
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        # A response to HEAD has the headers of the full response but never a body (RFC 9110
+        # section 9.3.2): a body would be read as the start of the next response.
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else body))
         await writer.drain()
         self.counters.statuses[str(status)] += 1
         self.counters.completed += 1

@@ -12,6 +12,7 @@ import pytest
 
 import azarr
 from azarr.errors import ReadOnlyError
+from azarr.scheduler import set_budget
 from azarr.storage import MemoryStore, Store
 from tests.util import RecordingStore
 
@@ -214,7 +215,7 @@ async def test_chunk_reads_run_concurrently() -> None:
     inner = MemoryStore()
     await azarr.array(np.arange(400), chunks=10, store=inner)
     slow = SlowStore(inner)
-    slow.is_local = False  # a remote store's budget (64 requests), not cores x 4
+    set_budget(slow, max_requests=64)  # a remote store's budget, not cores x 4
     arr = await azarr.open_array(slow, mode="r")
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -241,7 +242,7 @@ async def test_concurrency_is_bounded_by_the_store_budget() -> None:
     await azarr.array(np.arange(1000), chunks=5, store=inner, path="a")
     await azarr.array(np.arange(1000), chunks=5, store=inner, path="b")
     tracked = Tracking(inner)
-    tracked.max_concurrency = 7  # type: ignore[attr-defined]
+    set_budget(tracked, max_requests=7)
     a = await azarr.open_array(tracked, path="a", mode="r")
     b = await azarr.open_array(tracked, path="b", mode="r")
     await asyncio.gather(a.get_basic_selection(), b.get_basic_selection(), a.get_basic_selection())

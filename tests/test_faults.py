@@ -15,11 +15,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from fault_proxy import CHUNK_KEYS, FaultProxy
+from util import proxied_store_pair
 
 import azarr
 from azarr.errors import RetriesExhaustedError, StoreTimeoutError
 from azarr.scheduler import set_budget, stats_for
-from azarr.storage import GCSStore, S3Store, Store
+from azarr.storage import Store
 
 DATA = np.arange(40 * 1000, dtype="f8").reshape(40, 1000)
 CHUNKS = (1, 1000)  # 40 chunks of 8000 bytes
@@ -38,19 +39,7 @@ def _status_faults(proxy: FaultProxy) -> int:
 
 
 async def _pair(kind: str, request: pytest.FixtureRequest) -> tuple[Store, Store, FaultProxy]:
-    """(direct store, store through the proxy, proxy) on a fresh bucket of ``kind``."""
-    if kind == "s3":
-        server = request.getfixturevalue("seaweedfs")
-        bucket = request.getfixturevalue("s3_bucket")
-        proxy = request.getfixturevalue("s3_fault_proxy")
-        direct: Store = S3Store(f"{bucket}/x", storage_options=server.storage_options)
-        proxied: Store = S3Store(f"{bucket}/x", storage_options=proxy.storage_options(server.storage_options))
-    else:
-        server = request.getfixturevalue("fake_gcs")
-        bucket = request.getfixturevalue("gcs_bucket")
-        proxy = request.getfixturevalue("gcs_fault_proxy")
-        direct = GCSStore(f"{bucket}/x", storage_options=server.storage_options)
-        proxied = GCSStore(f"{bucket}/x", storage_options=proxy.storage_options(server.storage_options))
+    direct, proxied, proxy = proxied_store_pair(kind, request, "x")
     return direct, proxied, proxy
 
 

@@ -38,6 +38,7 @@ from hypothesis.extra import numpy as npst
 
 import azarr
 from azarr.core.array import AsyncArray
+from azarr.scheduler import set_budget
 from azarr.storage import ByteRange, MemoryStore, S3Store, Store
 from tests.util import RecordingStore, cancel_read_part_way
 
@@ -784,7 +785,6 @@ class SlowStore(RecordingStore):
     """A remote-like store: every get and set takes ``delay`` seconds; tracks peak requests in flight."""
 
     is_local = False
-    max_concurrency = 64  # the default remote budget, pinned so the test does not depend on config
 
     def __init__(self, inner: Store, delay: float) -> None:
         super().__init__(inner)
@@ -821,6 +821,7 @@ async def test_coordinate_selection_over_1000_chunks_runs_concurrently() -> None
     rows, cols = rows[order], cols[order]
 
     slow = SlowStore(inner, delay)
+    set_budget(slow, max_requests=64)  # the default remote budget, so the test does not depend on config
     arr = await azarr.open_array(slow, mode="r+")
     slow.reset()
     loop = asyncio.get_running_loop()
@@ -1024,13 +1025,13 @@ async def test_cancelled_read_leaves_out_untouched_once_cancelled() -> None:
     import time
 
     arr = await azarr.array(np.ones((400, 10)), chunks=(1, 10), store=MemoryStore())  # 400 chunks
-    decode = arr._decode_into
+    decode = arr._pipeline._decode_into
 
     def slow_decode(*args: Any) -> None:
         time.sleep(0.001)  # in the codec thread
         decode(*args)
 
-    arr._decode_into = slow_decode  # type: ignore[method-assign]
+    arr._pipeline._decode_into = slow_decode  # type: ignore[method-assign]
     out = np.zeros((400, 10))
     await cancel_read_part_way(arr.get_basic_selection(..., out=out), out, np.ones((400, 10)), after=0.05)
 
@@ -1048,13 +1049,13 @@ async def test_cancelled_write_stops_storing_chunks_once_cancelled() -> None:
 
     store = RecordingStore(MemoryStore())
     arr = await azarr.zeros((400, 10), chunks=(1, 10), store=store)  # 400 chunks
-    update = arr._update_chunk
+    update = arr._pipeline._update_chunk
 
     def slow_update(*args: Any) -> bytes | None:
         time.sleep(0.001)  # in the codec thread
         return update(*args)
 
-    arr._update_chunk = slow_update  # type: ignore[method-assign]
+    arr._pipeline._update_chunk = slow_update  # type: ignore[method-assign]
     store.reset()
     task = asyncio.ensure_future(arr.set_basic_selection(..., 1.0))
     await asyncio.sleep(0.05)

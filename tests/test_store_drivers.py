@@ -678,7 +678,7 @@ class TestLRUStoreCache:
     async def test_budget_pickle_and_views(self) -> None:
         inner = MemoryStore({"k": b"v"})
         cache = LRUStoreCache(inner, max_size=123, recheck_cached_data="always")
-        assert cache.budget_owner is inner and budget_for(cache) is budget_for(inner)
+        assert cache.budget_key == inner.spec and budget_for(cache) is budget_for(inner)
         assert cache.url == inner.url and "LRUStoreCache" in repr(cache)
         await cache.get("k")
         clone = pickle.loads(pickle.dumps(cache))

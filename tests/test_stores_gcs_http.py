@@ -356,7 +356,7 @@ class TestHTTPConfiguration:
         for op in (lambda: store.set("k", b"v"), lambda: store.delete("k"), lambda: store.delete_prefix("")):
             with pytest.raises(ReadOnlyError, match=r"http://127\.0\.0\.1:9/x"):
                 await op()
-        assert not store._loops.states  # no session was made
+        assert store._sessions.open_count() == 0  # no session was made
 
 
 class TestParseIndex:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from azarr.storage import ByteRange, Store
+from azarr.storage import ByteRange, Store, WrapperStore
 
 
 async def cancel_read_part_way(
@@ -34,21 +34,17 @@ async def cancel_read_part_way(
     np.testing.assert_array_equal(out, snapshot)
 
 
-class RecordingStore(Store):
+class RecordingStore(WrapperStore):
     """Delegates to ``inner`` and counts requests per operation and key."""
 
+    wrapper_name = "test-recorder"
+
     def __init__(self, inner: Store) -> None:
-        super().__init__(read_only=inner.read_only)
-        self.inner = inner
+        super().__init__(inner)
         self.gets: Counter[str] = Counter()
         self.sets: Counter[str] = Counter()
         self.deletes: Counter[str] = Counter()
         self.lists = 0
-        self.is_local = inner.is_local
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
 
     @property
     def requests(self) -> int:
@@ -85,3 +81,20 @@ class RecordingStore(Store):
         self.lists += 1
         async for key in self.inner.list_dir(prefix):
             yield key
+
+
+def proxied_store_pair(kind: str, request: pytest.FixtureRequest, subpath: str) -> tuple[Store, Store, Any]:
+    """(direct store, the same store through the fault proxy, the proxy) on a fresh bucket.
+
+    ``kind`` is ``"s3"`` (SeaweedFS) or ``"gcs"`` (fake-gcs-server); both stores have
+    the root ``<bucket>/<subpath>``.
+    """
+    from azarr.storage import GCSStore, S3Store
+
+    server = request.getfixturevalue("seaweedfs" if kind == "s3" else "fake_gcs")
+    bucket = request.getfixturevalue("s3_bucket" if kind == "s3" else "gcs_bucket")
+    proxy = request.getfixturevalue("s3_fault_proxy" if kind == "s3" else "gcs_fault_proxy")
+    cls = S3Store if kind == "s3" else GCSStore
+    direct = cls(f"{bucket}/{subpath}", storage_options=server.storage_options)
+    proxied = cls(f"{bucket}/{subpath}", storage_options=proxy.storage_options(server.storage_options))
+    return direct, proxied, proxy

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from azarr.api.creation import resolve_store
-from azarr.api.opening import _revalidate
+from azarr.api.opening import open_managed
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
@@ -29,11 +29,11 @@ from azarr.metadata import (
     is_metadata_key,
     parse_consolidated,
 )
-from azarr.scheduler import bounded_map, budget_for
-from azarr.storage import ByteRange, Store, StoreLike, validate_key
+from azarr.scheduler import StoreIO, bounded_map
+from azarr.storage import ByteRange, Store, StoreLike, StoreSpec, WrapperStore, validate_key
 
 
-class ConsolidatedStore(Store):
+class ConsolidatedStore(WrapperStore):
     """A store overlay serving metadata documents from consolidated metadata.
 
     Metadata keys (``.zarray``, ``.zgroup``, ``.zattrs``) are answered from the
@@ -51,20 +51,20 @@ class ConsolidatedStore(Store):
         Also refuse chunk writes (mode ``"r"``).
     """
 
+    wrapper_name = "consolidated"
+    serves_documents = True
+
     def __init__(self, store: Store, documents: dict[str, Any], *, read_only: bool = True) -> None:
-        super().__init__(read_only=read_only or store.read_only)
-        self.inner = store
+        super().__init__(store, read_only=read_only)
         self.documents = documents
-        self.supports_listing = store.supports_listing
-        self.is_local = store.is_local
 
-    @property
-    def url(self) -> str:
-        return self.inner.url
+    def wrapper_params(self) -> dict[str, Any]:
+        # Pickled with the documents (the overlay has no request to rebuild them); the
+        # spec names the wrapped store only, so it stays small and hashable.
+        return {"documents": self.documents, "read_only": self.read_only}
 
-    @property
-    def budget_owner(self) -> Store:
-        return self.inner.budget_owner
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create(self.wrapper_name, self.inner.spec.root, params={"inner": self.inner.spec})
 
     def _refuse_metadata_write(self, key: str) -> None:
         if is_metadata_key(key):
@@ -96,11 +96,17 @@ class ConsolidatedStore(Store):
 
     async def _set(self, key: str, value: bytes) -> None:
         self._refuse_metadata_write(key)
-        await self.inner.set(key, value)
+        await super()._set(key, value)
 
     async def _delete(self, key: str) -> None:
         self._refuse_metadata_write(key)
-        await self.inner.delete(key)
+        await super()._delete(key)
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        raise ReadOnlyError(
+            f"cannot delete {prefix!r}: the structure of a hierarchy opened from consolidated metadata "
+            f"in {self.url} is read-only"
+        )
 
     async def _exists(self, key: str) -> bool:
         if is_metadata_key(key):
@@ -125,9 +131,6 @@ class ConsolidatedStore(Store):
                 if child not in seen:
                     seen.add(child)
                     yield child
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 async def consolidate_metadata(
@@ -154,18 +157,17 @@ async def consolidate_metadata(
         The store is read-only.
     """
     the_store = resolve_store(store, storage_options)
+    io = StoreIO(the_store)
     root = normalize_path(path)
     prefix = node_key(root, "")
-    keys = [k async for k in the_store.list_prefix(root) if is_metadata_key(k)]
-    budget = budget_for(the_store)
+    keys = [k for k in await io.list_prefix(root) if is_metadata_key(k)]
 
     async def fetch(key: str) -> tuple[str, bytes | None]:
-        async with budget:
-            return key[len(prefix) :], await the_store.get(key)
+        return key[len(prefix) :], await io.get(key)
 
-    fetched = await bounded_map(fetch, keys, budget.max_requests)
+    fetched = await bounded_map(fetch, keys, io.budget.max_requests)
     documents = {rel: data for rel, data in fetched if data is not None}
-    await the_store.set(node_key(root, metadata_key), build_consolidated(documents))
+    await io.set(node_key(root, metadata_key), build_consolidated(documents))
     return await open_consolidated(the_store, path=root, metadata_key=metadata_key)
 
 
@@ -205,11 +207,10 @@ async def open_consolidated(
     """
     if mode not in ("r", "r+"):
         raise ValueError(f"open_consolidated mode must be 'r' or 'r+', got {mode!r}")
-    the_store = resolve_store(store, storage_options, read_only=mode == "r")
-    await _revalidate(the_store)
+    the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     root = normalize_path(path)
     key = node_key(root, metadata_key)
-    raw = await the_store.get(key)
+    raw = await io.get(key)
     if raw is None:
         raise ConsolidatedMetadataNotFoundError(f"no consolidated metadata {key!r} in {the_store.url}")
     relative = parse_consolidated(raw, key=key)

@@ -125,15 +125,16 @@ async def _plan(
     """The keys to copy (relative to ``src_root``) and those already in the destination."""
     src_prefix = node_key(src_root, "")
     patterns = [re.compile(p) for p in ([excludes] if isinstance(excludes, str) else excludes or [])]
+    src_io, dst_io = StoreIO(src), StoreIO(dst)
     relative = [
         key[len(src_prefix) :]
-        async for key in src.list_prefix(src_root)
+        for key in await src_io.list_prefix(src_root)
         if not any(p.search(key[len(src_prefix) :]) for p in patterns)
     ]
     existing: set[str] = set()
     if if_exists != "replace":
         dst_prefix = node_key(dst_root, "")
-        existing = {k[len(dst_prefix) :] async for k in dst.list_prefix(dst_root)}
+        existing = {k[len(dst_prefix) :] for k in await dst_io.list_prefix(dst_root)}
         clashes = sorted(existing.intersection(relative))
         if clashes and if_exists == "raise":
             raise KeyExistsError(

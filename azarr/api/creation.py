@@ -10,19 +10,24 @@ from typing import Any
 
 import numpy as np
 
-from azarr.core._hierarchy import prepare_node_path
-from azarr.core._normalize import (
-    normalize_chunks,
-    normalize_compressor,
-    normalize_fill_value,
-    normalize_filters,
-    normalize_shape,
-)
-from azarr.core._paths import node_key, normalize_path
+from azarr.core._creation import build_array_metadata, create_array, create_array_from_data
 from azarr.core.array import AsyncArray
-from azarr.errors import ReadOnlyError
-from azarr.metadata import ZARRAY, ArrayMetadata, normalize_dtype
 from azarr.storage import MemoryStore, Store, StoreLike, make_store
+
+__all__ = [
+    "array",
+    "build_array_metadata",
+    "create",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "ones",
+    "ones_like",
+    "resolve_store",
+    "zeros",
+    "zeros_like",
+]
 
 
 def resolve_store(
@@ -112,89 +117,23 @@ async def create(
     MetadataError, CodecError
         Invalid dtype, fill_value or codec; nothing is written.
     """
-    the_store = resolve_store(store, storage_options)
-    node_path = normalize_path(path)
-    if the_store.read_only:
-        raise ReadOnlyError(f"cannot create array {node_path!r}: store {the_store.url} is read-only")
-    metadata = build_array_metadata(
+    return await create_array(
+        resolve_store(store, storage_options),
+        path,
         shape,
         chunks=chunks,
         dtype=dtype,
         compressor=compressor,
         fill_value=fill_value,
         order=order,
+        overwrite=overwrite,
         filters=filters,
         object_codec=object_codec,
         dimension_separator=dimension_separator,
-        key=node_key(node_path, ZARRAY),
-    )
-    await prepare_node_path(the_store, node_path, overwrite=overwrite)
-    await the_store.set(node_key(node_path, ZARRAY), metadata.to_json())
-    array = AsyncArray(
-        the_store,
-        node_path,
-        metadata,
-        {},
-        allow_pickle=allow_pickle,
         write_empty_chunks=write_empty_chunks,
+        allow_pickle=allow_pickle,
+        attributes=attributes,
     )
-    if attributes:
-        await array.attrs.put(attributes)
-    return array
-
-
-def build_array_metadata(
-    shape: int | tuple[int, ...],
-    *,
-    chunks: Any,
-    dtype: Any,
-    compressor: Any,
-    fill_value: Any,
-    order: str,
-    filters: Any,
-    object_codec: Any,
-    dimension_separator: str | None,
-    key: str = ZARRAY,
-) -> ArrayMetadata:
-    """Validated metadata from creation arguments (zarr-python 2 ``_init_array_metadata``).
-
-    The document is round-tripped through its JSON form, so what is returned
-    is exactly what a later open will read.
-    """
-    if object_codec is None and filters and _is_plain_object_dtype(dtype):
-        # zarr-python 2.18 accepts an object array whose first filter encodes the
-        # objects (e.g. Categorize) without object_codec; the metadata check below
-        # still requires filters[0] to be an object codec.
-        base_dtype, object_filters = np.dtype(object), None
-    else:
-        base_dtype, object_filters = normalize_dtype(dtype, object_codec)
-    # A subarray dtype ("(2,)f8") adds its shape to the array's, as in zarr-python 2.
-    full_shape = normalize_shape(shape) + tuple(base_dtype.shape)
-    base_dtype = base_dtype.base
-    chunk_shape = normalize_chunks(chunks, full_shape, base_dtype.itemsize)
-    if order not in ("C", "F"):
-        raise ValueError(f"order must be 'C' or 'F', got {order!r}")
-    filter_configs = list(object_filters or []) + normalize_filters(filters)
-    draft = ArrayMetadata(
-        shape=full_shape,
-        chunks=chunk_shape,
-        dtype=base_dtype,
-        compressor=normalize_compressor(compressor, full_shape),
-        filters=tuple(filter_configs) or None,
-        fill_value=normalize_fill_value(fill_value, base_dtype),
-        order=order,  # type: ignore[arg-type]
-        dimension_separator=dimension_separator or ".",  # type: ignore[arg-type]
-    )
-    return ArrayMetadata.from_json(draft.to_dict(), key=key)
-
-
-def _is_plain_object_dtype(dtype: Any) -> bool:
-    if dtype in (str, bytes) or isinstance(dtype, str):
-        return bool(dtype in ("O", "|O", "object"))
-    try:
-        return bool(np.dtype(dtype).kind == "O")
-    except TypeError:
-        return False
 
 
 async def zeros(shape: int | tuple[int, ...], **kwargs: Any) -> AsyncArray:
@@ -222,12 +161,8 @@ async def array(data: Any, **kwargs: Any) -> AsyncArray:
 
     Shape and dtype come from ``data`` unless given. Arguments as :func:`create`.
     """
-    values = np.asanyarray(data)
-    kwargs.setdefault("dtype", values.dtype)
-    created = await create(values.shape, **kwargs)
-    if values.size:
-        await created.set_basic_selection(Ellipsis, values)
-    return created
+    store = resolve_store(kwargs.pop("store", None), kwargs.pop("storage_options", None))
+    return await create_array_from_data(store, kwargs.pop("path", None), data, **kwargs)
 
 
 def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -20,16 +20,24 @@ from azarr.errors import (
     ContainsGroupError,
     GroupNotFoundError,
 )
+from azarr.scheduler import StoreIO
 from azarr.storage import Store, StoreLike
 
 _MODES = ("r", "r+", "a", "w", "w-", "x")
 
 
-async def _revalidate(store: Store) -> None:
-    """Let a caching store (``LRUStoreCache``, policy ``"open"``) re-fetch what it cached before this open."""
-    revalidate = getattr(store, "revalidate", None)
-    if revalidate is not None:
-        await revalidate()
+async def open_managed(
+    store: StoreLike | None, storage_options: dict[str, Any] | None, *, read_only: bool
+) -> tuple[Store, StoreIO]:
+    """The store of a store-like argument and its managed path, revalidated for this open.
+
+    A caching store (``LRUStoreCache``, policy ``"open"``) re-fetches what it cached
+    before an open, so each open sees what other writers changed.
+    """
+    the_store = resolve_store(store, storage_options, read_only=read_only)
+    io = StoreIO(the_store)
+    await io.revalidate()
+    return the_store, io
 
 
 def _check_mode(mode: str) -> str:
@@ -80,8 +88,7 @@ async def open_array(
         The array must be created but no ``shape`` was given.
     """
     mode = _check_mode(mode)
-    the_store = resolve_store(store, storage_options, read_only=mode == "r")
-    await _revalidate(the_store)
+    the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
     open_kwargs: dict[str, Any] = {"allow_pickle": allow_pickle, "write_empty_chunks": write_empty_chunks}
     if mode in ("r", "r+", "a"):
@@ -91,7 +98,7 @@ async def open_array(
             return await AsyncArray.open(the_store, node_path, read_only=mode == "r", **open_kwargs)
         except ArrayNotFoundError:
             pass
-        if await contains_group(the_store, node_path):
+        if await contains_group(io, node_path):
             raise ContainsGroupError(f"path {node_path!r} in {the_store.url} is a group, not an array")
         if mode != "a":
             raise ArrayNotFoundError(f"no array at path {node_path!r} in {the_store.url}")
@@ -122,11 +129,10 @@ async def open_group(
         Mode ``w-`` and a group exists.
     """
     mode = _check_mode(mode)
-    the_store = resolve_store(store, storage_options, read_only=mode == "r")
-    await _revalidate(the_store)
+    the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
     if mode in ("r", "r+", "a"):
-        kind = await node_kind(the_store, node_path)
+        kind = await node_kind(io, node_path)
         if kind == "group":
             return await AsyncGroup.open(
                 the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle
@@ -157,12 +163,11 @@ async def open(
         (:class:`~azarr.errors.GroupNotFoundError`) modes ``r``/``r+`` and nothing at ``path``.
     """
     mode = _check_mode(mode)
-    the_store = resolve_store(store, storage_options, read_only=mode == "r")
-    await _revalidate(the_store)
+    the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
     group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
     if mode in ("r", "r+", "a"):
-        kind = await node_kind(the_store, node_path)
+        kind = await node_kind(io, node_path)
         if kind == "array":
             return await open_array(the_store, mode, path=node_path, **kwargs)
         if kind == "group":
@@ -189,9 +194,8 @@ async def group(
     ContainsArrayError
         An array is at ``path`` and ``overwrite`` is False.
     """
-    the_store = resolve_store(store, storage_options)
-    await _revalidate(the_store)
+    the_store, io = await open_managed(store, storage_options, read_only=False)
     node_path = normalize_path(path)
-    if not overwrite and await contains_group(the_store, node_path):
+    if not overwrite and await contains_group(io, node_path):
         return await AsyncGroup.open(the_store, node_path, allow_pickle=allow_pickle)
     return await AsyncGroup.init(the_store, node_path, overwrite=overwrite, allow_pickle=allow_pickle)

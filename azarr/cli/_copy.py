@@ -13,7 +13,7 @@ from azarr.cli._format import display_url, human_bytes
 from azarr.cli._progress import progress_bar
 from azarr.errors import GroupNotFoundError, KeyExistsError
 from azarr.metadata import ZMETADATA, is_metadata_key
-from azarr.scheduler import set_budget
+from azarr.scheduler import StoreIO, set_budget
 
 #: ``--if-exists`` choices and the ``copy_store`` value each means.
 _IF_EXISTS: dict[str, Literal["raise", "replace", "skip"]] = {
@@ -126,7 +126,11 @@ async def consolidate(session: Session, url: str, path: str, dry_run: bool) -> N
     root = path.strip("/")
     prefix = f"{root}/" if root else ""
     keys = sorted(
-        [k async for k in store.list_prefix(root) if is_metadata_key(k) and not k.endswith(ZMETADATA)]
+        [
+            k
+            for k in await StoreIO(store).list_prefix(root)
+            if is_metadata_key(k) and not k.endswith(ZMETADATA)
+        ]
     )
     target = f"{prefix}{ZMETADATA}"
     data: dict[str, Any] = {"url": display_url(url), "key": target, "documents": keys, "dry_run": dry_run}

@@ -210,7 +210,7 @@ async def verify(
     Exit status 1 when any problem is found; every problem is listed with its key.
     """
     store = session.store(url)
-    keys = sorted([k async for k in store.list_prefix(path.strip("/"))])
+    keys = sorted(await StoreIO(store).list_prefix(path.strip("/")))
     report = Report()
     await _check_documents(store, keys, report)
     chunks = _check_chunk_keys(keys, report)

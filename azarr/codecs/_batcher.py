@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,11 +20,11 @@ from azarr.codecs._pool import submit_to_codec_pool
 
 T = TypeVar("T")
 
-#: Codec jobs a caller may queue ahead of the codec threads: at most this many ...
+#: Codec jobs one caller may queue ahead of the codec threads at most. The bytes of chunks
+#: (decoded size) queued or being decoded are bounded across every caller on an event loop
+#: (``azarr.config`` ``codec_queue_bytes``), so fetched bytes waiting for a codec thread
+#: stay bounded when decoding is slower than the store, however many reads run at once.
 _MAX_OUTSTANDING_JOBS = 4096
-#: ... and at most this many bytes of chunks (their decoded size) -- so fetched bytes waiting
-#: for a codec thread stay bounded when decoding is slower than the store.
-_MAX_OUTSTANDING_BYTES = 256 << 20
 #: Chunk bytes per codec-pool hop at most: small chunks travel together, large ones alone.
 _MAX_BATCH_BYTES = 1 << 20
 
@@ -69,6 +70,27 @@ def _run_batch(batch: _Batch) -> None:
             batch.failed = True
 
 
+class _LoopQueue:
+    """What every batcher on one event loop shares: bytes queued for the codec pool, and who waits."""
+
+    __slots__ = ("outstanding_bytes", "waiters")
+
+    def __init__(self) -> None:
+        self.outstanding_bytes = 0
+        self.waiters: list[asyncio.Future[None]] = []
+
+
+_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = weakref.WeakKeyDictionary()
+
+
+def _loop_queue() -> _LoopQueue:
+    loop = asyncio.get_running_loop()
+    queue = _queues.get(loop)
+    if queue is None:
+        queue = _queues[loop] = _LoopQueue()
+    return queue
+
+
 class CodecBatcher:
     """Per-chunk codec work in the codec pool, one thread hop per batch of chunks.
 
@@ -84,8 +106,10 @@ class CodecBatcher:
 
     :meth:`run` awaits one job's result (writes need the encoded bytes).
     :meth:`submit` only queues (reads: the job writes into the output array),
-    waiting while ``max_outstanding`` jobs or ``max_outstanding_bytes`` of
-    chunks are queued or running; :meth:`drain` then waits for all of them and
+    waiting while ``max_outstanding`` of its jobs, or ``max_outstanding_bytes``
+    of chunks of *every* batcher on the event loop (a process-wide limit, not a
+    per-call one: ``azarr.config`` ``codec_queue_bytes`` by default), are queued
+    or running; :meth:`drain` then waits for all of them and
     raises the first error. Cancellation keeps
     :func:`~azarr.codecs.run_in_codec_pool`'s guarantee: queued jobs are
     dropped and running batches stop at their next job and are waited for, so
@@ -101,22 +125,25 @@ class CodecBatcher:
         "_outstanding",
         "_outstanding_bytes",
         "_pending",
+        "_queue",
         "_running",
         "_scheduled",
         "_slots",
-        "_waiters",
     )
 
     def __init__(
         self,
         *,
         max_outstanding: int = _MAX_OUTSTANDING_JOBS,
-        max_outstanding_bytes: int = _MAX_OUTSTANDING_BYTES,
+        max_outstanding_bytes: int | None = None,
         max_batch_bytes: int = _MAX_BATCH_BYTES,
     ) -> None:
         self._slots = max(1, int(config.get("codec_threads")))
         self._max_outstanding = max_outstanding
-        self._max_outstanding_bytes = max_outstanding_bytes
+        self._max_outstanding_bytes = (
+            int(config.get("codec_queue_bytes")) if max_outstanding_bytes is None else max_outstanding_bytes
+        )
+        self._queue = _loop_queue()
         self._max_batch_bytes = max_batch_bytes
         self._pending: list[_Job] = []
         self._outstanding = 0  # jobs queued or in a running batch
@@ -124,7 +151,6 @@ class CodecBatcher:
         self._running = 0
         self._scheduled = False
         self._batches: set[_Batch] = set()
-        self._waiters: list[asyncio.Future[None]] = []
         self._error: Exception | None = None
 
     async def run(self, fn: Callable[..., T], *args: Any, weight: int = 0) -> T:
@@ -146,13 +172,16 @@ class CodecBatcher:
                         del self._pending[i]
                         self._outstanding -= 1
                         self._outstanding_bytes -= weight
+                        self._queue.outstanding_bytes -= weight
                         break
             raise
 
     def _full(self) -> bool:
+        # A batcher with nothing outstanding may always queue one job: progress for every
+        # caller, whatever the others hold.
         return self._outstanding > 0 and (
             self._outstanding >= self._max_outstanding
-            or self._outstanding_bytes >= self._max_outstanding_bytes
+            or self._queue.outstanding_bytes >= self._max_outstanding_bytes
         )
 
     def try_submit(self, fn: Callable[..., Any], args: tuple[Any, ...], weight: int) -> bool:
@@ -182,8 +211,10 @@ class CodecBatcher:
 
     async def abandon(self) -> None:
         """Drop queued jobs, stop running batches and wait for them (on failure or cancellation)."""
+        dropped = sum(job[3] for job in self._pending)
         self._outstanding -= len(self._pending)
-        self._outstanding_bytes -= sum(job[3] for job in self._pending)
+        self._outstanding_bytes -= dropped
+        self._queue.outstanding_bytes -= dropped
         self._pending = []
         for batch in list(self._batches):
             batch.cancelled = True
@@ -193,6 +224,7 @@ class CodecBatcher:
         self._pending.append(job)
         self._outstanding += 1
         self._outstanding_bytes += job[3]
+        self._queue.outstanding_bytes += job[3]
         self._schedule()
 
     def _schedule(self) -> None:
@@ -211,7 +243,7 @@ class CodecBatcher:
         # One future per waiter, awaited directly: a cancelled waiter cancels only its own
         # (asyncio.shield around a shared one would cost every waiter an extra loop turn).
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        self._queue.waiters.append(waiter)
         await waiter
 
     def _dispatch(self) -> None:
@@ -240,6 +272,7 @@ class CodecBatcher:
         self._batches.discard(batch)
         self._outstanding -= len(batch.jobs)
         self._outstanding_bytes -= batch.weight
+        self._queue.outstanding_bytes -= batch.weight
         if batch.done is not None and not batch.done.done():
             batch.done.set_result(None)
         if failure is not None or batch.failed or batch.has_futures or batch.cancelled:
@@ -260,7 +293,9 @@ class CodecBatcher:
                     future.set_exception(error)
                 else:
                     future.set_result(result)
-        waiters, self._waiters = self._waiters, []
+        # Wake every waiter on the loop: bytes freed here may let another caller queue.
+        queue = self._queue
+        waiters, queue.waiters = queue.waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)

@@ -98,6 +98,9 @@ def _after_fork_in_child() -> None:
 if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
+# config.set(codec_threads=...) retires the pool; the next use builds one of the new size.
+config.on_change("codec_threads", reset_codec_pool)
+
 
 def _submit(fn: Callable[[*Ts], T], args: tuple[*Ts]) -> Future[T]:
     # Run in a copy of the caller's context so contextvars (tracing, logging

@@ -1,5 +1,10 @@
 """Node bookkeeping shared by arrays and groups: what exists at a path, and
-preparing a path for a new node (overwrite, implicit parent groups)."""
+preparing a path for a new node (overwrite, implicit parent groups).
+
+Every function takes the store's :class:`~azarr.scheduler.StoreIO`, the one
+managed path to it: each existence check, document read and write, listing and
+delete here is budgeted, timed and retried.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +16,24 @@ from azarr.core._paths import node_key
 from azarr.errors import ContainsArrayError, ContainsGroupError
 from azarr.metadata import ZARRAY, ZGROUP, GroupMetadata
 from azarr.scheduler import StoreIO
-from azarr.storage import Store
 
 
-async def contains_array(store: Store, path: str) -> bool:
-    """True if an array (a ``.zarray`` document) exists at ``path`` (retried like chunk I/O)."""
-    return await StoreIO(store).exists(node_key(path, ZARRAY))
+async def contains_array(io: StoreIO, path: str) -> bool:
+    """True if an array (a ``.zarray`` document) exists at ``path``."""
+    return await io.exists(node_key(path, ZARRAY))
 
 
-async def contains_group(store: Store, path: str) -> bool:
-    """True if a group (a ``.zgroup`` document) exists at ``path`` (retried like chunk I/O)."""
-    return await StoreIO(store).exists(node_key(path, ZGROUP))
+async def contains_group(io: StoreIO, path: str) -> bool:
+    """True if a group (a ``.zgroup`` document) exists at ``path``."""
+    return await io.exists(node_key(path, ZGROUP))
 
 
-async def node_kind(store: Store, path: str) -> Literal["array", "group"] | None:
+async def node_kind(io: StoreIO, path: str) -> Literal["array", "group"] | None:
     """What is at ``path``: ``"array"``, ``"group"`` or None (both checks run concurrently).
 
     An array wins if both documents exist, as in zarr-python 2's ``open``.
     """
-    is_array, is_group = await asyncio.gather(contains_array(store, path), contains_group(store, path))
+    is_array, is_group = await asyncio.gather(contains_array(io, path), contains_group(io, path))
     return "array" if is_array else "group" if is_group else None
 
 
@@ -37,21 +41,12 @@ Document: TypeAlias = bytes | Mapping[str, Any]
 """A metadata document as stored (bytes) or already decoded (from consolidated metadata)."""
 
 
-async def read_documents(store: Store, *keys: str) -> list[Document | None]:
-    """Fetch metadata documents concurrently, retried like chunk I/O (None where missing).
-
-    A store that holds decoded documents (``get_document``, as
-    :class:`~azarr.api.consolidated.ConsolidatedStore` does) hands them over as
-    they are: no request, and no JSON encoding only to decode it again.
-    """
-    get_document = getattr(store, "get_document", None)
-    if get_document is not None:
-        return [get_document(key) for key in keys]
-    io = StoreIO(store)
-    return list(await asyncio.gather(*(io.get(key) for key in keys)))
+async def read_documents(io: StoreIO, *keys: str) -> list[Document | None]:
+    """Fetch metadata documents concurrently (None where missing); see :meth:`StoreIO.read_documents`."""
+    return await io.read_documents(*keys)
 
 
-async def prepare_node_path(store: Store, path: str, *, overwrite: bool) -> None:
+async def prepare_node_path(io: StoreIO, path: str, *, overwrite: bool) -> None:
     """Make ``path`` ready for a new array or group.
 
     With ``overwrite`` every key under ``path`` is deleted first (zarr-python 2
@@ -65,17 +60,17 @@ async def prepare_node_path(store: Store, path: str, *, overwrite: bool) -> None
         A node exists at ``path`` (or an ancestor is an array) and ``overwrite`` is False.
     """
     if overwrite:
-        await store.delete_prefix(path)
+        await io.delete_prefix(path)
     else:
-        kind = await node_kind(store, path)
+        kind = await node_kind(io, path)
         if kind == "array":
-            raise ContainsArrayError(f"an array already exists at path {path!r} in {store.url}")
+            raise ContainsArrayError(f"an array already exists at path {path!r} in {io.url}")
         if kind == "group":
-            raise ContainsGroupError(f"a group already exists at path {path!r} in {store.url}")
-    await require_parent_groups(store, path, overwrite=overwrite)
+            raise ContainsGroupError(f"a group already exists at path {path!r} in {io.url}")
+    await require_parent_groups(io, path, overwrite=overwrite)
 
 
-async def require_parent_groups(store: Store, path: str, *, overwrite: bool) -> None:
+async def require_parent_groups(io: StoreIO, path: str, *, overwrite: bool) -> None:
     """Create a ``.zgroup`` for every ancestor of ``path`` that lacks one.
 
     An ancestor that is an array is replaced by a group when ``overwrite`` is
@@ -90,14 +85,14 @@ async def require_parent_groups(store: Store, path: str, *, overwrite: bool) -> 
         return
     segments = path.split("/")
     ancestors = ["/".join(segments[:i]) for i in range(len(segments))]
-    kinds = await asyncio.gather(*(node_kind(store, a) for a in ancestors))
+    kinds = await asyncio.gather(*(node_kind(io, a) for a in ancestors))
     for ancestor, kind in zip(ancestors, kinds, strict=True):
         if kind == "array":
             if not overwrite:
                 raise ContainsArrayError(
-                    f"cannot create a node at {path!r}: ancestor {ancestor!r} is an array in {store.url}"
+                    f"cannot create a node at {path!r}: ancestor {ancestor!r} is an array in {io.url}"
                 )
-            await store.delete_prefix(ancestor)
-            await store.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
+            await io.delete_prefix(ancestor)
+            await io.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
         elif kind is None:
-            await store.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
+            await io.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())

@@ -8,6 +8,7 @@ from azarr.core._paths import basename, node_key, normalize_path
 from azarr.core.attributes import Attributes
 from azarr.errors import ReadOnlyError
 from azarr.metadata import ZATTRS
+from azarr.scheduler import StoreIO
 from azarr.storage import Store
 
 
@@ -40,18 +41,19 @@ class Node:
         read_only: bool,
         allow_pickle: bool | None,
     ) -> None:
-        self._store = store
+        # The node's one path to its store: budgeted, timed, retried (never the raw store).
+        self._io = StoreIO(store)
         self._path = normalize_path(path)
         self._read_only = read_only or store.read_only
         self._allow_pickle = allow_pickle
         self._attrs = Attributes(
-            store, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
+            self._io, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
         )
 
     @property
     def store(self) -> Store:
         """The store holding the node."""
-        return self._store
+        return self._io.store
 
     @property
     def path(self) -> str:
@@ -84,12 +86,12 @@ class Node:
 
     def _check_writable(self) -> None:
         if self._read_only:
-            raise ReadOnlyError(f"{self._kind} {self.name!r} in {self._store.url} is read-only")
+            raise ReadOnlyError(f"{self._kind} {self.name!r} in {self._io.url} is read-only")
 
     def _node_state(self) -> dict[str, Any]:
         """Pickled configuration shared by arrays and groups (never data or sessions)."""
         return {
-            "store": self._store,
+            "store": self._io.store,
             "path": self._path,
             "attributes": self._attrs.asdict(),
             "read_only": self._read_only,

@@ -1,19 +1,19 @@
 """``AsyncArray``: a Zarr v2 array read and written with coroutines.
 
 Data flow of a read: the selection becomes an indexer (``azarr.indexing``),
-which yields one projection per touched chunk; ``bounded_map`` fans the chunk
-requests out under the store's request budget (``azarr.scheduler``); each
-chunk's bytes go to the codec pool (``azarr.codecs``), which decodes them and
-scatters the selected part into the output array — straight into it when the
-chunk maps onto a contiguous region. Writes run the same path backwards,
-reading a chunk first only when the selection covers part of it.
+which yields one projection per touched chunk; the array allocates the output
+and hands the projections to its :class:`~azarr.pipeline.ChunkPipeline`, which
+fetches every chunk through the store's managed path (``azarr.scheduler``) and
+decodes and scatters it in the codec pool (``azarr.codecs``). Writes hand the
+value array to the same pipeline, which reads a chunk first only when the
+selection covers part of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -21,38 +21,36 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from azarr import config
-from azarr.codecs import ChunkCodec, CodecBatcher
+from azarr.codecs import ChunkCodec
 from azarr.core._hierarchy import Document, read_documents
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
 from azarr.errors import ArrayNotFoundError
 from azarr.indexing import (
     BasicIndexer,
+    BasicSelection,
     BlockIndexer,
-    ChunkProjection,
+    BlockSelection,
     CoordinateIndexer,
+    CoordinateSelection,
+    Fields,
     MaskIndexer,
+    MaskSelection,
     OrthogonalIndexer,
+    OrthogonalSelection,
+    Selection,
     check_fields,
     is_pure_fancy_indexing,
     is_pure_orthogonal_indexing,
     pop_fields,
 )
 from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
-from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
+from azarr.pipeline import ChunkPipeline
+from azarr.scheduler import ProgressCallback, StoreIO, bounded_map
 from azarr.storage import Store
 
 if TYPE_CHECKING:
     from azarr.core.accessors import BlockIndex, OIndex, VIndex
-
-Fields = str | list[str] | None
-
-#: Chunks a write keeps in flight (read, encoded or being stored) at least.
-_WRITE_PIPELINE = 64
-#: Chunks at least this large (bytes, decoded) reserve their size in the store's
-#: bytes-in-flight budget while they are fetched or stored. Smaller ones cannot
-#: add up to much under the request limit, and skip the reservation's cost.
-_RESERVE_MIN_BYTES = 64 << 10
 
 
 class AsyncArray(Node):
@@ -101,9 +99,16 @@ class AsyncArray(Node):
             config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
         )
         self._codec = self._make_codec(metadata)
-        self._io = StoreIO(store)
         self._budget = self._io.budget
         self._key_prefix = node_key(self._path, "")
+        # The one hand-off from selections to chunks (fetch/decode/scatter, merge/encode/store).
+        self._pipeline = ChunkPipeline(
+            self._io,
+            self._codec,
+            self._chunk_key,
+            metadata.fill_value,
+            write_empty_chunks=bool(self._write_empty_chunks),
+        )
 
     def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:
         return ChunkCodec(
@@ -138,7 +143,7 @@ class AsyncArray(Node):
         """
         path = normalize_path(path)
         meta_key = node_key(path, ZARRAY)
-        raw_meta, raw_attrs = await read_documents(store, meta_key, node_key(path, ZATTRS))
+        raw_meta, raw_attrs = await read_documents(StoreIO(store), meta_key, node_key(path, ZATTRS))
         if raw_meta is None:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
         return cls.from_documents(
@@ -302,7 +307,8 @@ class AsyncArray(Node):
         if self.filters:
             items.extend((f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters))
         items.append(("Compressor", repr(self.compressor)))
-        items.append(("Store type", f"{type(self._store).__module__}.{type(self._store).__qualname__}"))
+        store_type = type(self.store)
+        items.append(("Store type", f"{store_type.__module__}.{store_type.__qualname__}"))
         items.append(("No. bytes", f"{self.nbytes} ({_human_bytes(self.nbytes)})"))
         return items
 
@@ -317,7 +323,7 @@ class AsyncArray(Node):
         prefix = node_key(self._path, "")
         sep = self._metadata.dimension_separator
         ndim = max(self.ndim, 1)  # 0-d arrays have one chunk, key "0"
-        async for key in self._store.list_prefix(self._path):
+        for key in await self._io.list_prefix(self._path):
             name = key[len(prefix) :]
             if name.startswith(".") or "/." in name:
                 continue
@@ -337,14 +343,14 @@ class AsyncArray(Node):
 
     async def nbytes_stored(self) -> int:
         """Bytes stored for this array: chunks and metadata documents (zarr-python 2 ``nbytes_stored``)."""
-        keys = [k async for k in self._store.list_prefix(self._path)]
-        sizes = await bounded_map(self._store.getsize, keys, self._budget.max_requests)
+        keys = await self._io.list_prefix(self._path)
+        sizes = await bounded_map(self._io.getsize, keys, self._budget.max_requests)
         return sum(sizes)
 
     # ---------------------------------------------------------------- reads
     async def get_basic_selection(
         self,
-        selection: Any = Ellipsis,
+        selection: BasicSelection = Ellipsis,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -383,7 +389,7 @@ class AsyncArray(Node):
 
     async def get_orthogonal_selection(
         self,
-        selection: Any,
+        selection: OrthogonalSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -405,7 +411,7 @@ class AsyncArray(Node):
 
     async def get_coordinate_selection(
         self,
-        selection: Any,
+        selection: CoordinateSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -421,7 +427,7 @@ class AsyncArray(Node):
 
     async def get_mask_selection(
         self,
-        selection: Any,
+        selection: MaskSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -433,7 +439,7 @@ class AsyncArray(Node):
 
     async def get_block_selection(
         self,
-        selection: Any,
+        selection: BlockSelection,
         *,
         out: Any = None,
         fields: Fields = None,
@@ -443,7 +449,7 @@ class AsyncArray(Node):
         indexer = BlockIndexer(selection, self.shape, self.chunks)
         return await self._get_selection(indexer, out=out, fields=fields, progress=progress)
 
-    async def getitem(self, selection: Any) -> Any:
+    async def getitem(self, selection: Selection) -> Any:
         """``z[selection]`` of zarr-python 2, awaited.
 
         Routes as zarr-python 2's ``Array.__getitem__``: pure fancy indexing
@@ -471,7 +477,9 @@ class AsyncArray(Node):
         out_shape: tuple[int, ...] = tuple(indexer.shape) + sub
         result_shape: tuple[int, ...] = tuple(indexer.result_shape) + sub
         if out is None and indexer.nchunks == 1 and out_shape == result_shape:
-            return await self._read_one_chunk(indexer, result_shape, out_dtype, fields, progress)
+            return await self._pipeline.read_one(
+                next(iter(indexer)), result_shape, out_dtype, fields=fields, progress=progress
+            )
         if out is None:
             # A coordinate selection fills a 1-D view of an N-d result: that view exists only
             # for a C-ordered result (an F-ordered one would reshape to a copy, and the data
@@ -485,152 +493,17 @@ class AsyncArray(Node):
             raise ValueError(
                 f"out array of shape {result.shape} cannot be viewed as {out_shape}; pass a C-contiguous array"
             )
-        fill = self._fill_for(fields, out_dtype)
-        io, decode, nbytes = self._io, self._decode_into, self._codec.nbytes
-        fetch = self._chunk_fetcher()
-        tracker = ProgressTracker(indexer.nchunks, progress)
-        codec = CodecBatcher()
-        direct = self._can_decode_direct(target, fields)
-
-        async def read_chunk(projection: ChunkProjection) -> None:
-            key = self._chunk_key(projection.chunk_coords)
-            data = await fetch(key)
-            if data is None:
-                target[projection.out_selection] = fill
-            else:
-                job = (data, key, target, projection, fields, direct)
-                if not codec.try_submit(decode, job, nbytes):
-                    await codec.submit(decode, job, nbytes)
-            tracker.advance(0 if data is None else len(data))
-
-        try:
-            await bounded_map(read_chunk, indexer, io.budget.max_requests)
-            await codec.drain()
-        except BaseException:
-            await codec.abandon()  # no codec thread may write into `out` once we return
-            raise
+        await self._pipeline.read(indexer, indexer.nchunks, target, fields=fields, progress=progress)
         return result
-
-    async def _read_one_chunk(
-        self,
-        indexer: Any,
-        shape: tuple[int, ...],
-        dtype: np.dtype[Any],
-        fields: Fields,
-        progress: ProgressCallback | None,
-    ) -> np.ndarray[Any, Any]:
-        """A selection inside one chunk (an element, a window, one whole chunk: the service
-        pattern), with a new result: allocated by the codec thread that fills it.
-
-        Allocated on the event loop, a chunk-sized result churns the top of the loop
-        thread's malloc arena (trimmed when results are freed, page-faulted back in by the
-        next ones): 50 concurrent whole-chunk reads of 1 MiB through S3 measured about
-        800 -> 600 µs of loop CPU per read, p99 ~130 -> ~100 ms (``benchmarks/README.md``).
-        """
-        projection = next(iter(indexer))
-        key = self._chunk_key(projection.chunk_coords)
-        data = await self._chunk_fetcher()(key)
-        ProgressTracker(1, progress).advance(0 if data is None else len(data))
-        if data is None:
-            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.order)  # type: ignore[call-overload]
-            result[projection.out_selection] = self._fill_for(fields, dtype)
-            return result
-        return await CodecBatcher().run(
-            self._decode_new, data, key, shape, dtype, projection, fields, weight=self._codec.nbytes
-        )
-
-    def _decode_new(
-        self,
-        data: bytes,
-        key: str,
-        shape: tuple[int, ...],
-        dtype: np.dtype[Any],
-        projection: ChunkProjection,
-        fields: Fields,
-    ) -> np.ndarray[Any, Any]:
-        """A new ``shape`` result holding one chunk's selected part (runs in the codec pool)."""
-        result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.order)  # type: ignore[call-overload]
-        self._decode_into(data, key, result, projection, fields, self._can_decode_direct(result, fields))
-        return result
-
-    def _can_decode_direct(self, target: np.ndarray[Any, Any], fields: Fields) -> bool:
-        """Whether whole chunks can be decoded straight into ``target``: only if chunk-shaped
-        regions of it can be contiguous, as it spans the chunk's extent on every dimension
-        but the outermost (the last, for ``order="F"``)."""
-        return fields is None and (
-            target.shape[1:] == self.chunks[1:] and target.flags.c_contiguous
-            if self.order == "C"
-            else target.shape[:-1] == self.chunks[:-1] and target.flags.f_contiguous
-        )
-
-    def _chunk_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
-        """How this array reads one chunk: retried and timed (``StoreIO``), split into
-        parallel ranges when large on a remote store, and holding its size in the
-        store's bytes-in-flight budget when it is big enough to matter."""
-        io, nbytes = self._io, self._codec.nbytes
-        if not self._store.is_local and nbytes > int(config.get("large_chunk_threshold")):
-
-            async def fetch_large(key: str) -> bytes | None:
-                async with io.budget.reserve(nbytes):
-                    return await io.get_large(key, expected_nbytes=nbytes)
-
-            return fetch_large
-        if nbytes >= _RESERVE_MIN_BYTES:
-
-            async def fetch_reserved(key: str) -> bytes | None:
-                async with io.budget.reserve(nbytes):
-                    return await io.get(key)
-
-            return fetch_reserved
-        return io.get
-
-    def _decode_into(
-        self,
-        data: bytes,
-        key: str,
-        out: np.ndarray[Any, Any],
-        projection: ChunkProjection,
-        fields: Fields,
-        direct: bool = True,
-    ) -> None:
-        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool).
-
-        ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
-        """
-        if direct and fields is None and projection.is_complete_chunk:
-            region = out[projection.out_selection]
-            # Decode straight into the output when the chunk, unpermuted (step-1 slices, not a
-            # reversed slice or index arrays that cover it), is exactly a contiguous view of it.
-            # (A 0-d selection yields a scalar, not a view: np.void for structured dtypes.)
-            if (
-                isinstance(region, np.ndarray)
-                and all(isinstance(s, slice) and s.step in (None, 1) for s in projection.chunk_selection)
-                and region.shape == self.chunks
-                and region.dtype == self.dtype
-                and np.shares_memory(region, out)
-                and (region.flags.c_contiguous if self.order == "C" else region.flags.f_contiguous)
-            ):
-                self._codec.decode(data, key=key, out=region)
-                return
-        chunk = self._codec.decode(data, key=key, writable=False)  # only copied out of
-        if fields is not None:
-            chunk = chunk[fields]
-        out[projection.out_selection] = chunk[projection.chunk_selection]
-
-    def _fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
-        """Value for elements of chunks that are not stored."""
-        fill = self.fill_value
-        if fill is None:
-            # zarr-python 2 leaves such elements uninitialized; azarr returns zeros
-            # (None for object dtypes) so reads are deterministic.
-            return None if dtype.hasobject else np.zeros((), dtype=dtype)
-        if fields is not None:
-            return np.asarray(fill, dtype=self.dtype)[fields]
-        return fill
 
     # ---------------------------------------------------------------- writes
     async def set_basic_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: BasicSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write ``value`` into a basic selection (zarr-python 2 ``Array.set_basic_selection``).
 
@@ -652,7 +525,12 @@ class AsyncArray(Node):
         )
 
     async def set_orthogonal_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: OrthogonalSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write into an orthogonal selection (zarr-python 2 ``set_orthogonal_selection``)."""
         await self._set_selection(
@@ -660,7 +538,12 @@ class AsyncArray(Node):
         )
 
     async def set_coordinate_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: CoordinateSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write points given by broadcast int arrays (zarr-python 2 ``set_coordinate_selection``)."""
         await self._set_selection(
@@ -668,7 +551,12 @@ class AsyncArray(Node):
         )
 
     async def set_mask_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: MaskSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write the elements where a bool mask is True (zarr-python 2 ``set_mask_selection``)."""
         await self._set_selection(
@@ -676,14 +564,19 @@ class AsyncArray(Node):
         )
 
     async def set_block_selection(
-        self, selection: Any, value: Any, *, fields: Fields = None, progress: ProgressCallback | None = None
+        self,
+        selection: BlockSelection,
+        value: Any,
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         """Write whole chunks by chunk-grid index (zarr-python 2 ``set_block_selection``)."""
         await self._set_selection(
             BlockIndexer(selection, self.shape, self.chunks), value, fields=fields, progress=progress
         )
 
-    async def setitem(self, selection: Any, value: Any) -> None:
+    async def setitem(self, selection: Selection, value: Any) -> None:
         """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
         fields, pure = pop_fields(selection)
         if is_pure_fancy_indexing(pure, self.ndim):
@@ -700,56 +593,7 @@ class AsyncArray(Node):
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
-        codec = CodecBatcher()
-        io, fetch = self._io, self._chunk_fetcher()
-        reserve = self._codec.nbytes >= _RESERVE_MIN_BYTES
-        tracker = ProgressTracker(indexer.nchunks, progress)
-
-        async def write_chunk(projection: ChunkProjection) -> None:
-            key = self._chunk_key(projection.chunk_coords)
-            complete = projection.is_complete_chunk and fields is None
-            data = None if complete else await fetch(key)
-            encoded = await codec.run(
-                self._update_chunk, data, key, projection, values, fields, weight=self._codec.nbytes
-            )
-            if encoded is None:
-                await io.delete(key)
-            elif reserve:
-                async with io.budget.reserve(len(encoded)):
-                    await io.set(key, encoded)
-            else:
-                await io.set(key, encoded)
-            tracker.advance(0 if encoded is None else len(encoded))
-
-        # More chunks in flight than the request budget (which still bounds store calls):
-        # the codec batcher needs a queue to batch from.
-        await bounded_map(write_chunk, indexer, max(io.budget.max_requests, _WRITE_PIPELINE))
-
-    def _update_chunk(
-        self,
-        data: bytes | None,
-        key: str,
-        projection: ChunkProjection,
-        values: np.ndarray[Any, Any],
-        fields: Fields,
-    ) -> bytes | None:
-        """Merge new values into one chunk and encode it (runs in the codec pool).
-
-        Returns None when the chunk should be deleted (all fill_value with
-        ``write_empty_chunks=False``).
-        """
-        chunk = self._codec.fill_chunk(self.fill_value) if data is None else self._codec.decode(data, key=key)
-        if isinstance(fields, (list, tuple)):
-            # Through a multi-field view NumPy's fancy-index assignment copies whole items,
-            # padding included, clobbering the fields not named: assign field by field.
-            for name in fields:
-                chunk[name][projection.chunk_selection] = values[name][projection.out_selection]
-        else:
-            target = chunk if fields is None else chunk[fields]
-            target[projection.chunk_selection] = values[projection.out_selection]
-        if not self._write_empty_chunks and self._codec.is_fill_chunk(chunk, self.fill_value):
-            return None
-        return self._codec.encode(chunk, key=key)
+        await self._pipeline.write(indexer, indexer.nchunks, values, fields=fields, progress=progress)
 
     # ---------------------------------------------------------------- shape changes
     async def resize(self, *shape: int | tuple[int, ...]) -> None:
@@ -773,7 +617,7 @@ class AsyncArray(Node):
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
         new_metadata = self._metadata.replace(shape=new_shape)
-        await self._store.set(node_key(self._path, ZARRAY), new_metadata.to_json())
+        await self._io.set(node_key(self._path, ZARRAY), new_metadata.to_json())
         self._metadata = new_metadata
         grid = new_metadata.cdata_shape
         stale = [

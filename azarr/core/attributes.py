@@ -7,7 +7,7 @@ from typing import Any
 
 from azarr.errors import ReadOnlyError
 from azarr.metadata import encode_json, parse_attributes
-from azarr.storage import Store
+from azarr.scheduler import StoreIO
 
 
 class Attributes(Mapping[str, Any]):
@@ -19,8 +19,8 @@ class Attributes(Mapping[str, Any]):
 
     Parameters
     ----------
-    store : Store
-        The store holding the node.
+    io : StoreIO
+        The managed path to the store holding the node.
     key : str
         The ``.zattrs`` key, e.g. ``"group/array/.zattrs"``.
     values : dict
@@ -29,8 +29,8 @@ class Attributes(Mapping[str, Any]):
         Refuse updates with :class:`~azarr.errors.ReadOnlyError`.
     """
 
-    def __init__(self, store: Store, key: str, values: dict[str, Any], *, read_only: bool) -> None:
-        self._store = store
+    def __init__(self, io: StoreIO, key: str, values: dict[str, Any], *, read_only: bool) -> None:
+        self._io = io
         self.key = key
         self._values = values
         self.read_only = read_only
@@ -53,7 +53,7 @@ class Attributes(Mapping[str, Any]):
 
     async def refresh(self) -> None:
         """Reload the attributes from the store (another writer may have changed them)."""
-        data = await self._store.get(self.key)
+        data = await self._io.get(self.key)
         self._values = {} if data is None else parse_attributes(data, key=self.key)
 
     async def update(self, *args: Mapping[str, Any], **kwargs: Any) -> None:
@@ -98,5 +98,5 @@ class Attributes(Mapping[str, Any]):
             raise ReadOnlyError(f"cannot update attributes {self.key!r}: opened read-only")
         # Encode before touching the store, so an unencodable value loses nothing.
         document = encode_json(values)
-        await self._store.set(self.key, document)
+        await self._io.set(self.key, document)
         self._values = values

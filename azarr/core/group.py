@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from azarr.core._creation import create_array, create_array_from_data
 from azarr.core._hierarchy import (
     Document,
     contains_array,
@@ -18,7 +19,7 @@ from azarr.core._paths import join_path, node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.errors import ContainsArrayError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
 from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, GroupMetadata, parse_attributes
-from azarr.scheduler import bounded_map, budget_for
+from azarr.scheduler import StoreIO, bounded_map
 from azarr.storage import Store
 
 
@@ -72,7 +73,7 @@ class AsyncGroup(Node):
         """
         path = normalize_path(path)
         group_key = node_key(path, ZGROUP)
-        raw_group, raw_attrs = await read_documents(store, group_key, node_key(path, ZATTRS))
+        raw_group, raw_attrs = await read_documents(StoreIO(store), group_key, node_key(path, ZATTRS))
         if raw_group is None:
             raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({group_key!r} is missing)")
         return cls.from_documents(
@@ -122,8 +123,9 @@ class AsyncGroup(Node):
         path = normalize_path(path)
         if store.read_only:
             raise ReadOnlyError(f"cannot create group {path!r}: store {store.url} is read-only")
-        await prepare_node_path(store, path, overwrite=overwrite)
-        await store.set(node_key(path, ZGROUP), GroupMetadata().to_json())
+        io = StoreIO(store)
+        await prepare_node_path(io, path, overwrite=overwrite)
+        await io.set(node_key(path, ZGROUP), GroupMetadata().to_json())
         group = cls(store, path, allow_pickle=allow_pickle)
         if attributes:
             await group.attrs.put(attributes)
@@ -146,41 +148,40 @@ class AsyncGroup(Node):
             Neither an array nor a group exists there (a ``KeyError``).
         """
         node = await open_node(
-            self._store,
+            self.store,
             join_path(self._path, name),
             read_only=self._read_only,
             allow_pickle=self._allow_pickle,
         )
         if node is None:
             raise NodeNotFoundError(
-                f"no array or group named {name!r} in group {self.name!r} of {self._store.url}"
+                f"no array or group named {name!r} in group {self.name!r} of {self._io.url}"
             )
         return node
 
     async def contains(self, name: str) -> bool:
         """True if an array or group exists at ``name`` (zarr-python 2 ``name in group``)."""
         path = join_path(self._path, name)
-        return await node_kind(self._store, path) is not None
+        return await node_kind(self._io, path) is not None
 
     async def _members(self) -> list[tuple[str, AsyncArray | AsyncGroup]]:
         """Sorted ``(name, node)`` of the direct members, all opened in one concurrent wave.
 
         One listing, then every child's documents read concurrently under the
         store's budget: the round trips are bounded by depth, not by the number
-        of members (opening them one by one cost 6,000+ sequential requests for
-        1,000 arrays over a 40 ms path, measured in ``benchmarks/bench_cloud.py``).
+        of members (the unconsolidated-open figures are in ``benchmarks/README.md``).
         """
-        names = sorted({n async for n in self._store.list_dir(self._path) if not n.startswith(".")})
+        names = sorted({n for n in await self._io.list_dir(self._path) if not n.startswith(".")})
 
         async def open_child(name: str) -> AsyncArray | AsyncGroup | None:
             return await open_node(
-                self._store,
+                self.store,
                 join_path(self._path, name),
                 read_only=self._read_only,
                 allow_pickle=self._allow_pickle,
             )
 
-        nodes = await bounded_map(open_child, names, budget_for(self._store).max_requests)
+        nodes = await bounded_map(open_child, names, self._io.budget.max_requests)
         return [(name, node) for name, node in zip(names, nodes, strict=True) if node is not None]
 
     async def _subtree(self, max_depth: int | None) -> _Subtree:
@@ -215,9 +216,7 @@ class AsyncGroup(Node):
         Notes
         -----
         Each level is opened in one concurrent wave under the store's request
-        budget, and sibling groups' levels overlap (``max_depth=None`` over
-        1,000 arrays in 10 groups behind 40 ms round trips: see
-        ``benchmarks/results/cloud.md``).
+        budget, and sibling groups' levels overlap.
         """
         if max_depth is not None and max_depth < 0:
             raise ValueError(f"max_depth must be None or >= 0, got {max_depth}")
@@ -283,7 +282,7 @@ class AsyncGroup(Node):
         """
         self._check_writable()
         return await AsyncGroup.init(
-            self._store, join_path(self._path, name), overwrite=overwrite, allow_pickle=self._allow_pickle
+            self.store, join_path(self._path, name), overwrite=overwrite, allow_pickle=self._allow_pickle
         )
 
     async def require_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
@@ -295,13 +294,13 @@ class AsyncGroup(Node):
             An array exists at ``name``.
         """
         path = join_path(self._path, name)
-        if not overwrite and await contains_group(self._store, path):
+        if not overwrite and await contains_group(self._io, path):
             return await AsyncGroup.open(
-                self._store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
+                self.store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
             )
-        if not overwrite and await contains_array(self._store, path):
+        if not overwrite and await contains_array(self._io, path):
             raise ContainsArrayError(
-                f"cannot require group {path!r}: an array exists there in {self._store.url}"
+                f"cannot require group {path!r}: an array exists there in {self._io.url}"
             )
         return await self.create_group(name, overwrite=overwrite)
 
@@ -310,15 +309,13 @@ class AsyncGroup(Node):
 
         Zarr-python 2 ``Group.create_dataset`` (h5py-compatible name).
         """
-        from azarr.api.creation import array, create
-
         self._check_writable()
         path = join_path(self._path, name)
         kwargs.setdefault("allow_pickle", self._allow_pickle)
         data = kwargs.pop("data", None)
         if data is not None:
-            return await array(data, store=self._store, path=path, **kwargs)
-        return await create(store=self._store, path=path, **kwargs)
+            return await create_array_from_data(self.store, path, data, **kwargs)
+        return await create_array(self.store, path, kwargs.pop("shape"), **kwargs)
 
     async def create(self, name: str, **kwargs: Any) -> AsyncArray:
         """Create an array ``name`` (zarr-python 2 ``Group.create``); see :func:`azarr.create`."""
@@ -342,10 +339,10 @@ class AsyncGroup(Node):
         from azarr.core._normalize import normalize_shape
 
         path = join_path(self._path, name)
-        if not await contains_array(self._store, path):
+        if not await contains_array(self._io, path):
             return await self.create_dataset(name, shape=shape, dtype=dtype, **kwargs)
         existing = await AsyncArray.open(
-            self._store,
+            self.store,
             path,
             read_only=self._read_only,
             allow_pickle=kwargs.get("allow_pickle", self._allow_pickle),
@@ -434,12 +431,13 @@ async def open_node(
     and ``.zgroup`` only when there is no ``.zarray`` (an array wins, as in
     zarr-python 2's ``open``).
     """
-    raw_array, raw_attrs = await read_documents(store, node_key(path, ZARRAY), node_key(path, ZATTRS))
+    io = StoreIO(store)
+    raw_array, raw_attrs = await read_documents(io, node_key(path, ZARRAY), node_key(path, ZATTRS))
     if raw_array is not None:
         return AsyncArray.from_documents(
             store, path, raw_array, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
         )
-    (raw_group,) = await read_documents(store, node_key(path, ZGROUP))
+    (raw_group,) = await read_documents(io, node_key(path, ZGROUP))
     if raw_group is not None:
         return AsyncGroup.from_documents(
             store, path, raw_group, raw_attrs, read_only=read_only, allow_pickle=allow_pickle

@@ -56,11 +56,27 @@ from azarr.indexing._normalize import (
 from azarr.indexing._orthogonal import OrthogonalIndexer
 from azarr.indexing._parse import SelectionSyntaxError, parse_selection
 from azarr.indexing._projection import ChunkProjection
+from azarr.indexing._types import (
+    BasicSelection,
+    BlockSelection,
+    CoordinateSelection,
+    Fields,
+    MaskSelection,
+    OrthogonalSelection,
+    Selection,
+)
 
 Indexer = BasicIndexer | OrthogonalIndexer | CoordinateIndexer | MaskIndexer | BlockIndexer
 """Any of the indexers (they share ``shape``, ``result_shape``, ``drop_axes``, ``nchunks``, iteration)."""
 
 __all__ = [
+    "BasicSelection",
+    "BlockSelection",
+    "CoordinateSelection",
+    "Fields",
+    "MaskSelection",
+    "OrthogonalSelection",
+    "Selection",
     "SelectionSyntaxError",
     "parse_selection",
     "BasicIndexer",

@@ -14,7 +14,7 @@ import numpy as np
 from azarr.errors import MetadataError
 from azarr.metadata._codecs import OBJECT_CODEC_IDS, parse_codec_config, parse_filters
 from azarr.metadata._dtype import check_dtype, dtype_from_json, dtype_to_json
-from azarr.metadata._fill_value import _encode, decode_fill_value
+from azarr.metadata._fill_value import decode_fill_value, encode_fill_value
 from azarr.metadata._json import decode_json, encode_json
 from azarr.metadata._keys import ZARR_FORMAT, ZARRAY, check_zarr_format, metadata_error
 
@@ -318,7 +318,7 @@ def _validate(
         )
     # Encoding then decoding both validates the value and canonicalizes it (a
     # Python 0 becomes the dtype's zero scalar), so to_json cannot fail later.
-    fill_json = _encode(fill_value, dtype, where=where)
+    fill_json = encode_fill_value(fill_value, dtype, where=where)
     try:
         canonical = decode_fill_value(fill_json, dtype)
     except MetadataError as exc:  # pragma: no cover - encode output always decodes

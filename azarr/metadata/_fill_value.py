@@ -24,7 +24,7 @@ _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf
 _FIELD = "fill_value"
 
 
-def encode_fill_value(value: Any, dtype: np.dtype[Any]) -> Any:
+def encode_fill_value(value: Any, dtype: np.dtype[Any], *, where: str = "encode_fill_value") -> Any:
     """Encode a fill value for ``.zarray`` (zarr-python 2.18 ``Metadata2.encode_fill_value``).
 
     The value is first converted to ``dtype`` the way zarr-python 2's
@@ -66,7 +66,7 @@ def encode_fill_value(value: Any, dtype: np.dtype[Any]) -> Any:
         1e300 for ``<f4``, a non-str for ``U``), or the dtype is structured with
         object fields.
     """
-    return _encode(value, np.dtype(dtype), where="encode_fill_value")
+    return _encode(value, np.dtype(dtype), where=where)
 
 
 def _encode(value: Any, dtype: np.dtype[Any], *, where: str) -> Any:

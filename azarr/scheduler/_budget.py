@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from azarr import config
-from azarr.storage import Store
+from azarr.storage import Store, StoreSpec
 
 
 @dataclass
@@ -84,6 +85,41 @@ class IOBudget:
             state = self._states[loop] = _LoopState(self.max_requests)
         self._last = (loop, state)
         return state
+
+    def set_limits(self, max_requests: int, max_bytes: int) -> None:
+        """Change the limits in place: every holder of this budget sees them at its next request.
+
+        Lowering takes effect as requests finish (slots are absorbed, not revoked);
+        raising admits waiters at once. Safe to call from any thread.
+
+        Raises
+        ------
+        ValueError
+            A limit below 1.
+        """
+        if max_requests < 1 or max_bytes < 1:
+            raise ValueError(f"limits must be >= 1, got max_requests={max_requests}, max_bytes={max_bytes}")
+        delta = max_requests - self.max_requests
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, state in list(self._states.items()):
+            if loop is running:
+                self._apply_delta(state, delta)  # before any request this task starts next
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(self._apply_delta, state, delta)
+
+    def _apply_delta(self, state: _LoopState, delta: int) -> None:
+        state.free_requests += delta
+        while state.free_requests > 0 and state.waiters:
+            waiter = state.waiters.popleft()
+            if not waiter.done():
+                state.free_requests -= 1
+                waiter.set_result(None)
+        self._admit_waiting(state)
 
     @property
     def peak_requests(self) -> int:
@@ -162,6 +198,9 @@ class IOBudget:
 
     @staticmethod
     def _release(state: _LoopState) -> None:
+        if state.free_requests < 0:  # the limit was lowered: this slot is absorbed
+            state.free_requests += 1
+            return
         while state.waiters:
             waiter = state.waiters.popleft()
             if not waiter.done():
@@ -171,9 +210,6 @@ class IOBudget:
 
     def __repr__(self) -> str:
         return f"IOBudget(max_requests={self.max_requests}, max_bytes={self.max_bytes})"
-
-
-_budgets: weakref.WeakKeyDictionary[Store, IOBudget] = weakref.WeakKeyDictionary()
 
 
 class _Reservation:
@@ -212,31 +248,38 @@ class _Reservation:
             self._budget._admit_waiting(state)
 
 
+# Budgets by store spec (Store.budget_key): every open of one configuration shares one.
+_budgets: dict[StoreSpec, IOBudget] = {}
+_budgets_lock = threading.Lock()
+
+
 def budget_for(store: Store) -> IOBudget:
     """The I/O budget of ``store``, created on first use and shared from then on.
 
-    Limits come from :func:`set_budget`, else from the store's own
-    ``max_concurrency`` / ``max_bytes_in_flight`` attributes, else from
+    Budgets are kept per store spec (:attr:`azarr.storage.Store.budget_key`), not per
+    object: two opens of one URL, unpickled copies, read-only views and wrappers
+    (cache, consolidated overlay) all share one. Limits come from
+    :func:`set_budget`, else from the store's declared ``max_requests``, else from
     ``azarr.config``: ``max_concurrency_local`` (local and memory stores) or
-    ``max_concurrency`` (remote), and ``max_bytes_in_flight``. Wrapping stores
-    resolve to the store they wrap (``Store.budget_owner``).
+    ``max_concurrency`` (remote), and ``max_bytes_in_flight``.
     """
-    store = store.budget_owner
-    budget = _budgets.get(store)
+    key = store.budget_key
+    budget = _budgets.get(key)
     if budget is None:
-        requests = getattr(store, "max_concurrency", None)
+        requests = store.max_requests
         if requests is None:
             requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
-        nbytes = getattr(store, "max_bytes_in_flight", None) or config.get("max_bytes_in_flight")
-        budget = _budgets[store] = IOBudget(int(requests), int(nbytes))
+        with _budgets_lock:
+            budget = _budgets.setdefault(key, IOBudget(int(requests), int(config.get("max_bytes_in_flight"))))
     return budget
 
 
 def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int | None = None) -> IOBudget:
-    """Set the I/O limits of ``store`` (and of every wrapper sharing its budget).
+    """Set the I/O limits of ``store`` (and of every store sharing its spec).
 
-    Takes effect for operations started afterwards; in-flight work keeps the
-    slots it holds.
+    The one budget object is changed in place, so arrays and groups already open
+    on the store follow it from their next request; in-flight work keeps the slots
+    it holds (a lowered limit is reached as those requests finish).
 
     Parameters
     ----------
@@ -245,10 +288,9 @@ def set_budget(store: Store, *, max_requests: int | None = None, max_bytes: int 
     max_bytes : int, optional
         Bytes in flight at most.
     """
-    current = budget_for(store)
-    budget = IOBudget(
-        max_requests if max_requests is not None else current.max_requests,
-        max_bytes if max_bytes is not None else current.max_bytes,
+    budget = budget_for(store)
+    budget.set_limits(
+        max_requests if max_requests is not None else budget.max_requests,
+        max_bytes if max_bytes is not None else budget.max_bytes,
     )
-    _budgets[store.budget_owner] = budget
     return budget

@@ -1,18 +1,22 @@
-"""``StoreIO``: the one path every chunk request takes.
+"""``StoreIO``: the one path from arrays, groups and the api functions to a store.
 
-Each call runs under the store's request budget, with a per-request timeout
-(a stalled server becomes :class:`~azarr.errors.StoreTimeoutError` instead of
+Everything above the store layer -- chunk reads and writes, metadata and
+attribute documents, listings, deletes, sizes, consolidated documents -- goes
+through a ``StoreIO``; ``core/`` and ``api/`` never call a store directly. Each
+call runs under the store's request budget, with a per-request timeout (a
+stalled server becomes :class:`~azarr.errors.StoreTimeoutError` instead of
 hanging), retries of transient errors (:mod:`azarr.scheduler._retry`),
 per-store counters (:mod:`azarr.scheduler._stats`), optional hedged reads, and
-parallel byte-range reads for very large chunks on remote stores.
+parallel byte-range reads for very large chunks on remote stores. A listing is
+retried whole: one that fails part-way is restarted, never returned partial.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from azarr import config
 from azarr.errors import StoreTimeoutError, TransientStoreError
@@ -22,6 +26,10 @@ from azarr.scheduler._stats import StoreStats, stats_for
 from azarr.storage import ByteRange, Store
 
 T = TypeVar("T")
+
+
+async def _collect(items: AsyncIterator[str]) -> list[str]:
+    return [item async for item in items]
 
 
 class StoreIO:
@@ -37,6 +45,8 @@ class StoreIO:
         Seconds per attempt; default ``azarr.config`` ``request_timeout``.
     """
 
+    __slots__ = ("_policy", "_timeout", "budget", "stats", "store")
+
     def __init__(
         self, store: Store, *, policy: RetryPolicy | None = None, request_timeout: float | None = None
     ) -> None:
@@ -45,6 +55,20 @@ class StoreIO:
         self.stats: StoreStats = stats_for(store)
         self._policy = policy
         self._timeout = request_timeout
+
+    @property
+    def url(self) -> str:
+        """The store's URL, for messages."""
+        return self.store.url
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store refuses writes."""
+        return self.store.read_only
+
+    def with_store(self, store: Store) -> StoreIO:
+        """The same policy and timeout over another store (an overlay of this one, a read-only view)."""
+        return StoreIO(store, policy=self._policy, request_timeout=self._timeout)
 
     @property
     def policy(self) -> RetryPolicy:
@@ -89,7 +113,7 @@ class StoreIO:
         if self.store.is_local or expected_nbytes <= threshold:
             return await self.get(key)
         try:
-            size = await self._retried("getsize", key, lambda: self._call(lambda: self.store.getsize(key)))
+            size = await self.getsize(key)
         except FileNotFoundError:
             return None
         if size <= threshold:
@@ -117,6 +141,53 @@ class StoreIO:
     async def delete(self, key: str) -> None:
         """Delete ``key`` (missing is fine). Retried and timed."""
         await self._retried("delete", key, lambda: self._call(lambda: self.store.delete(key)))
+
+    async def getsize(self, key: str) -> int:
+        """Bytes stored at ``key``. Retried and timed.
+
+        Raises
+        ------
+        FileNotFoundError
+            The key is missing.
+        """
+        return await self._retried("getsize", key, lambda: self._call(lambda: self.store.getsize(key)))
+
+    async def delete_prefix(self, prefix: str) -> None:
+        """Delete every key under ``prefix`` (see :meth:`Store.delete_prefix`). Retried whole."""
+        await self._retried(
+            "delete_prefix", prefix, lambda: self._call(lambda: self.store.delete_prefix(prefix))
+        )
+
+    async def list_prefix(self, prefix: str) -> list[str]:
+        """Every key under ``prefix``, complete: a listing that fails part-way is restarted.
+
+        Listing pages fail and are retried like GETs; the keys of a failed attempt are
+        dropped, so the result is never a partial key set presented as complete.
+        """
+        return await self._retried(
+            "list", prefix, lambda: self._call(lambda: _collect(self.store.list_prefix(prefix)))
+        )
+
+    async def list_dir(self, prefix: str) -> list[str]:
+        """The children of ``prefix`` (see :meth:`Store.list_dir`), complete; retried whole."""
+        return await self._retried(
+            "list_dir", prefix, lambda: self._call(lambda: _collect(self.store.list_dir(prefix)))
+        )
+
+    async def read_documents(self, *keys: str) -> list[Any]:
+        """Metadata documents at ``keys``, concurrently; None where missing.
+
+        A store that serves decoded documents (the consolidated-metadata overlay,
+        :attr:`Store.serves_documents`) hands them over as they are: no request,
+        and no JSON encoding only to decode it again. Others return bytes.
+        """
+        if self.store.serves_documents:
+            return [self.store.get_document(key) for key in keys]
+        return list(await asyncio.gather(*(self.get(key) for key in keys)))
+
+    async def revalidate(self) -> None:
+        """Let a caching store re-fetch what it cached (called when a node is opened)."""
+        await self.store.revalidate()
 
     # ------------------------------------------------------------------ machinery
     async def _retried(

@@ -5,10 +5,9 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-import weakref
 from typing import Any
 
-from azarr.storage import Store
+from azarr.storage import Store, StoreSpec
 
 logger = logging.getLogger("azarr.stats")
 
@@ -117,15 +116,17 @@ class StoreStats:
         logger.log(level, "store stats %s: %s", store.url if store else "", self.as_dict())
 
 
-_stats: weakref.WeakKeyDictionary[Store, StoreStats] = weakref.WeakKeyDictionary()
+# Counters by store spec (Store.budget_key), like budgets.
+_stats: dict[StoreSpec, StoreStats] = {}
 _stats_lock = threading.Lock()
 
 
 def stats_for(store: Store) -> StoreStats:
-    """The traffic counters of ``store`` (shared with wrappers of it, like its budget)."""
-    owner = store.budget_owner
+    """The traffic counters of ``store``: one set per store spec, shared by every open of it,
+    unpickled copies, read-only views and wrappers (like its budget)."""
+    key = store.budget_key
     with _stats_lock:
-        stats = _stats.get(owner)
+        stats = _stats.get(key)
         if stats is None:
-            stats = _stats[owner] = StoreStats()
+            stats = _stats[key] = StoreStats()
         return stats

@@ -19,7 +19,11 @@ Store               Backed by                              zarr-python 2 equival
 :class:`LRUStoreCache`  an in-memory LRU over a store      ``LRUStoreCache``
 ==================  =====================================  ================================
 
-:func:`from_url` and :func:`make_store` turn URLs, paths and mappings into stores.
+:func:`from_url` and :func:`make_store` turn URLs, paths and mappings into stores:
+a URL resolves to a :class:`StoreSpec` (frozen configuration: what pickles, and
+what budgets and counters are kept under) through the driver registered for its
+scheme (:func:`register_store`, or the ``azarr.stores`` entry-point group), and
+:func:`open_store` gives the live store of a spec.
 """
 
 from azarr.storage._base import ByteRange, Store, validate_key
@@ -31,13 +35,34 @@ from azarr.storage._http import HTTPStore
 from azarr.storage._local import LocalStore
 from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
+from azarr.storage._options import GCSOptions, HTTPOptions, S3Options
+from azarr.storage._registry import (
+    ENTRY_POINT_GROUP,
+    StoreDriver,
+    driver_for,
+    register_store,
+    registered_schemes,
+)
 from azarr.storage._s3 import S3Store
+from azarr.storage._spec import StoreSpec, open_store
 from azarr.storage._url import StoreLike, from_url, make_store
+from azarr.storage._wrapper import WrapperStore
 from azarr.storage._zip import ZipStore
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "ByteRange",
+    "StoreDriver",
+    "StoreSpec",
+    "WrapperStore",
+    "driver_for",
+    "open_store",
+    "register_store",
+    "registered_schemes",
     "FsspecStore",
+    "GCSOptions",
+    "HTTPOptions",
+    "S3Options",
     "GCSStore",
     "HTTPStore",
     "LRUStoreCache",

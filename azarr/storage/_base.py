@@ -9,12 +9,13 @@ zarr-python 3's ``zarr.abc.store.Store`` with zarr-python 2's key rules.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, ClassVar, Self
 
 from azarr.errors import InvalidKeyError, ReadOnlyError
+from azarr.storage._spec import StoreSpec, reopen
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +136,17 @@ class Store(ABC):
     #: True for stores on this machine (memory, local files): they get a smaller
     #: default request budget (``azarr.config`` ``max_concurrency_local``).
     is_local: bool = False
+    #: Requests in flight the backend tolerates at most (a store over a
+    #: single-threaded mapping, a zip file); None: ``azarr.config``'s default for
+    #: local or remote stores. Read by :func:`azarr.scheduler.budget_for`.
+    max_requests: int | None = None
+    #: True for stores that hold metadata documents already decoded (the
+    #: consolidated-metadata overlay): :meth:`get_document` answers without I/O.
+    serves_documents: ClassVar[bool] = False
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
+        self._spec: StoreSpec | None = None
 
     # ------------------------------------------------------------------ identity
     @property
@@ -147,6 +156,53 @@ class Store(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}{', read_only=True' if self.read_only else ''})"
+
+    @property
+    def spec(self) -> StoreSpec:
+        """The configuration identifying this store (:class:`~azarr.storage.StoreSpec`).
+
+        Frozen, hashable and picklable; the store pickles as its spec, and budgets
+        and traffic counters are kept per spec.
+        """
+        if self._spec is None:
+            self._spec = self._make_spec()
+        return self._spec
+
+    @abstractmethod
+    def _make_spec(self) -> StoreSpec:
+        """This store's spec, built once from its configuration."""
+
+    @property
+    def budget_key(self) -> StoreSpec:
+        """What this store's request budget and counters are kept under.
+
+        Its own spec; a wrapper (:class:`~azarr.storage.WrapperStore`) answers with
+        the wrapped store's key, so wrapping never multiplies the connection limit.
+        """
+        return self.spec
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """The spec of ``url`` for this driver (no I/O); drivers reachable by URL override it.
+
+        Raises
+        ------
+        ValueError
+            This driver is not opened from URLs.
+        """
+        raise ValueError(f"{cls.__qualname__} is not opened from URLs (got {url!r})")
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> Self:
+        """A new live store for ``spec`` (no I/O): ``cls(spec.root, storage_options=..., **params)``.
+
+        Drivers whose constructor differs override it.
+        """
+        return cls(spec.root, storage_options=spec.storage_options(), **spec.constructor_params())  # type: ignore[call-arg, arg-type]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the spec: the copy is the live store of that spec in its process."""
+        return (reopen, (type(self), self.spec, self.read_only))
 
     # ------------------------------------------------------------------ public API
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
@@ -176,8 +232,8 @@ class Store(ABC):
         validate_key(key)
         return await self._get(key, byte_range)
 
-    async def set(self, key: str, value: bytes) -> None:
-        """Store ``value`` at ``key``, replacing any previous value atomically.
+    async def set(self, key: str, value: bytes | bytearray | memoryview) -> None:
+        """Store ``value`` (any bytes-like object) at ``key``, replacing any previous value atomically.
 
         Raises
         ------
@@ -256,7 +312,7 @@ class Store(ABC):
 
         Equivalent of zarr-python 3's ``Store.with_read_only``. The copy is cheap (no I/O).
         """
-        # Not copy.copy(): stores define __getstate__ for pickling (dropping live
+        # Not copy.copy(): stores pickle as their spec (dropping live
         # sessions, copying memory data), and this copy must share both.
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
@@ -274,14 +330,20 @@ class Store(ABC):
     ) -> None:
         await self.close()
 
-    @property
-    def budget_owner(self) -> Store:
-        """The store whose request budget this store's requests count against.
+    def get_document(self, key: str) -> Any | None:
+        """The decoded metadata document at ``key`` (None if absent), without I/O.
 
-        A wrapper (consolidated-metadata overlay, cache) returns the store it
-        wraps, so wrapping never multiplies the connection limit.
+        Only for stores that declare :attr:`serves_documents`; others raise.
+
+        Raises
+        ------
+        NotImplementedError
+            The store holds bytes only.
         """
-        return self
+        raise NotImplementedError(f"{type(self).__name__} does not serve decoded documents")
+
+    async def revalidate(self) -> None:  # noqa: B027 - optional hook; only caches have state to recheck
+        """Mark what the store cached as stale before an open (caches recheck; others do nothing)."""
 
     def _check_writable(self, key: str) -> None:
         if self.read_only or not self.supports_writes:

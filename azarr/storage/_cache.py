@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, get_args
 
 from azarr.storage._base import ByteRange, Store
+from azarr.storage._wrapper import WrapperStore
 
 RecheckPolicy = Literal["always", "open", "never"]
 """When cached entries are re-fetched; see :class:`LRUStoreCache`."""
@@ -86,7 +87,7 @@ if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class LRUStoreCache(Store):
+class LRUStoreCache(WrapperStore):
     """Cache values, existence checks and listings of another store in memory, LRU-evicted.
 
     zarr-python 2 ``LRUStoreCache`` for azarr's async stores, with TensorStore-style
@@ -138,7 +139,7 @@ class LRUStoreCache(Store):
       caches the absence, and listings that could include the key are dropped.
       Changes made to the wrapped store by others are seen as the policy says, or
       after :meth:`invalidate`.
-    * The request budget is the wrapped store's (:attr:`budget_owner`), so wrapping
+    * The request budget is the wrapped store's (:attr:`budget_key`), so wrapping
       never adds connections.
     * Pickling keeps the wrapped store and the settings; the copy starts empty. A
       forked child keeps the cached entries but not the parent's fetches in flight.
@@ -156,6 +157,8 @@ class LRUStoreCache(Store):
     (1, 1)
     """
 
+    wrapper_name = "lru-cache"
+
     def __init__(
         self,
         store: Store,
@@ -163,44 +166,32 @@ class LRUStoreCache(Store):
         max_size: int | None,
         recheck_cached_data: RecheckPolicy = "open",
     ) -> None:
-        if not isinstance(store, Store):
-            raise TypeError(f"LRUStoreCache wraps a Store, got {type(store).__name__}")
         if max_size is not None and max_size < 0:
             raise ValueError(f"max_size must be >= 0 bytes or None, got {max_size}")
         if recheck_cached_data not in get_args(RecheckPolicy):
             raise ValueError(
                 f"recheck_cached_data must be one of {get_args(RecheckPolicy)}, got {recheck_cached_data!r}"
             )
-        super().__init__(read_only=store.read_only)
-        self._store = store
+        super().__init__(store)
         self.max_size = max_size
         self.recheck_cached_data: RecheckPolicy = recheck_cached_data
-        self.supports_writes = store.supports_writes
-        self.supports_deletes = store.supports_deletes
-        self.supports_listing = store.supports_listing
-        self.is_local = store.is_local
         self._state = _State()
 
     # ------------------------------------------------------------------ identity
     @property
     def store(self) -> Store:
         """The wrapped store."""
-        return self._store
+        return self.inner
 
-    @property
-    def url(self) -> str:
-        return self._store.url
+    def wrapper_params(self) -> dict[str, Any]:
+        return {"max_size": self.max_size, "recheck_cached_data": self.recheck_cached_data}
 
     def __repr__(self) -> str:
         size = "unbounded" if self.max_size is None else f"{self.max_size}"
         return (
-            f"LRUStoreCache({self._store!r}, max_size={size}, "
+            f"LRUStoreCache({self.inner!r}, max_size={size}, "
             f"recheck_cached_data={self.recheck_cached_data!r})"
         )
-
-    @property
-    def budget_owner(self) -> Store:
-        return self._store.budget_owner
 
     @property
     def hits(self) -> int:
@@ -222,21 +213,6 @@ class LRUStoreCache(Store):
         """How many times :meth:`revalidate` ran; entries cached before the last one are stale."""
         return self._state.generation
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "store": self._store,
-            "max_size": self.max_size,
-            "recheck_cached_data": self.recheck_cached_data,
-            "read_only": self.read_only,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(  # type: ignore[misc]
-            state["store"], max_size=state["max_size"], recheck_cached_data=state["recheck_cached_data"]
-        )
-        self.read_only = state["read_only"]
-
     # ------------------------------------------------------------------ cache control
     async def revalidate(self) -> None:
         """Mark everything cached so far as stale (policies ``"open"`` and ``"always"``).
@@ -247,9 +223,7 @@ class LRUStoreCache(Store):
         """
         with self._state.lock:
             self._state.generation += 1
-        inner = getattr(self._store, "revalidate", None)
-        if inner is not None:
-            await inner()
+        await self.inner.revalidate()
 
     def invalidate(self) -> None:
         """Drop every cached value, existence check and listing (zarr-python 2 ``invalidate``)."""
@@ -353,7 +327,7 @@ class LRUStoreCache(Store):
         if self._bypass(key):
             with st.lock:
                 st.misses += 1
-            return await self._store.get(key, byte_range)
+            return await self.inner.get(key, byte_range)
         while True:
             with st.lock:
                 found, value = self._lookup(key)
@@ -375,7 +349,7 @@ class LRUStoreCache(Store):
                     else:
                         st.hits += 1
             if rec is None:
-                return await self._store.get(key, byte_range)
+                return await self.inner.get(key, byte_range)
             if leader:
                 return await self._fetch(key, rec)
             try:
@@ -388,7 +362,7 @@ class LRUStoreCache(Store):
     async def _fetch(self, key: str, rec: _InFlight) -> bytes | None:
         st = self._state
         try:
-            value = await self._store.get(key)
+            value = await self.inner.get(key)
         except BaseException as exc:
             with st.lock:
                 if st.inflight.get(key) is rec:
@@ -407,7 +381,7 @@ class LRUStoreCache(Store):
     async def _exists(self, key: str) -> bool:
         st = self._state
         if self._bypass(key):
-            return await self._store.exists(key)
+            return await self.inner.exists(key)
         with st.lock:
             entry = st.values.get(key)
             if entry is not None and self._fresh(key, entry[1]):
@@ -416,7 +390,7 @@ class LRUStoreCache(Store):
             if known is not None and self._fresh(key, known[1]):
                 return known[0]
             epoch, generation = st.epoch, st.generation
-        exists = await self._store.exists(key)
+        exists = await self.inner.exists(key)
         with st.lock:
             if st.epoch == epoch:  # no write or invalidation overtook the check
                 st.contains[key] = (exists, generation)
@@ -432,7 +406,7 @@ class LRUStoreCache(Store):
                 known = st.contains.get(key)
                 if known is not None and not known[0] and self._fresh(key, known[1]):
                     raise FileNotFoundError(f"{key!r} not found in {self.url}")
-        return await self._store.getsize(key)
+        return await self.inner.getsize(key)
 
     async def _listing(
         self, cache: dict[str, tuple[list[str], int]], prefix: str, fetch: Callable[[str], AsyncIterator[str]]
@@ -452,19 +426,19 @@ class LRUStoreCache(Store):
         return names
 
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for key in await self._listing(self._state.prefixes, prefix, self._store.list_prefix):
+        for key in await self._listing(self._state.prefixes, prefix, self.inner.list_prefix):
             yield key
 
     async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
-        for name in await self._listing(self._state.dirs, prefix, self._store.list_dir):
+        for name in await self._listing(self._state.dirs, prefix, self.inner.list_dir):
             yield name
 
     # ------------------------------------------------------------------ writes
     async def _set(self, key: str, value: bytes) -> None:
-        await self._write_through(key, self._store.set(key, value), value)
+        await self._write_through(key, self.inner.set(key, value), value)
 
     async def _delete(self, key: str) -> None:
-        await self._write_through(key, self._store.delete(key), None)
+        await self._write_through(key, self.inner.delete(key), None)
 
     async def _write_through(self, key: str, write: Awaitable[None], new_value: bytes | None) -> None:
         """Await ``write`` on the wrapped store, then cache ``new_value`` (None: missing) for ``key``."""
@@ -486,7 +460,7 @@ class LRUStoreCache(Store):
     async def _delete_prefix(self, prefix: str) -> None:
         st = self._state
         try:
-            await self._store.delete_prefix(prefix)
+            await self.inner.delete_prefix(prefix)
         finally:
             with st.lock:
                 for key in [k for k in st.values if k.startswith(prefix)]:
@@ -501,4 +475,4 @@ class LRUStoreCache(Store):
 
     async def close(self) -> None:
         """Close the wrapped store (its connections); the cache is kept."""
-        await self._store.close()
+        await self.inner.close()

@@ -3,141 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
 
-from azarr.errors import (
-    AzarrError,
-    ConnectionFailedError,
-    PermissionDeniedError,
-    StoreError,
-    StoreUnavailableError,
-    ThrottledError,
-    TransientStoreError,
-)
+from azarr.errors import AzarrError, StoreError
 from azarr.storage._base import ByteRange, Store
+from azarr.storage._errors import is_invalid_range, is_no_such_bucket, translate_error
 from azarr.storage._loops import PerLoop
+from azarr.storage._spec import StoreSpec
 
-# Backend error codes (S3 ``Error.Code``, HTTP status as text) by azarr meaning.
-_PERMISSION_CODES = frozenset(
-    {
-        "AccessDenied",
-        "AllAccessDisabled",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "InvalidClientTokenId",
-        "AuthorizationHeaderMalformed",
-        "401",
-        "403",
-    }
-)
-_UNAVAILABLE_CODES = frozenset({"NoSuchBucket", "PermanentRedirect"})
-# Backend codes meaning "slow down" (retried with backoff) and "try again" (5xx, 408).
-_THROTTLED_CODES = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "429"}
-)
-_TRANSIENT_CODES = frozenset(
-    {"InternalError", "ServiceUnavailable", "RequestTimeout", "500", "502", "503", "504", "408"}
-)
-# Exception class names meaning the request timed out or the connection broke mid-transfer.
-_TRANSIENT_TYPES = frozenset(
-    {"ReadTimeoutError", "ServerTimeoutError", "TimeoutError", "ClientPayloadError", "IncompleteReadError"}
-)
-_INVALID_RANGE_CODES = frozenset({"InvalidRange", "416"})
-# Exception class names (anywhere in the MRO) meaning "could not reach the backend":
-# botocore, aiohttp and the builtins. Matched by name so no backend must be importable.
-_UNREACHABLE_TYPES = frozenset(
-    {
-        "ConnectionError",  # builtins and botocore.exceptions
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "ProxyConnectionError",
-        "ClientConnectionError",  # aiohttp: refused, reset, server disconnected
-        "ClientConnectorError",
-        "ServerDisconnectedError",
-    }
-)
 # Concurrent single-key deletes for backends without a bulk delete.
 _DELETE_CONCURRENCY = 32
 _HTTP_PROTOCOLS = frozenset({"http", "https"})
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from (``__cause__``/``__context__``)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or cur.__context__
-
-
-def _codes(exc: BaseException) -> set[str]:
-    """Backend error codes found along the chain (S3 codes, HTTP statuses)."""
-    codes: set[str] = set()
-    for e in _chain(exc):
-        response = getattr(e, "response", None)
-        if isinstance(response, Mapping):  # botocore ClientError
-            code = response.get("Error", {}).get("Code")
-            if code:
-                codes.add(str(code))
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if status:
-                codes.add(str(status))
-        status = getattr(e, "status", None)  # aiohttp ClientResponseError
-        if isinstance(status, int):
-            codes.add(str(status))
-        elif isinstance(code := getattr(e, "code", None), int):  # gcsfs HttpError
-            # (elif: aiohttp deprecates .code, an alias of .status)
-            codes.add(str(code))
-    return codes
-
-
-def _has_type(exc: BaseException, names: frozenset[str]) -> bool:
-    """True if an exception along the chain has a class (in its MRO) named in ``names``."""
-    return any(cls.__name__ in names for e in _chain(exc) for cls in type(e).__mro__ if cls is not object)
-
-
-def _unreachable(exc: BaseException) -> bool:
-    return _has_type(exc, _UNREACHABLE_TYPES)
-
-
-def _no_such_bucket(exc: BaseException) -> bool:
-    return "NoSuchBucket" in _codes(exc)
-
-
-def _invalid_range(exc: BaseException) -> bool:
-    return bool(_codes(exc) & _INVALID_RANGE_CODES)
-
-
-def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreError:
-    """Map a backend exception to the azarr error tree; the message names ``where`` and ``key``.
-
-    Shared by :class:`FsspecStore` and the lean S3 transport (``_s3_transport``), so
-    both classify S3 codes, HTTP statuses and connection failures identically.
-    """
-    if isinstance(exc, StoreError):
-        return exc
-    what = f"{op} {key!r} in {where}" if key else f"{op} {where}"
-    detail = f"{type(exc).__name__}: {exc}"
-    codes = _codes(exc)
-    if "NoSuchBucket" in codes:
-        return StoreUnavailableError(f"{what} failed: the bucket does not exist ({detail})")
-    if isinstance(exc, PermissionError) or codes & _PERMISSION_CODES:
-        return PermissionDeniedError(f"permission denied: {what}: {detail}")
-    if codes & _UNAVAILABLE_CODES:
-        return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
-    if codes & _THROTTLED_CODES:
-        return ThrottledError(f"{what} was throttled by the backend ({detail})")
-    if codes & _TRANSIENT_CODES:
-        return TransientStoreError(f"{what} failed with a transient error ({detail})")
-    if _unreachable(exc):
-        return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
-    if _has_type(exc, _TRANSIENT_TYPES):
-        return TransientStoreError(f"{what} failed with a transient error ({detail})")
-    return StoreError(f"{what} failed: {detail}")
 
 
 class FsspecStore(Store):
@@ -191,20 +68,27 @@ class FsspecStore(Store):
         read_only: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         protocol: str | None = None,
+        fs_class: type[Any] | None = None,
+        fs_args: tuple[Any, ...] = (),
     ) -> None:
         import fsspec
         from fsspec.asyn import AsyncFileSystem
 
         super().__init__(read_only=read_only)
         options: dict[str, Any] = {}
-        args: tuple[Any, ...] = ()
-        if fs is not None:
+        args: tuple[Any, ...] = tuple(fs_args)
+        if fs is None and fs_class is not None:
+            # Reopened from a spec: the filesystem class and arguments it recorded.
+            if protocol is None:
+                raise ValueError("FsspecStore(fs_class=...) needs the protocol too")
+            cls: type[Any] = fs_class
+        elif fs is not None:
             if not isinstance(fs, AsyncFileSystem):
                 raise TypeError(
                     f"FsspecStore needs an fsspec AsyncFileSystem, got {type(fs).__module__}."
                     f"{type(fs).__qualname__}, which is synchronous-only"
                 )
-            cls: type[Any] = type(fs)
+            cls = type(fs)
             options.update(getattr(fs, "storage_options", {}) or {})
             args = tuple(getattr(fs, "storage_args", ()) or ())
             if protocol is None:
@@ -238,9 +122,6 @@ class FsspecStore(Store):
             # fsspec's HTTP filesystem cannot write or delete.
             self.supports_writes = False
             self.supports_deletes = False
-        self._init_runtime()
-
-    def _init_runtime(self) -> None:
         self._loops: PerLoop[Any] = PerLoop(self._new_fs, type(self)._close_fs)
 
     # ------------------------------------------------------------------ identity
@@ -257,15 +138,52 @@ class FsspecStore(Store):
     def _full(self, key: str) -> str:
         return f"{self.path}/{key}" if self.path else key
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_loops"]
-        return state
+    # ------------------------------------------------------------------ spec
+    def _make_spec(self) -> StoreSpec:
+        import fsspec
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
+        params: dict[str, Any] = {"protocol": self.protocol}
+        if self._fs_cls is not fsspec.get_filesystem_class(self.protocol) or self._fs_args:
+            params["fs_class"] = self._fs_cls
+            params["fs_args"] = self._fs_args
+        return StoreSpec.create("fsspec", self.path, self.storage_options, params)
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """Any protocol fsspec implements asynchronously (``az://``, ``abfs://``, ...).
+
+        Raises
+        ------
+        ValueError
+            fsspec does not know the protocol.
+        TypeError
+            Its filesystem is synchronous-only.
+        """
+        import fsspec
+        from fsspec.asyn import AsyncFileSystem
+
+        protocol, _ = fsspec.core.split_protocol(url)
+        if protocol is None:
+            raise ValueError(f"cannot open {url!r}: no protocol")
+        try:
+            fs_cls = fsspec.get_filesystem_class(protocol)
+        except (ValueError, ImportError) as exc:
+            raise ValueError(f"cannot open {url!r}: {exc}") from exc
+        if not issubclass(fs_cls, AsyncFileSystem):
+            raise TypeError(
+                f"fsspec filesystem {protocol!r} ({fs_cls.__module__}.{fs_cls.__qualname__}) is "
+                "synchronous-only; azarr needs an fsspec AsyncFileSystem"
+            )
+        options = dict(fs_cls._get_kwargs_from_urls(url))
+        options.update(storage_options or {})
+        stripped = fs_cls._strip_protocol(url)
+        root = stripped.rstrip("/") if isinstance(stripped, str) else ""
+        return StoreSpec.create("fsspec", root, options, {"protocol": protocol})
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> FsspecStore:
+        """``FsspecStore(None, spec.root, protocol=..., storage_options=...)``."""
+        return cls(None, spec.root, storage_options=spec.storage_options(), **spec.constructor_params())
 
     # ------------------------------------------------------------------ per-loop filesystems
     def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:
@@ -328,7 +246,7 @@ class FsspecStore(Store):
 
     def _missing(self, exc: BaseException, op: str, key: str) -> StoreError | None:
         """``None`` if ``exc`` means "no such key"; else the error to raise."""
-        if isinstance(exc, FileNotFoundError) and not _no_such_bucket(exc):
+        if isinstance(exc, FileNotFoundError) and not is_no_such_bucket(exc):
             return None
         return self._translate(exc, op, key)
 
@@ -347,7 +265,7 @@ class FsspecStore(Store):
         except AzarrError:
             raise
         except Exception as exc:
-            if _invalid_range(exc):
+            if is_invalid_range(exc):
                 # HTTP 416: the value exists but the range starts at/after its end
                 # (or the value is empty). Python slicing gives b"", and so do we.
                 return b""
@@ -387,7 +305,7 @@ class FsspecStore(Store):
         """Metadata of the value at ``key``; ``None`` if there is none (or it is a "directory")."""
         fs = await self.filesystem()
         try:
-            info: dict[str, Any] = await fs._info(self._full(key))
+            info: dict[str, Any] = await self._stat(fs, key)
         except AzarrError:
             raise
         except Exception as exc:
@@ -397,6 +315,11 @@ class FsspecStore(Store):
             raise err from exc
         if info.get("type", "file") != "file":
             return None
+        return info
+
+    async def _stat(self, fs: Any, key: str) -> dict[str, Any]:
+        """The filesystem's metadata of ``key`` (raises its own errors; drivers may override)."""
+        info: dict[str, Any] = await fs._info(self._full(key))
         return info
 
     async def _exists(self, key: str) -> bool:

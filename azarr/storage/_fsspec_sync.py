@@ -8,7 +8,9 @@ from typing import Any, cast
 
 from azarr.errors import StoreError
 from azarr.storage._base import ByteRange, Store
-from azarr.storage._fsspec import FsspecStore, _no_such_bucket
+from azarr.storage._errors import is_no_such_bucket
+from azarr.storage._fsspec import FsspecStore
+from azarr.storage._spec import StoreSpec
 from azarr.storage._threads import BlockingIO
 
 # fsspec filesystems are thread-safe (dask calls them from many threads) and mostly
@@ -117,7 +119,7 @@ class SyncFsspecStore(Store):
         workers = _DEFAULT_WORKERS if max_workers is None else int(max_workers)
         self._io = BlockingIO(workers, "azarr-fsspec")
         #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
-        self.max_concurrency = _REQUESTS_PER_WORKER * workers
+        self.max_requests = _REQUESTS_PER_WORKER * workers
         self.is_local = bool(set(_protocols(_innermost(fs))) & _LOCAL_PROTOCOLS)
 
     @classmethod
@@ -151,6 +153,20 @@ class SyncFsspecStore(Store):
         """Threads calling the filesystem."""
         return self._io.max_workers
 
+    def _make_spec(self) -> StoreSpec:
+        # fsspec filesystems are hashable and pickle as their configuration.
+        return StoreSpec.create(
+            "fsspec-sync",
+            self.path,
+            params={"fs": self.fs, "max_workers": self.max_workers, "url": self._url},
+        )
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> SyncFsspecStore:
+        """``SyncFsspecStore(fs, spec.root, ...)`` with the filesystem the spec holds."""
+        params = spec.constructor_params()
+        return cls(params.pop("fs"), spec.root, **params)
+
     def _where(self) -> str:
         return self.url
 
@@ -164,7 +180,7 @@ class SyncFsspecStore(Store):
 
     @staticmethod
     def _is_missing(exc: BaseException) -> bool:
-        return isinstance(exc, _NOT_A_VALUE) and not _no_such_bucket(exc)
+        return isinstance(exc, _NOT_A_VALUE) and not is_no_such_bucket(exc)
 
     # ------------------------------------------------------------------ sync bodies (worker threads)
     def _read(self, path: str, start: int | None, end: int | None) -> bytes | None:

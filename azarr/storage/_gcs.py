@@ -23,7 +23,10 @@ from azarr.errors import (
     StoreUnavailableError,
 )
 from azarr.storage._base import ByteRange
-from azarr.storage._fsspec import FsspecStore, _codes
+from azarr.storage._errors import backend_codes
+from azarr.storage._fsspec import FsspecStore
+from azarr.storage._options import GCSOptions
+from azarr.storage._spec import StoreSpec
 
 _SCHEMES = ("gs://", "gcs://")
 
@@ -95,7 +98,7 @@ class GCSStore(FsspecStore):
         self,
         bucket_and_path: str,
         *,
-        storage_options: Mapping[str, Any] | None = None,
+        storage_options: GCSOptions | Mapping[str, Any] | None = None,
         read_only: bool = False,
     ) -> None:
         path = bucket_and_path
@@ -114,12 +117,22 @@ class GCSStore(FsspecStore):
         options.setdefault("retries", 1)
         options.setdefault("use_listings_cache", False)
         super().__init__(None, path, protocol="gs", storage_options=options, read_only=read_only)
-
-    def _init_runtime(self) -> None:
-        super()._init_runtime()
         # Whether the bucket is known to exist (see the class notes): runtime state,
         # so a pickled copy checks again.
         self._bucket_known = False
+
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create("gs", self.path, self.storage_options)
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``gs://bucket/path`` (or ``gcs://``); the spec of ``GCSStore(url, storage_options=...)``."""
+        return cls(url, storage_options=storage_options).spec
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> GCSStore:
+        """``GCSStore(spec.root, storage_options=...)``."""
+        return cls(spec.root, storage_options=spec.storage_options())
 
     @property
     def bucket(self) -> str:
@@ -182,6 +195,19 @@ class GCSStore(FsspecStore):
         self._bucket_known = True
 
     # ------------------------------------------------------------------ primitives
+    async def _stat(self, fs: Any, key: str) -> dict[str, Any]:
+        """Object metadata by one GET of the object resource (404: FileNotFoundError).
+
+        Not gcsfs's ``_info``: that races the object GET against a directory listing and
+        drops whichever loses, so a throttled or failed listing would vanish unretried
+        (and every existence check cost two requests). A key here is an object, never
+        a "directory".
+        """
+        bucket, _, name = self._full(key).partition("/")
+        info: dict[str, Any] = await fs._call("GET", "b/{}/o/{}", bucket, name, json_out=True)
+        info["size"] = int(info.get("size", 0))
+        return info
+
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         value = await super()._get(key, byte_range)
         if value is None:
@@ -224,7 +250,7 @@ class GCSStore(FsspecStore):
 
 def _forbidden(exc: BaseException) -> bool:
     """gcsfs raises a plain ``OSError("Forbidden: ...")`` for 403 and ``HttpError`` (code 401) for 401."""
-    if isinstance(exc, PermissionError) or _codes(exc) & {"401", "403"}:
+    if isinstance(exc, PermissionError) or backend_codes(exc) & {"401", "403"}:
         return True
     return type(exc) is OSError and str(exc).startswith("Forbidden")
 

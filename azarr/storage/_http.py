@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from azarr.errors import (
-    ConnectionFailedError,
     InvalidKeyError,
-    PermissionDeniedError,
     StoreError,
-    ThrottledError,
-    TransientStoreError,
 )
+from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
 from azarr.storage._base import ByteRange, Store, validate_key
-from azarr.storage._loops import PerLoop
+from azarr.storage._errors import error_for_status, translate_error
+from azarr.storage._options import HTTPOptions
+from azarr.storage._spec import StoreSpec
 
 if TYPE_CHECKING:
     import aiohttp
@@ -139,7 +138,7 @@ class HTTPStore(Store):
     supports_writes = False
     supports_deletes = False
 
-    def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, url: str, *, storage_options: HTTPOptions | Mapping[str, Any] | None = None) -> None:
         super().__init__(read_only=True)
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
@@ -170,10 +169,7 @@ class HTTPStore(Store):
         if ":" in parts.hostname:  # IPv6 literal
             netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port is not None else "")
         self._display = parts._replace(netloc=netloc).geturl().rstrip("/")
-        self._init_runtime()
-
-    def _init_runtime(self) -> None:
-        self._loops: PerLoop[Any] = PerLoop(lambda _loop: self._new_session(), self._close_session)
+        self._sessions = AiohttpSessions(self._new_session)
         self.supports_listing = bool(self.storage_options.get("listings", True))
 
     # ------------------------------------------------------------------ identity
@@ -181,14 +177,18 @@ class HTTPStore(Store):
     def url(self) -> str:
         return self._display
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_loops"]
-        return state
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create("http", self._root, self.storage_options)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``http://`` / ``https://`` roots; the spec of ``HTTPStore(url, storage_options=...)``."""
+        return cls(url, storage_options=storage_options).spec
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> HTTPStore:
+        """``HTTPStore(spec.root, storage_options=...)``."""
+        return cls(spec.root, storage_options=spec.storage_options())
 
     def _key_url(self, key: str, *, directory: bool = False) -> URL:
         """Absolute URL of ``key`` (or of the directory ``key``, with a trailing slash)."""
@@ -210,36 +210,28 @@ class HTTPStore(Store):
 
     # ------------------------------------------------------------------ sessions
     def _new_session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
         from azarr import config
 
         kwargs = dict(self.storage_options.get("client_kwargs") or {})
         timeout = self.storage_options.get("timeout")
-        if timeout is not None:
-            kwargs.setdefault(
-                "timeout", aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
-            )
         limit = self.storage_options.get("max_connections") or int(config.get("max_concurrency"))
-        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), **kwargs)
+        # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
+        if timeout is None:
+            import aiohttp
 
-    @staticmethod
-    async def _close_session(session: Any) -> None:
-        if not session.closed:
-            await session.close()
+            kwargs.setdefault("timeout", aiohttp.ClientTimeout())
+        return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, **kwargs)
 
     async def session(self) -> aiohttp.ClientSession:
         """The aiohttp session serving the running event loop (created on first use).
 
         For advanced use (requests azarr does not make); the store owns it.
         """
-        session: aiohttp.ClientSession
-        session, _ = await self._loops.get()
-        return session
+        return await self._sessions.get()
 
     async def close(self) -> None:
         """Close the running loop's connections; the store stays usable (a new pool is made)."""
-        await self._loops.close()
+        await self._sessions.close()
 
     # ------------------------------------------------------------------ requests
     async def _send(self, op: str, key: str, method: str, url: URL, headers: Mapping[str, str]) -> _Reply:
@@ -255,28 +247,15 @@ class HTTPStore(Store):
                 # (404) are routine in Zarr.
                 body = await resp.read()
                 return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
-        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
-            # Refused, DNS failure, reset, server disconnected, connect/read timeouts: the
-            # server is unavailable (StoreUnavailableError), and worth retrying (transient).
-            raise ConnectionFailedError(
-                f"{op} {key!r} in {self.url} failed: server unreachable ({type(exc).__name__}: {exc})"
-            ) from exc
-        except aiohttp.ClientPayloadError as exc:  # the body broke off mid-transfer
-            raise TransientStoreError(
-                f"{op} {key!r} in {self.url} failed with a transient error ({type(exc).__name__}: {exc})"
-            ) from exc
-        except aiohttp.ClientError as exc:  # too many redirects, invalid URL, ...
-            raise StoreError(f"{op} {key!r} in {self.url} failed: {type(exc).__name__}: {exc}") from exc
+        except (ConnectionDropped, aiohttp.ClientError, TimeoutError) as exc:
+            # One table for every network driver: refused/reset/disconnected -> retried as
+            # ConnectionFailedError, a body cut short or a read timeout -> transient, the
+            # rest (too many redirects, invalid URL) -> StoreError.
+            cause = unwrap_dropped(exc)
+            raise translate_error(cause, op, key, self.url) from cause
 
     def _status_error(self, reply: _Reply, op: str, key: str) -> StoreError:
-        status = f"HTTP {reply.status} {reply.reason}".rstrip()
-        if reply.status in (401, 403):
-            return PermissionDeniedError(f"permission denied: {op} {key!r} in {self.url}: {status}")
-        if reply.status == 429:
-            return ThrottledError(f"{op} {key!r} in {self.url} was throttled by the server: {status}")
-        if reply.status >= 500 or reply.status == 408:
-            return TransientStoreError(f"{op} {key!r} in {self.url} failed: server error {status}")
-        return StoreError(f"{op} {key!r} in {self.url} failed: unexpected {status}")
+        return error_for_status(reply.status, reply.reason, op, key, self.url)
 
     @staticmethod
     def _is_directory(requested: URL, reply: _Reply) -> bool:

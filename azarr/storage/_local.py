@@ -9,12 +9,13 @@ import re
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from azarr.errors import PermissionDeniedError, StoreError
 from azarr.storage._base import ByteRange, Store
+from azarr.storage._spec import StoreSpec
 
 _T = TypeVar("_T")
 
@@ -71,6 +72,27 @@ class LocalStore(Store):
     @property
     def url(self) -> str:
         return self.root.as_uri()
+
+    # ------------------------------------------------------------------ spec
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create("file", str(self.root), params={"auto_mkdir": self.auto_mkdir})
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """A local path, or a ``file://``/``local://`` URL; only ``auto_mkdir`` is accepted."""
+        from azarr.storage._url import reject_options, split_scheme
+
+        reject_options("local path", url, storage_options, frozenset({"auto_mkdir"}))
+        scheme, path = split_scheme(url)
+        if scheme is not None and path.startswith("localhost/"):
+            path = path[len("localhost") :]
+        auto_mkdir = bool((storage_options or {}).get("auto_mkdir", True))
+        return StoreSpec.create("file", os.path.abspath(path), params={"auto_mkdir": auto_mkdir})
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> LocalStore:
+        """``LocalStore(spec.root, auto_mkdir=...)``."""
+        return cls(spec.root, **spec.constructor_params())
 
     # ------------------------------------------------------------------ helpers
     def _path(self, key: str) -> Path:

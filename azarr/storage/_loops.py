@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+# Per-loop state inherited from a parent process (see PerLoop._forget_parent).
+_FORKED_AWAY: list[Any] = []
 
 
 @dataclass(eq=False)
@@ -78,7 +82,9 @@ class PerLoop(Generic[T]):
 
     Notes
     -----
-    Not picklable: owners drop it in ``__getstate__`` and make a new one.
+    Not picklable: owners rebuild it. Fork-safe: in a child process the parent's
+    resources are dropped unused (their sockets belong to the parent) and new ones
+    are made on first use.
     """
 
     def __init__(
@@ -88,10 +94,29 @@ class PerLoop(Generic[T]):
         self._close = close
         self.states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the parent's sessions are not ours to use or close.
+
+        Their sockets are shared with the parent (closing them here would break the
+        parent's connections) and their loops do not run in this process. They are
+        dropped unclosed; the child makes its own on first use.
+        """
+        self._lock = threading.Lock()  # the parent's may have been held at fork time
+        for state in self.states.values():
+            state.abandoned = True
+        # Kept alive, never finalized: collecting a guard would ask the parent's loop (a
+        # dead copy here) to close it, through a self-pipe this process shares with it.
+        _FORKED_AWAY.extend(self.states.values())
+        self.states = {}
+        self._pid = os.getpid()
 
     async def get(self) -> tuple[T, bool]:
         """The running loop's resource, and whether this call created it."""
         loop = asyncio.get_running_loop()
+        if self._pid != os.getpid():
+            self._forget_parent()
         with self._lock:
             state = self.states.get(loop)
             created = state is None

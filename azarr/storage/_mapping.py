@@ -12,6 +12,7 @@ from azarr.errors import (
     StoreError,
 )
 from azarr.storage._base import ByteRange, Store, validate_key
+from azarr.storage._spec import StoreSpec, anonymous_root
 from azarr.storage._threads import BlockingIO
 
 # Requests the store admits per worker thread: enough to overlap fetching with decoding,
@@ -119,10 +120,11 @@ class MappingStore(Store):
             raise TypeError(f"MappingStore needs a MutableMapping, got {type(mapping).__name__}")
         super().__init__(read_only=read_only)
         self._mapping = mapping
+        self._anonymous_root = anonymous_root("mapping")
         workers = 1 if max_workers is None else int(max_workers)
         self._io = BlockingIO(workers, "azarr-mapping")
         #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
-        self.max_concurrency = _REQUESTS_PER_WORKER * workers
+        self.max_requests = _REQUESTS_PER_WORKER * workers
 
     @property
     def mapping(self) -> MutableMapping[str, bytes]:
@@ -139,8 +141,16 @@ class MappingStore(Store):
         kind = type(self._mapping)
         return f"mapping://{kind.__module__}.{kind.__qualname__}@{id(self._mapping):x}"
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------ spec and pickling
+    def _make_spec(self) -> StoreSpec:
+        # A mapping has no location to name: each MappingStore is a store of its own.
+        return StoreSpec.create("mapping", self._anonymous_root)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The mapping itself travels (a dbm/lmdb/redis mapping pickles as a reference to its data).
+        return (_unpickle_mapping, (self._pickled_mapping(), self.read_only, self.max_workers))
+
+    def _pickled_mapping(self) -> bytes:
         try:
             # Pickled here, not by the outer pickler, so a failure can say which mapping
             # is to blame rather than "cannot pickle '_io.BufferedRandom' object".
@@ -153,14 +163,7 @@ class MappingStore(Store):
                 "as a reference to its data (a path or server address), or open the store "
                 "anew in the other process"
             ) from exc
-        state = self.__dict__.copy()
-        state["_mapping"] = blob
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        state["_mapping"] = pickle.loads(state["_mapping"])
-        self.__dict__.update(state)
+        return blob
 
     # ------------------------------------------------------------------ helpers
     def _translate(self, exc: BaseException, op: str, key: str) -> StoreError:
@@ -234,3 +237,7 @@ class MappingStore(Store):
 
     async def _delete_prefix(self, prefix: str) -> None:
         await self._io.call(self._translate, "delete_prefix", prefix, self._remove_prefix, prefix)
+
+
+def _unpickle_mapping(blob: bytes, read_only: bool, max_workers: int) -> MappingStore:
+    return MappingStore(pickle.loads(blob), read_only=read_only, max_workers=max_workers)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import Any
 
 from azarr.storage._base import ByteRange, Store
+from azarr.storage._spec import StoreSpec, anonymous_root
 
 # Named stores opened through ``memory://<name>`` URLs, shared process-wide like
 # fsspec's memory filesystem so that two opens of one URL see the same data.
@@ -46,6 +47,7 @@ class MemoryStore(Store):
         super().__init__(read_only=read_only)
         self._data: MutableMapping[str, bytes] = {} if data is None else data
         self._name: str | None = None
+        self._anonymous_root = anonymous_root("memory")
 
     @classmethod
     def named(cls, name: str, *, read_only: bool = False) -> MemoryStore:
@@ -71,18 +73,29 @@ class MemoryStore(Store):
         """The underlying mapping (live, not a copy)."""
         return self._data
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_data"] = dict(self._data)
-        return state
+    # ------------------------------------------------------------------ spec and pickling
+    def _make_spec(self) -> StoreSpec:
+        # A named store is its name; an anonymous one is its mapping (by identity).
+        return StoreSpec.create("memory", self._name if self._name is not None else self._anonymous_root)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        name = state.get("_name")
-        if name is not None:
-            with _REGISTRY_LOCK:
-                state["_data"] = _REGISTRY.setdefault(name, state["_data"])
-        self.__dict__.update(state)
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``memory://<name>``: the process-wide named store (no options)."""
+        from azarr.storage._url import reject_options, split_scheme
+
+        reject_options("memory URL", url, storage_options, frozenset())
+        _, name = split_scheme(url)
+        return StoreSpec.create("memory", name.strip("/"))
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> MemoryStore:
+        """The named store ``spec.root``."""
+        return cls.named(spec.root)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Memory has no location to reconnect to: the copy carries the contents (a named
+        # store rejoins the registry entry of its name if the process has one).
+        return (_unpickle_memory, (self._name, dict(self._data), self.read_only))
 
     # ------------------------------------------------------------------ primitives
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
@@ -114,3 +127,13 @@ class MemoryStore(Store):
     async def _delete_prefix(self, prefix: str) -> None:
         for key in [k for k in list(self._data) if k.startswith(prefix)]:
             self._data.pop(key, None)
+
+
+def _unpickle_memory(name: str | None, data: dict[str, bytes], read_only: bool) -> MemoryStore:
+    if name is None:
+        return MemoryStore(data, read_only=read_only)
+    with _REGISTRY_LOCK:
+        shared = _REGISTRY.setdefault(name, data)
+    store = MemoryStore(shared, read_only=read_only)
+    store._name = name
+    return store

@@ -17,7 +17,9 @@ import botocore.handlers
 from azarr.errors import AzarrError
 from azarr.storage._base import ByteRange
 from azarr.storage._fsspec import FsspecStore
+from azarr.storage._options import S3Options
 from azarr.storage._s3_transport import S3Transport
+from azarr.storage._spec import StoreSpec
 
 # One DeleteObjects request removes at most 1000 keys (S3 API limit).
 _BULK_DELETE = 1000
@@ -63,10 +65,8 @@ class S3Store(FsspecStore):
         the botocore session other than ``profile``; access-point ARNs and S3
         Express (``--x-s3``) buckets; ``AWS_USE_FIPS_ENDPOINT`` or
         ``AWS_USE_DUALSTACK_ENDPOINT`` set without an ``endpoint_url``.
-        Measured on loopback SeaweedFS (2 shared cores), against s3fs with this
-        store's botocore settings: client CPU per 64 KiB GET 0.19 ms instead of
-        1.1 ms; ~3x the GETs per second at 64 KiB, ~2x the MiB/s at 1 MiB;
-        whole-array reads of 1 MiB chunks 1.2-2x faster.
+        Its speed against s3fs is in ``benchmarks/README.md`` (the cloud benchmark's
+        "s3fs transport" row).
 
     Attributes
     ----------
@@ -99,7 +99,7 @@ class S3Store(FsspecStore):
       results would miss keys written after the first listing.
 
     Each event loop gets its own ``S3FileSystem`` (see :class:`FsspecStore`); they
-    share one botocore model loader, so a new loop costs ~5 ms rather than ~150 ms.
+    share one botocore model loader, so only the first parses the S3 service model.
 
     ``list_dir`` checks that each sub-prefix it reports still holds a key (one flat
     listing page, plus a one-key listing per child that page did not reach):
@@ -131,7 +131,7 @@ class S3Store(FsspecStore):
         self,
         bucket_and_path: str,
         *,
-        storage_options: Mapping[str, Any] | None = None,
+        storage_options: S3Options | Mapping[str, Any] | None = None,
         read_only: bool = False,
         transport: Literal["aiohttp", "s3fs"] = "aiohttp",
     ) -> None:
@@ -159,10 +159,6 @@ class S3Store(FsspecStore):
         options["config_kwargs"] = config
         options.setdefault("use_listings_cache", False)
         super().__init__(None, path, protocol="s3", storage_options=options, read_only=read_only)
-
-    def _init_runtime(self) -> None:
-        super()._init_runtime()
-        # Decided from the configuration on construction and again after unpickling.
         problems: list[str] = []
         if self._requested_transport == "aiohttp":
             problems = S3Transport.unsupported_options(self.storage_options, self.bucket)
@@ -175,10 +171,22 @@ class S3Store(FsspecStore):
                 bucket, inside, storage_options=self.storage_options, location=self._where()
             )
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        del state["_transport"]  # live sessions; rebuilt from the configuration
-        return state
+    def _make_spec(self) -> StoreSpec:
+        return StoreSpec.create(
+            "s3", self.path, self.storage_options, {"transport": self._requested_transport}
+        )
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``s3://bucket/path`` (or ``s3a://``); the spec of ``S3Store(url, storage_options=...)``."""
+        # Building the store is cheap and I/O-free, and normalizes options exactly as the
+        # constructor does, so a URL and a direct construction give equal specs.
+        return cls(url, storage_options=storage_options).spec
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> S3Store:
+        """``S3Store(spec.root, storage_options=..., transport=...)``."""
+        return cls(spec.root, storage_options=spec.storage_options(), **spec.constructor_params())
 
     def __repr__(self) -> str:
         extra = ", transport='s3fs'" if self._requested_transport == "s3fs" else ""

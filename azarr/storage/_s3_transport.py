@@ -24,25 +24,23 @@ Listing, bulk deletes and anything this module does not understand stay on s3fs
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import hmac
-import inspect
 import os
 import re
 import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import unescape
 
 from azarr.errors import PermissionDeniedError, StoreError
-from azarr.storage._fsspec import translate_error
-from azarr.storage._loops import PerLoop
+from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
+from azarr.storage._errors import translate_error
 
 if TYPE_CHECKING:
     import aiohttp
@@ -60,7 +58,7 @@ _DEFAULT_POOL = 64
 # Idle keep-alive connections are dropped client-side after this long (aiohttp's
 # default), below the idle timeouts of S3 and common S3-compatible servers, so we
 # rarely send on a connection the server is closing. (A request that hits one fails
-# once and the scheduler retries it: see _no_silent_resend.)
+# once and the scheduler retries it: see azarr.storage._aiohttp.no_silent_resend.)
 _KEEPALIVE_TIMEOUT = 15.0
 # Bodies larger than this are SHA-256 hashed in a worker thread (hashlib releases the
 # GIL), when payload signing is on: ~0.7 ms per MiB would otherwise stall the loop.
@@ -178,34 +176,6 @@ class S3ResponseError(Exception):
             "Error": {"Code": error_code, "Message": message},
             "ResponseMetadata": {"HTTPStatusCode": status},
         }
-
-
-class _ConnectionDropped(Exception):
-    """Carries a connection failure past aiohttp's silent re-send (see :func:`_no_silent_resend`)."""
-
-
-async def _no_silent_resend(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-    """aiohttp client middleware: fail instead of re-sending after a dropped connection.
-
-    aiohttp re-sends an idempotent request once when its connection breaks before a
-    response arrives (RFC 9112 section 9.3.1). azarr's scheduler retries transient
-    errors itself, with backoff, and counts them; a hidden second layer would make
-    one attempt two requests. Middlewares are public API (aiohttp >= 3.12); the
-    exception type chosen here is not one aiohttp's retry loop catches.
-    """
-    import aiohttp
-
-    try:
-        return await handler(request)
-    except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
-        raise _ConnectionDropped(str(exc)) from exc
-
-
-@functools.cache
-def _session_takes_middlewares() -> bool:
-    import aiohttp
-
-    return "middlewares" in inspect.signature(aiohttp.ClientSession).parameters
 
 
 # ---------------------------------------------------------------------- signing
@@ -485,7 +455,7 @@ class S3Transport:
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._loops: PerLoop[Any] = PerLoop(lambda _loop: self._new_session(), self._close_session)
+        self._sessions = AiohttpSessions(self._new_session)
         self._resolve_lock = threading.Lock()
         self._resolved: _Resolved | None = None
         self._keys = _SigningKeys()
@@ -494,7 +464,7 @@ class S3Transport:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_loops", "_resolve_lock", "_resolved", "_keys", "_bucket_seen"):
+        for name in ("_sessions", "_resolve_lock", "_resolved", "_keys", "_bucket_seen"):
             del state[name]
         return state
 
@@ -672,46 +642,29 @@ class S3Transport:
         return True
 
     def _new_session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(
+        return new_session(
             limit=self.max_pool_connections,
             keepalive_timeout=_KEEPALIVE_TIMEOUT,
             ssl=self._ssl(),
-        )
-        extra: dict[str, Any] = {}
-        if _session_takes_middlewares():
-            extra["middlewares"] = (_no_silent_resend,)
-        return aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=self.connect_timeout, sock_read=self.read_timeout
-            ),
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
             # Stored bytes, as botocore returns them: S3 never compresses on the fly,
             # and an object stored with Content-Encoding must not be decoded here.
             auto_decompress=False,
             skip_auto_headers=("Accept-Encoding", "Content-Type"),
-            **extra,
         )
-
-    @staticmethod
-    async def _close_session(session: Any) -> None:
-        if not session.closed:
-            await session.close()
 
     async def session(self) -> aiohttp.ClientSession:
         """The aiohttp session serving the running event loop (created on first use)."""
-        session: aiohttp.ClientSession
-        session, _ = await self._loops.get()
-        return session
+        return await self._sessions.get()
 
     async def close(self) -> None:
         """Close the running loop's connections; the transport stays usable (a new pool is made)."""
-        await self._loops.close()
+        await self._sessions.close()
 
     def open_sessions(self) -> int:
         """Sessions currently held (one per event loop that used the transport)."""
-        return self._loops.open_count()
+        return self._sessions.open_count()
 
     # ------------------------------------------------------------------ requests
     async def _payload_hash(self, data: bytes | memoryview | None) -> str:
@@ -788,12 +741,10 @@ class S3Transport:
                     # Read error bodies too (small): an unread body closes the connection
                     # instead of returning it to the pool, and 404s are routine in Zarr.
                     reply = _Reply(resp.status, resp.headers, await resp.read(), f"{method} {url}")
-            except _ConnectionDropped as exc:
-                cause = exc.__cause__ or exc
-                raise translate_error(cause, op, key, self.location) from cause
-            except (aiohttp.ClientError, OSError, ValueError) as exc:
+            except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
-                raise translate_error(exc, op, key, self.location) from exc
+                cause = unwrap_dropped(exc)
+                raise translate_error(cause, op, key, self.location) from cause
             region = reply.headers.get("x-amz-bucket-region")
             if region and region != resolved.region and reply.status in (301, 307, 400):
                 resolved = self._redirected(resolved, region)

@@ -7,28 +7,17 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any, TypeAlias
 
 from azarr.storage._base import Store
-from azarr.storage._fsspec import FsspecStore
-from azarr.storage._fsspec_sync import SyncFsspecStore
-from azarr.storage._gcs import GCSStore
-from azarr.storage._http import HTTPStore
-from azarr.storage._local import LocalStore
 from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
-from azarr.storage._s3 import S3Store
-from azarr.storage._zip import ZipStore
+from azarr.storage._spec import StoreSpec, open_store
 
-StoreLike: TypeAlias = Store | str | os.PathLike[str] | MutableMapping[str, bytes]
-"""What ``open``/``create`` accept as ``store``: a Store, a URL or path, or a mapping of str -> bytes."""
+StoreLike: TypeAlias = Store | StoreSpec | str | os.PathLike[str] | MutableMapping[str, bytes]
+"""What ``open``/``create`` accept as ``store``: a Store or StoreSpec, a URL or path, or a mapping of str -> bytes."""
 
-_LOCAL_SCHEMES = ("file", "local")
-_S3_SCHEMES = ("s3", "s3a")
-_GCS_SCHEMES = ("gs", "gcs")
-_HTTP_SCHEMES = ("http", "https")
-# Options LocalStore understands, as fsspec's local filesystem spells them.
-_LOCAL_OPTIONS = frozenset({"auto_mkdir"})
+LOCAL_SCHEMES = ("file", "local")
 
 
-def _scheme(url: str) -> tuple[str | None, str]:
+def split_scheme(url: str) -> tuple[str | None, str]:
     """``("s3", "bucket/x")`` for ``"s3://bucket/x"``; ``(None, url)`` for plain paths."""
     scheme, sep, rest = url.partition("://")
     # A one-letter "scheme" is a Windows drive (C://...), and "x:" without "//" is a path.
@@ -37,7 +26,14 @@ def _scheme(url: str) -> tuple[str | None, str]:
     return scheme.lower(), rest
 
 
-def _reject_options(kind: str, url: str, options: Mapping[str, Any] | None, allowed: frozenset[str]) -> None:
+def reject_options(kind: str, url: str, options: Mapping[str, Any] | None, allowed: frozenset[str]) -> None:
+    """Refuse ``storage_options`` a driver does not take, naming them and the URL.
+
+    Raises
+    ------
+    TypeError
+        Options outside ``allowed``.
+    """
     extra = sorted(set(options or {}) - allowed)
     if extra:
         raise TypeError(
@@ -54,6 +50,12 @@ def from_url(
 ) -> Store:
     """Open the store a URL or local path points to (zarr-python 3 ``make_store_path``).
 
+    The URL is resolved to a :class:`~azarr.storage.StoreSpec` by the driver
+    registered for its scheme (:func:`~azarr.storage.register_store`, or the
+    ``azarr.stores`` entry points), and the live store of that spec is returned:
+    the same object for every open of one spec while any is in use, so opens
+    share connections, budget and counters.
+
     Parameters
     ----------
     url_or_path : str or os.PathLike
@@ -64,6 +66,7 @@ def from_url(
         * ``http://`` / ``https://`` -> :class:`HTTPStore` (read-only; ``read_only`` is ignored);
         * ``zip::path/to/data.zip`` or ``zip://path/to/data.zip`` -> :class:`ZipStore`
           in mode ``"r"`` (always read-only: to write, create a ``ZipStore`` and close it);
+        * a scheme registered by a third-party driver;
         * any other fsspec protocol with an async implementation (``az://``, ``abfs://``,
           ...) -> :class:`FsspecStore`;
         * a chained fsspec URL (``simplecache::s3://bucket/x.zarr``,
@@ -93,61 +96,50 @@ def from_url(
     url = os.fspath(url_or_path)
     if not isinstance(url, str):
         raise TypeError(f"store URL must be str or os.PathLike[str], got {type(url).__name__}")
-    if "::" in url:
-        return _from_chained(url, storage_options, read_only)
-    scheme, rest = _scheme(url)
-    if scheme is None or scheme in _LOCAL_SCHEMES:
-        _reject_options("local path", url, storage_options, _LOCAL_OPTIONS)
-        path = rest
-        if scheme is not None and path.startswith("localhost/"):
-            path = path[len("localhost") :]
-        return LocalStore(path, read_only=read_only, **dict(storage_options or {}))
-    if scheme == "memory":
-        _reject_options("memory URL", url, storage_options, frozenset())
-        return MemoryStore.named(rest.strip("/"), read_only=read_only)
-    if scheme in _S3_SCHEMES:
-        return S3Store(rest, storage_options=storage_options, read_only=read_only)
-    if scheme in _GCS_SCHEMES:
-        return GCSStore(rest, storage_options=storage_options, read_only=read_only)
-    if scheme in _HTTP_SCHEMES:
-        return HTTPStore(url, storage_options=storage_options)
-    if scheme == "zip":
-        _reject_options("zip URL", url, storage_options, frozenset())
-        return ZipStore(rest, mode="r")
-    import fsspec
-
-    try:
-        fsspec.get_filesystem_class(scheme)
-    except (ValueError, ImportError) as exc:
-        raise ValueError(f"cannot open {url!r}: {exc}") from exc
-    # FsspecStore checks the class is async and builds its own per-loop instances, so
-    # no synchronous instance (with fsspec's background IO thread) is ever created here.
-    return FsspecStore(None, url, protocol=scheme, storage_options=storage_options, read_only=read_only)
+    return open_store(StoreSpec.from_url(url, storage_options=storage_options), read_only=read_only)
 
 
-def _from_chained(url: str, storage_options: Mapping[str, Any] | None, read_only: bool) -> Store:
-    """The store of a chained URL such as ``simplecache::s3://bucket/x`` or ``zip::data.zip``."""
-    first, _, target = url.partition("::")
-    if first in ("zip", "zip://") and "::" not in target:
-        # fsspec spelling of "the archive itself": a local zip file gets the native ZipStore.
-        target_scheme, target_path = _scheme(target)
-        if target_scheme is None or target_scheme in _LOCAL_SCHEMES:
-            _reject_options("zip URL", url, storage_options, frozenset())
-            return ZipStore(target_path, mode="r")
-    import fsspec
-    import fsspec.core
-    from fsspec.asyn import AsyncFileSystem
+class ChainedURLDriver:
+    """The ``fsspec-chain`` driver: chained fsspec URLs such as ``simplecache::s3://bucket/x``."""
 
-    try:
-        # fsspec would read an unknown wrapper name ("cache::s3://...") as a local path.
-        for link in url.split("::")[:-1]:
-            fsspec.get_filesystem_class(link.partition("://")[0])
-        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    except (ValueError, ImportError) as exc:
-        raise ValueError(f"cannot open {url!r}: {exc}") from exc
-    if isinstance(fs, AsyncFileSystem):
-        return FsspecStore(fs, path, read_only=read_only)
-    return SyncFsspecStore(fs, path, read_only=read_only, url=url)
+    def spec_from_url(self, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``zip::local.zip`` is the native ZipStore; any other chain is kept whole for fsspec."""
+        first, _, target = url.partition("::")
+        if first in ("zip", "zip://") and "::" not in target:
+            target_scheme, target_path = split_scheme(target)
+            if target_scheme is None or target_scheme in LOCAL_SCHEMES:
+                from azarr.storage._zip import ZipStore
+
+                reject_options("zip URL", url, storage_options, frozenset())
+                return ZipStore.spec_from_url(f"zip://{target_path}", None)
+        import fsspec
+
+        try:
+            # fsspec would read an unknown wrapper name ("cache::s3://...") as a local path.
+            for link in url.split("::")[:-1]:
+                fsspec.get_filesystem_class(link.partition("://")[0])
+        except (ValueError, ImportError) as exc:
+            raise ValueError(f"cannot open {url!r}: {exc}") from exc
+        return StoreSpec.create("fsspec-chain", url, storage_options)
+
+    def from_spec(self, spec: StoreSpec) -> Store:
+        """The filesystem of the chain (:func:`fsspec.core.url_to_fs`), async or not."""
+        import fsspec.core
+        from fsspec.asyn import AsyncFileSystem
+
+        from azarr.storage._fsspec import FsspecStore
+        from azarr.storage._fsspec_sync import SyncFsspecStore
+
+        try:
+            fs, path = fsspec.core.url_to_fs(spec.root, **spec.storage_options())
+        except (ValueError, ImportError) as exc:
+            raise ValueError(f"cannot open {spec.root!r}: {exc}") from exc
+        if isinstance(fs, AsyncFileSystem):
+            return FsspecStore(fs, path)
+        return SyncFsspecStore(fs, path, url=spec.root)
+
+    def __repr__(self) -> str:
+        return "ChainedURLDriver()"
 
 
 def make_store(
@@ -160,9 +152,9 @@ def make_store(
 
     Parameters
     ----------
-    store_like : Store, str, os.PathLike or MutableMapping[str, bytes]
+    store_like : Store, StoreSpec, str, os.PathLike or MutableMapping[str, bytes]
         A Store is returned as is (a read-only view of it if ``read_only`` and it is
-        writable); a str or path goes through :func:`from_url`; a ``dict`` is wrapped in a
+        writable); a StoreSpec opens its live store (:func:`~azarr.storage.open_store`); a str or path goes through :func:`from_url`; a ``dict`` is wrapped in a
         :class:`MemoryStore` sharing it, and any other ``MutableMapping`` (``dbm``,
         zarr-python 2 stores, ...) in a :class:`MappingStore`, which calls it from a
         worker thread.
@@ -181,14 +173,17 @@ def make_store(
         Anything else, or ``storage_options`` with a Store or a mapping.
     """
     if isinstance(store_like, Store):
-        _reject_options("a Store instance", repr(store_like), storage_options, frozenset())
+        reject_options("a Store instance", repr(store_like), storage_options, frozenset())
         if read_only and not store_like.read_only:
             return store_like.with_read_only(True)
         return store_like
+    if isinstance(store_like, StoreSpec):
+        reject_options("a StoreSpec", repr(store_like), storage_options, frozenset())
+        return open_store(store_like, read_only=read_only)
     if isinstance(store_like, str | os.PathLike):
         return from_url(store_like, storage_options=storage_options, read_only=read_only)
     if isinstance(store_like, MutableMapping):
-        _reject_options("a mapping", type(store_like).__name__, storage_options, frozenset())
+        reject_options("a mapping", type(store_like).__name__, storage_options, frozenset())
         if isinstance(store_like, dict):
             return MemoryStore(store_like, read_only=read_only)
         return MappingStore(store_like, read_only=read_only)

@@ -7,13 +7,14 @@ import os
 import threading
 import time
 import zipfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from azarr.errors import KeyExistsError, StoreError, StoreUnavailableError
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._mapping import iter_keys
+from azarr.storage._spec import StoreSpec
 from azarr.storage._threads import BlockingIO
 
 ZipMode = Literal["r", "w", "x", "a"]
@@ -243,6 +244,7 @@ class ZipStore(Store):
 
     supports_deletes = False
     is_local = True
+    max_requests = _MAX_CONCURRENCY
 
     def __init__(
         self,
@@ -261,11 +263,6 @@ class ZipStore(Store):
         self.compression = compression
         self.compresslevel = compresslevel
         self.allowZip64 = allowZip64
-        #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
-        self.max_concurrency = _MAX_CONCURRENCY
-        self._init_runtime()
-
-    def _init_runtime(self) -> None:
         self._archive = _Archive(self)
         self._io = BlockingIO(_WORKERS, "azarr-zip")
 
@@ -296,22 +293,44 @@ class ZipStore(Store):
         """
         await self._io.call(self._translate, "flush", "", self._archive.flush)
 
-    # ------------------------------------------------------------------ pickling
-    def __getstate__(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------ spec and pickling
+    def _make_spec(self) -> StoreSpec:
+        # The mode is not part of the identity: a reader and a writer of one archive
+        # are one store for budgets.
+        return StoreSpec.create(
+            "zip",
+            str(self.path),
+            params={
+                "compression": self.compression,
+                "compresslevel": self.compresslevel,
+                "allowZip64": self.allowZip64,
+            },
+        )
+
+    @classmethod
+    def spec_from_url(cls, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
+        """``zip://path/to/data.zip``: the archive, opened read-only."""
+        from azarr.storage._url import reject_options, split_scheme
+
+        reject_options("zip URL", url, storage_options, frozenset())
+        _, path = split_scheme(url)
+        return StoreSpec.create(
+            "zip",
+            os.path.abspath(path),
+            params={"compression": zipfile.ZIP_STORED, "compresslevel": None, "allowZip64": True},
+        )
+
+    @classmethod
+    def from_spec(cls, spec: StoreSpec) -> ZipStore:
+        """The archive in mode ``"r"`` (URLs and specs only ever read a zip)."""
+        return cls(spec.root, mode="r", **spec.constructor_params())
+
+    def __reduce__(self) -> tuple[Any, ...]:
         # Flush so the copy (which appends) finds a complete archive; pickling is
         # rare and the flush is one small write, so it runs on the caller's thread.
         self._archive.flush()
-        state = self.__dict__.copy()
-        del state["_archive"], state["_io"]
-        if self.read_only:  # a read-only view of a writing store reads
-            state["mode"] = "r"
-        elif state["mode"] in ("w", "x"):
-            state["mode"] = "a"
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
+        mode: ZipMode = "r" if self.read_only else ("a" if self.mode in ("w", "x") else self.mode)
+        return (_unpickle_zip, (str(self.path), mode, self.spec.constructor_params()))
 
     # ------------------------------------------------------------------ helpers
     def _translate(self, exc: Exception, op: str, key: str) -> StoreError | None:
@@ -359,3 +378,7 @@ class ZipStore(Store):
                 f"cannot delete {len(keys)} keys under {prefix!r} from {self.url}: "
                 "entries of a zip archive cannot be removed"
             )
+
+
+def _unpickle_zip(path: str, mode: ZipMode, params: dict[str, Any]) -> ZipStore:
+    return ZipStore(path, mode=mode, **params)

@@ -1,0 +1,150 @@
+"""Creating arrays in a store: metadata from zarr-python 2's creation arguments, then ``.zarray``.
+
+The core of :func:`azarr.create` and :meth:`azarr.AsyncGroup.create_dataset`
+(which both call :func:`create_array`), kept in ``core`` so groups do not reach
+up into the api layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from azarr.core._hierarchy import prepare_node_path
+from azarr.core._normalize import (
+    normalize_chunks,
+    normalize_compressor,
+    normalize_fill_value,
+    normalize_filters,
+    normalize_shape,
+)
+from azarr.core._paths import node_key, normalize_path
+from azarr.core.array import AsyncArray
+from azarr.errors import ReadOnlyError
+from azarr.metadata import ZARRAY, ArrayMetadata, normalize_dtype
+from azarr.scheduler import StoreIO
+from azarr.storage import Store
+
+
+async def create_array(
+    store: Store,
+    path: str | None,
+    shape: int | tuple[int, ...],
+    *,
+    chunks: Any = True,
+    dtype: Any = "f8",
+    compressor: Any = "default",
+    fill_value: Any = 0,
+    order: str = "C",
+    overwrite: bool = False,
+    filters: Any = None,
+    object_codec: Any = None,
+    dimension_separator: str | None = None,
+    write_empty_chunks: bool | None = None,
+    allow_pickle: bool | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> AsyncArray:
+    """Create an empty array at ``path`` of ``store`` (arguments as :func:`azarr.create`).
+
+    Validates everything before the first write (an invalid dtype or codec writes
+    nothing), prepares the path (overwrite, parent groups), then writes
+    ``.zarray`` and, if given, ``.zattrs`` -- all through the store's managed path.
+
+    Raises
+    ------
+    ReadOnlyError
+        The store is read-only.
+    ContainsArrayError, ContainsGroupError
+        A node exists at ``path`` and ``overwrite`` is False.
+    MetadataError, CodecError
+        Invalid dtype, fill_value or codec; nothing is written.
+    """
+    node_path = normalize_path(path)
+    if store.read_only:
+        raise ReadOnlyError(f"cannot create array {node_path!r}: store {store.url} is read-only")
+    metadata = build_array_metadata(
+        shape,
+        chunks=chunks,
+        dtype=dtype,
+        compressor=compressor,
+        fill_value=fill_value,
+        order=order,
+        filters=filters,
+        object_codec=object_codec,
+        dimension_separator=dimension_separator,
+        key=node_key(node_path, ZARRAY),
+    )
+    io = StoreIO(store)
+    await prepare_node_path(io, node_path, overwrite=overwrite)
+    await io.set(node_key(node_path, ZARRAY), metadata.to_json())
+    array = AsyncArray(
+        store, node_path, metadata, {}, allow_pickle=allow_pickle, write_empty_chunks=write_empty_chunks
+    )
+    if attributes:
+        await array.attrs.put(attributes)
+    return array
+
+
+async def create_array_from_data(store: Store, path: str | None, data: Any, **kwargs: Any) -> AsyncArray:
+    """Create an array holding ``data`` (zarr-python 2 ``zarr.array``); shape and dtype from ``data`` unless given."""
+    values = np.asanyarray(data)
+    kwargs.setdefault("dtype", values.dtype)
+    created = await create_array(store, path, kwargs.pop("shape", values.shape), **kwargs)
+    if values.size:
+        await created.set_basic_selection(Ellipsis, values)
+    return created
+
+
+def build_array_metadata(
+    shape: int | tuple[int, ...],
+    *,
+    chunks: Any,
+    dtype: Any,
+    compressor: Any,
+    fill_value: Any,
+    order: str,
+    filters: Any,
+    object_codec: Any,
+    dimension_separator: str | None,
+    key: str = ZARRAY,
+) -> ArrayMetadata:
+    """Validated metadata from creation arguments (zarr-python 2 ``_init_array_metadata``).
+
+    The document is round-tripped through its JSON form, so what is returned
+    is exactly what a later open will read.
+    """
+    if object_codec is None and filters and _is_plain_object_dtype(dtype):
+        # zarr-python 2.18 accepts an object array whose first filter encodes the
+        # objects (e.g. Categorize) without object_codec; the metadata check below
+        # still requires filters[0] to be an object codec.
+        base_dtype, object_filters = np.dtype(object), None
+    else:
+        base_dtype, object_filters = normalize_dtype(dtype, object_codec)
+    # A subarray dtype ("(2,)f8") adds its shape to the array's, as in zarr-python 2.
+    full_shape = normalize_shape(shape) + tuple(base_dtype.shape)
+    base_dtype = base_dtype.base
+    chunk_shape = normalize_chunks(chunks, full_shape, base_dtype.itemsize)
+    if order not in ("C", "F"):
+        raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+    filter_configs = list(object_filters or []) + normalize_filters(filters)
+    draft = ArrayMetadata(
+        shape=full_shape,
+        chunks=chunk_shape,
+        dtype=base_dtype,
+        compressor=normalize_compressor(compressor, full_shape),
+        filters=tuple(filter_configs) or None,
+        fill_value=normalize_fill_value(fill_value, base_dtype),
+        order=order,  # type: ignore[arg-type]
+        dimension_separator=dimension_separator or ".",  # type: ignore[arg-type]
+    )
+    return ArrayMetadata.from_json(draft.to_dict(), key=key)
+
+
+def _is_plain_object_dtype(dtype: Any) -> bool:
+    if dtype in (str, bytes) or isinstance(dtype, str):
+        return bool(dtype in ("O", "|O", "object"))
+    try:
+        return bool(np.dtype(dtype).kind == "O")
+    except TypeError:
+        return False

@@ -1,0 +1,328 @@
+"""``ChunkPipeline``: fetch -> decode -> scatter, and gather -> merge -> encode -> store.
+
+The one hand-off between an array and its chunks (zarr-python 3's
+``codec_pipeline.read(batch, out)``). An :class:`~azarr.AsyncArray` turns a
+selection into chunk projections (:mod:`azarr.indexing`) and an output or a
+value array; the pipeline does everything per chunk:
+
+* **read**: the chunk's bytes through the store's managed path
+  (:class:`~azarr.scheduler.StoreIO`: budget, retries, timeouts, large chunks as
+  parallel ranges), then decoding and scattering into the output in the codec
+  pool (:class:`~azarr.codecs.CodecBatcher`), straight into it where the chunk
+  maps onto a contiguous region; a missing chunk fills its region with
+  ``fill_value``.
+* **write**: for a chunk the selection covers in part, its current bytes are
+  read; then merging, encoding (and the ``write_empty_chunks`` check) run in the
+  codec pool, and the encoded chunk is stored, or deleted.
+
+Byte budget: this is the one layer that reserves chunk bytes in the store's
+bytes-in-flight budget. Reads reserve a chunk's *decoded* size (the buffer its
+decode needs) from the request until it is scattered; writes reserve the
+*encoded* size while the chunk is sent. Chunks under 64 KiB reserve nothing:
+under the request limit they cannot add up to much, and skip the cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from azarr import config
+from azarr.codecs import ChunkCodec, CodecBatcher
+from azarr.indexing import ChunkProjection, Fields
+from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
+
+__all__ = ["ChunkPipeline"]
+
+#: Chunks a write keeps in flight (read, encoded or being stored) at least.
+_WRITE_PIPELINE = 64
+#: Chunks at least this large (bytes, decoded) reserve their size in the store's
+#: bytes-in-flight budget while they are fetched or stored.
+_RESERVE_MIN_BYTES = 64 << 10
+
+
+class ChunkPipeline:
+    """Reads and writes of one array's chunks, given their projections.
+
+    Parameters
+    ----------
+    io : StoreIO
+        The managed path to the store.
+    codec : ChunkCodec
+        The array's codec (dtype, chunk shape, order, filters, compressor).
+    chunk_key : callable
+        ``chunk_key(coords) -> str``: the store key of the chunk at grid ``coords``.
+    fill_value : Any
+        The array's decoded ``fill_value`` (None: zeros, or None for object dtypes).
+    write_empty_chunks : bool
+        Store chunks equal to ``fill_value`` (True) or delete them (False).
+    """
+
+    def __init__(
+        self,
+        io: StoreIO,
+        codec: ChunkCodec,
+        chunk_key: Callable[[tuple[int, ...]], str],
+        fill_value: Any,
+        *,
+        write_empty_chunks: bool,
+    ) -> None:
+        self.io = io
+        self.codec = codec
+        self.chunk_key = chunk_key
+        self.fill_value = fill_value
+        self.write_empty_chunks = write_empty_chunks
+        self._fetch = self._make_fetcher()
+
+    # ---------------------------------------------------------------- reads
+    async def read(
+        self,
+        projections: Iterable[ChunkProjection],
+        nchunks: int,
+        out: np.ndarray[Any, Any],
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        """Fill ``out`` from the chunks of ``projections`` (``out[p.out_selection] = chunk[p.chunk_selection]``).
+
+        Parameters
+        ----------
+        projections : iterable of ChunkProjection
+            One per chunk the selection touches (an indexer).
+        nchunks : int
+            How many there are (for progress).
+        out : numpy.ndarray
+            The selection's output, of the indexer's allocation shape.
+        fields : str or list of str, optional
+            Structured fields to read.
+        progress : callable, optional
+            Called with a :class:`~azarr.scheduler.Progress` after each chunk.
+
+        Raises
+        ------
+        CodecError, StoreError
+            The first chunk that failed; the other in-flight chunks are cancelled
+            and no codec thread writes into ``out`` after this returns.
+        """
+        fill = self.fill_for(fields, out.dtype)
+        decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._fetch
+        tracker = ProgressTracker(nchunks, progress)
+        codec = CodecBatcher()
+        direct = self._can_decode_direct(out, fields)
+        chunk_key = self.chunk_key
+
+        async def read_chunk(projection: ChunkProjection) -> None:
+            key = chunk_key(projection.chunk_coords)
+            data = await fetch(key)
+            if data is None:
+                out[projection.out_selection] = fill
+            else:
+                job = (data, key, out, projection, fields, direct)
+                if not codec.try_submit(decode, job, nbytes):
+                    await codec.submit(decode, job, nbytes)
+            tracker.advance(0 if data is None else len(data))
+
+        try:
+            await bounded_map(read_chunk, projections, self.io.budget.max_requests)
+            await codec.drain()
+        except BaseException:
+            await codec.abandon()  # no codec thread may write into `out` once we return
+            raise
+
+    async def read_one(
+        self,
+        projection: ChunkProjection,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
+    ) -> np.ndarray[Any, Any]:
+        """A new array of ``shape`` holding a selection inside one chunk (an element, a window,
+        a whole chunk: the service pattern), allocated by the codec thread that fills it.
+
+        Allocated on the event loop, a chunk-sized result churns the top of the loop
+        thread's malloc arena (trimmed when results are freed, page-faulted back in by
+        the next ones); see ``benchmarks/README.md``.
+        """
+        key = self.chunk_key(projection.chunk_coords)
+        data = await self._fetch(key)
+        ProgressTracker(1, progress).advance(0 if data is None else len(data))
+        if data is None:
+            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+            result[projection.out_selection] = self.fill_for(fields, dtype)
+            return result
+        return await CodecBatcher().run(
+            self._decode_new, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+        )
+
+    def fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
+        """Value for elements of chunks that are not stored.
+
+        zarr-python 2 leaves them uninitialized when ``fill_value`` is null; azarr
+        returns zeros (None for object dtypes) so reads are deterministic.
+        """
+        fill = self.fill_value
+        if fill is None:
+            return None if dtype.hasobject else np.zeros((), dtype=dtype)
+        if fields is not None:
+            return np.asarray(fill, dtype=self.codec.dtype)[fields]
+        return fill
+
+    def _decode_new(
+        self,
+        data: bytes,
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+    ) -> np.ndarray[Any, Any]:
+        """A new ``shape`` result holding one chunk's selected part (runs in the codec pool)."""
+        result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+        self._decode_into(data, key, result, projection, fields, self._can_decode_direct(result, fields))
+        return result
+
+    def _can_decode_direct(self, target: np.ndarray[Any, Any], fields: Fields) -> bool:
+        """Whether whole chunks can be decoded straight into ``target``: only if chunk-shaped
+        regions of it can be contiguous, as it spans the chunk's extent on every dimension
+        but the outermost (the last, for ``order="F"``)."""
+        chunks = self.codec.chunks
+        return fields is None and (
+            target.shape[1:] == chunks[1:] and target.flags.c_contiguous
+            if self.codec.order == "C"
+            else target.shape[:-1] == chunks[:-1] and target.flags.f_contiguous
+        )
+
+    def _decode_into(
+        self,
+        data: bytes,
+        key: str,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        direct: bool = True,
+    ) -> None:
+        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool).
+
+        ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
+        """
+        codec = self.codec
+        if direct and fields is None and projection.is_complete_chunk:
+            region = out[projection.out_selection]
+            # Decode straight into the output when the chunk, unpermuted (step-1 slices, not a
+            # reversed slice or index arrays that cover it), is exactly a contiguous view of it.
+            # (A 0-d selection yields a scalar, not a view: np.void for structured dtypes.)
+            if (
+                isinstance(region, np.ndarray)
+                and all(isinstance(s, slice) and s.step in (None, 1) for s in projection.chunk_selection)
+                and region.shape == codec.chunks
+                and region.dtype == codec.dtype
+                and np.shares_memory(region, out)
+                and (region.flags.c_contiguous if codec.order == "C" else region.flags.f_contiguous)
+            ):
+                codec.decode(data, key=key, out=region)
+                return
+        chunk = codec.decode(data, key=key, writable=False)  # only copied out of
+        if fields is not None:
+            chunk = chunk[fields]
+        out[projection.out_selection] = chunk[projection.chunk_selection]
+
+    def _make_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
+        """How one chunk is read: retried and timed (``StoreIO``), split into parallel ranges
+        when large on a remote store, and holding its decoded size in the store's
+        bytes-in-flight budget when it is big enough to matter."""
+        io, nbytes = self.io, self.codec.nbytes
+        if not io.store.is_local and nbytes > int(config.get("large_chunk_threshold")):
+
+            async def fetch_large(key: str) -> bytes | None:
+                async with io.budget.reserve(nbytes):
+                    return await io.get_large(key, expected_nbytes=nbytes)
+
+            return fetch_large
+        if nbytes >= _RESERVE_MIN_BYTES:
+
+            async def fetch_reserved(key: str) -> bytes | None:
+                async with io.budget.reserve(nbytes):
+                    return await io.get(key)
+
+            return fetch_reserved
+        return io.get
+
+    # ---------------------------------------------------------------- writes
+    async def write(
+        self,
+        projections: Iterable[ChunkProjection],
+        nchunks: int,
+        values: np.ndarray[Any, Any],
+        *,
+        fields: Fields = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        """Write ``values`` (of the indexer's allocation shape) into the chunks of ``projections``.
+
+        A chunk the selection covers only in part is read, merged and written back;
+        a fully covered one is written without a read. A chunk that ends up all
+        ``fill_value`` is deleted instead when ``write_empty_chunks`` is False.
+
+        Raises
+        ------
+        CodecError, StoreError
+            The first chunk that failed (encoding failures before anything of that
+            chunk is written).
+        """
+        io, fetch = self.io, self._fetch
+        codec = CodecBatcher()
+        reserve = self.codec.nbytes >= _RESERVE_MIN_BYTES
+        tracker = ProgressTracker(nchunks, progress)
+        chunk_key, weight = self.chunk_key, self.codec.nbytes
+
+        async def write_chunk(projection: ChunkProjection) -> None:
+            key = chunk_key(projection.chunk_coords)
+            complete = projection.is_complete_chunk and fields is None
+            data = None if complete else await fetch(key)
+            encoded = await codec.run(
+                self._update_chunk, data, key, projection, values, fields, weight=weight
+            )
+            if encoded is None:
+                await io.delete(key)
+            elif reserve:
+                async with io.budget.reserve(len(encoded)):
+                    await io.set(key, encoded)
+            else:
+                await io.set(key, encoded)
+            tracker.advance(0 if encoded is None else len(encoded))
+
+        # More chunks in flight than the request budget (which still bounds store calls):
+        # the codec batcher needs a queue to batch from.
+        await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+
+    def _update_chunk(
+        self,
+        data: bytes | None,
+        key: str,
+        projection: ChunkProjection,
+        values: np.ndarray[Any, Any],
+        fields: Fields,
+    ) -> bytes | None:
+        """Merge new values into one chunk and encode it (runs in the codec pool).
+
+        Returns None when the chunk should be deleted (all fill_value with
+        ``write_empty_chunks=False``).
+        """
+        codec = self.codec
+        chunk = codec.fill_chunk(self.fill_value) if data is None else codec.decode(data, key=key)
+        if isinstance(fields, (list, tuple)):
+            # Through a multi-field view NumPy's fancy-index assignment copies whole items,
+            # padding included, clobbering the fields not named: assign field by field.
+            for name in fields:
+                chunk[name][projection.chunk_selection] = values[name][projection.out_selection]
+        else:
+            target = chunk if fields is None else chunk[fields]
+            target[projection.chunk_selection] = values[projection.out_selection]
+        if not self.write_empty_chunks and codec.is_fill_chunk(chunk, self.fill_value):
+            return None
+        return codec.encode(chunk, key=key)

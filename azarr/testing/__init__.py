@@ -1,0 +1,1 @@
+"""Test utilities for third-party code: the store conformance suite (:mod:`azarr.testing.store`)."""
