@@ -438,3 +438,19 @@ def test_password_in_url_is_not_printed(local: str, http_server: Any) -> None:
     assert json.loads(proc.stdout)["url"].startswith("http://reader:***@")
     failed = run("info", url, "--path", "no-such-array")
     assert failed.returncode == 1 and "hunter2" not in failed.stderr
+
+
+def test_cp_exclude(local: str, tmp_path: Path) -> None:
+    dst = str(tmp_path / "partial.zarr")
+    result = ok_json("cp", local, dst, "--exclude", r"^t/[1-9]", "--exclude", "^sub/")
+    assert result["n_copied"] == 3 + 5  # .zgroup, .zattrs, t/.zarray and chunks t/0.0 .. t/0.4
+    assert sorted(p.name for p in (Path(dst) / "t").iterdir()) == [
+        ".zarray",
+        "0.0",
+        "0.1",
+        "0.2",
+        "0.3",
+        "0.4",
+    ]
+    assert not (Path(dst) / "sub").exists()
+    assert "--exclude" in one_line_error(run("cp", local, dst, "--exclude", "(", "--if-exists", "skip"), 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal
 
@@ -42,6 +43,12 @@ _progress_option = click.option(
 )
 @click.option("--dry-run", is_flag=True, help="List what would be copied or skipped; copy nothing.")
 @click.option(
+    "--exclude",
+    multiple=True,
+    metavar="REGEX",
+    help="Leave out keys (relative to SRC) matching this regular expression (repeatable).",
+)
+@click.option(
     "--max-requests",
     type=click.IntRange(min=1),
     help="Requests in flight per store (default: azarr.config max_concurrency).",
@@ -61,6 +68,7 @@ async def cp(
     dst: str,
     if_exists: str,
     dry_run: bool,
+    exclude: tuple[str, ...],
     max_requests: int | None,
     dst_option: tuple[str, ...],
     progress: bool | None,
@@ -70,6 +78,13 @@ async def cp(
     azarr.copy_store with a progress bar (keys, bytes, rate, ETA). Each key is
     written whole, so a copy that was killed resumes with --if-exists skip.
     """
+    for pattern in exclude:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise click.BadParameter(
+                f"{pattern!r} is not a regular expression: {exc}", param_hint="'--exclude'"
+            ) from None
     dst_options = dict(parse_option(o) for o in dst_option) if dst_option else None
     source = session.store(src, read_only=True)
     dest = session.store(dst, read_only=False, options=dst_options)
@@ -85,6 +100,7 @@ async def cp(
                 source,
                 dest,
                 if_exists=_IF_EXISTS[if_exists],
+                excludes=list(exclude),
                 dry_run=dry_run,
                 log=lines.append if dry_run else None,
                 progress=callback,
