@@ -131,3 +131,25 @@ def bench_apps(session: nox.Session) -> None:
     env = {"AWS_EC2_METADATA_DISABLED": "true"}
     session.run("python", "-m", "benchmarks.bench_service", *session.posargs, env=env)
     session.run("python", "-m", "benchmarks.bench_loader", *session.posargs, env=env)
+
+@nox.session(python="3.11")
+def docs(session: nox.Session) -> None:
+    """Build the documentation site strictly into ``site/`` (``nox -s docs -- serve`` to preview it)."""
+    session.install("-e", ".[docs,cli]")
+    env = {"NO_MKDOCS_2_WARNING": "1"}
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:], env=env)
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs, env=env)
+
+
+@nox.session(name="bench-cli", python="3.11")
+def bench_cli(session: nox.Session) -> None:
+    """``azarr cp`` against ``copy_store`` between two SeaweedFS buckets behind 20 ms latency.
+
+    Writes ``benchmarks/results/cli-cp.md``; 1 GiB, 3 rounds by default (``-- --quick``: 128 MiB, 1 round).
+    """
+    session.install("-e", ".[test,cli]")
+    session.run(
+        "python", "-m", "benchmarks.bench_cli_cp", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
+    )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from azarr.api.creation import resolve_store
 from azarr.core._paths import node_key, normalize_path
 from azarr.errors import KeyExistsError, StoreError
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
-from azarr.storage import StoreLike
+from azarr.storage import Store, StoreLike
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ async def copy_store(
     progress: ProgressCallback | None = None,
     source_storage_options: dict[str, Any] | None = None,
     dest_storage_options: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    log: Callable[[str], Any] | str | IO[str] | None = None,
 ) -> CopyResult:
     """Copy every key under ``source_path`` to ``dest_path`` in another store.
 
@@ -65,6 +67,16 @@ async def copy_store(
         ``"raise"`` the check happens before anything is copied.
     progress : callable, optional
         Called with a :class:`~azarr.scheduler.Progress` after each key.
+    dry_run : bool
+        List and decide, but read and write nothing: the result counts the keys a
+        real run would copy and skip (``n_bytes_copied`` is 0), as zarr-python 2's ``dry_run``.
+    log : callable, str or file-like, optional
+        Where to report each key: a callable taking one line, a file path (opened
+        for writing) or an open text file. Lines follow zarr-python 2's
+        ``copy_store``: ``"copy <key>"`` / ``"skip <key>"`` (``"<src> -> <dest>"``
+        when the keys differ), then ``"all done: N copied, M skipped, B bytes copied"``
+        or ``"dry run: N copied, M skipped"``. Copies run concurrently, so a real
+        run logs keys as they finish, not in sorted order.
 
     Returns
     -------
@@ -77,12 +89,40 @@ async def copy_store(
         ``if_exists="raise"`` and a destination key exists (nothing is copied).
     ValueError
         Unknown ``if_exists``.
+    TypeError
+        ``log`` is none of a callable, a path or a file.
     """
     if if_exists not in ("raise", "replace", "skip"):
         raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', got {if_exists!r}")
-    src = resolve_store(source, source_storage_options, read_only=True)
-    dst = resolve_store(dest, dest_storage_options)
-    src_root, dst_root = normalize_path(source_path), normalize_path(dest_path)
+    with _LogWriter(log) as write_log:
+        src = resolve_store(source, source_storage_options, read_only=True)
+        dst = resolve_store(dest, dest_storage_options)
+        src_root, dst_root = normalize_path(source_path), normalize_path(dest_path)
+        relative, existing = await _plan(src, dst, src_root, dst_root, excludes, if_exists)
+        describe = _describer(src_root, dst_root)
+        if dry_run:
+            for rel in sorted(relative):
+                write_log(f"{'skip' if rel in existing else 'copy'} {describe(rel)}")
+            n_skipped = len(existing.intersection(relative))
+            write_log(f"dry run: {len(relative) - n_skipped:,} copied, {n_skipped:,} skipped")
+            return CopyResult(len(relative) - n_skipped, n_skipped, 0)
+        result = await _copy_keys(src, dst, src_root, dst_root, relative, existing, progress, write_log)
+        write_log(
+            f"all done: {result.n_copied:,} copied, {result.n_skipped:,} skipped, "
+            f"{result.n_bytes_copied:,} bytes copied"
+        )
+        return result
+
+
+async def _plan(
+    src: Store,
+    dst: Store,
+    src_root: str,
+    dst_root: str,
+    excludes: str | Sequence[str] | None,
+    if_exists: str,
+) -> tuple[list[str], set[str]]:
+    """The keys to copy (relative to ``src_root``) and those already in the destination."""
     src_prefix = node_key(src_root, "")
     patterns = [re.compile(p) for p in ([excludes] if isinstance(excludes, str) else excludes or [])]
     src_io, dst_io = StoreIO(src), StoreIO(dst)
@@ -101,11 +141,27 @@ async def copy_store(
                 f"{len(clashes)} keys already exist in {dst.url} (e.g. {node_key(dst_root, clashes[0])!r}); "
                 "pass if_exists='replace' or 'skip'"
             )
+    return relative, existing
+
+
+async def _copy_keys(
+    src: Store,
+    dst: Store,
+    src_root: str,
+    dst_root: str,
+    relative: list[str],
+    existing: set[str],
+    progress: ProgressCallback | None,
+    write_log: Callable[[str], None],
+) -> CopyResult:
+    src_io, dst_io = StoreIO(src), StoreIO(dst)
     tracker = ProgressTracker(len(relative), progress)
+    describe = _describer(src_root, dst_root)
 
     async def copy_one(rel: str) -> tuple[int, int]:
         if rel in existing:
             tracker.advance()
+            write_log(f"skip {describe(rel)}")
             return 0, 0
         value = await src_io.get(node_key(src_root, rel))
         if value is None:
@@ -113,9 +169,52 @@ async def copy_store(
         async with dst_io.budget.reserve(len(value)):
             await dst_io.set(node_key(dst_root, rel), value)
         tracker.advance(len(value))
+        write_log(f"copy {describe(rel)}")
         return 1, len(value)
 
     limit = min(src_io.budget.max_requests, dst_io.budget.max_requests)
     results = await bounded_map(copy_one, relative, limit)
     copied = sum(c for c, _ in results)
     return CopyResult(copied, len(relative) - copied, sum(n for _, n in results))
+
+
+def _describer(src_root: str, dst_root: str) -> Callable[[str], str]:
+    """zarr-python 2's label of one key: ``"src"``, or ``"src -> dest"`` when the keys differ."""
+
+    def describe(rel: str) -> str:
+        src_key, dst_key = node_key(src_root, rel), node_key(dst_root, rel)
+        return src_key if src_key == dst_key else f"{src_key} -> {dst_key}"
+
+    return describe
+
+
+class _LogWriter:
+    """``log=`` of :func:`copy_store`: a callable, a path to open, or a text file; flushed per line."""
+
+    def __init__(self, log: Callable[[str], Any] | str | IO[str] | None) -> None:
+        self._file: IO[str] | None = None
+        self._func: Callable[[str], Any] | None = None
+        self._owned = False
+        if log is None:
+            pass
+        elif isinstance(log, str):
+            self._file, self._owned = open(log, "w"), True  # noqa: SIM115 - closed by __exit__
+        elif callable(log):
+            self._func = log
+        elif hasattr(log, "write"):
+            self._file = log
+        else:
+            raise TypeError(f"log must be a callable, a file path or a text file, got {type(log).__name__}")
+
+    def __enter__(self) -> Callable[[str], None]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._owned and self._file is not None:
+            self._file.close()
+
+    def __call__(self, line: str) -> None:
+        if self._file is not None:
+            print(line, file=self._file, flush=True)
+        elif self._func is not None:
+            self._func(line)

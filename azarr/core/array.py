@@ -910,6 +910,38 @@ class AsyncArray(Node):
         metadata = await write_fill_value(self, value)
         self._metadata = metadata
 
+    # ---------------------------------------------------------------- digest
+    async def digest(self, hashname: str = "sha1") -> bytes:
+        """Checksum of the stored chunks and metadata (zarr-python 2 ``Array.digest``).
+
+        Hashes each chunk's stored bytes in C order of the chunk grid (``b""`` for
+        a missing chunk), then ``.zarray`` and ``.zattrs``, exactly as zarr-python
+        2.18 does, so both libraries give the same value for the same store.
+
+        Parameters
+        ----------
+        hashname : str
+            A :func:`hashlib.new` name; default ``"sha1"``.
+
+        Returns
+        -------
+        bytes
+
+        Raises
+        ------
+        ValueError
+            Unknown ``hashname``.
+        StoreError
+            A key could not be read.
+        """
+        from azarr.core._digest import array_digest
+
+        return await array_digest(self, hashname)
+
+    async def hexdigest(self, hashname: str = "sha1") -> str:
+        """:meth:`digest` as a hexadecimal string (zarr-python 2 ``Array.hexdigest``)."""
+        return (await self.digest(hashname)).hex()
+
 
 # -------------------------------------------------------------------- helpers
 def _is_ellipsis(selection: Any) -> bool:

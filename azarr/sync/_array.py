@@ -332,6 +332,8 @@ class Array:
     # ---------------------------------------------------------------- zarr-python 2 extras
     is_view: Forward[bool] = Forward(AsyncArray, "is_view")
     refresh = mirror_method(AsyncArray.refresh)
+    digest = mirror_method(AsyncArray.digest)
+    hexdigest = mirror_method(AsyncArray.hexdigest)
     set_fill_value = mirror_method(AsyncArray.set_fill_value)
 
     def set_recheck_metadata(self, policy: RecheckPolicy) -> Array:

@@ -1,0 +1,229 @@
+"""``azarr verify``: check that a hierarchy is whole.
+
+1. every metadata document parses (``.zarray``/``.zgroup`` by opening the node,
+   which also parses its ``.zattrs``; ``.zmetadata`` by opening it consolidated,
+   and it must hold exactly the documents stored beside it, or it is stale);
+2. every other key is a chunk of an array: under an array's directory, named by
+   the array's separator with one in-grid integer per dimension;
+3. ``--decode``: every stored chunk is read and decoded, which checks it
+   decompresses to exactly the chunk's size (the codec pipeline refuses anything else);
+4. ``--digest``: each array's zarr-python 2 compatible ``hexdigest``.
+
+Problems are collected, not raised: the report lists all of them and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+import azarr
+from azarr import AsyncArray
+from azarr.cli._app import CommandFailed, Session, command
+from azarr.cli._format import display_url
+from azarr.cli._progress import progress_bar
+from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key, parse_consolidated
+from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map, budget_for
+from azarr.storage import Store
+
+
+@dataclass
+class Report:
+    """What ``verify`` found."""
+
+    documents: int = 0
+    arrays: dict[str, AsyncArray] = field(default_factory=dict)
+    groups: list[str] = field(default_factory=list)
+    broken: set[str] = field(default_factory=set)
+    chunks: int = 0
+    decoded: int | None = None
+    digests: dict[str, str] | None = None
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+    def problem(self, key: str, error: BaseException | str) -> None:
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {' '.join(str(error).split())}"
+        self.problems.append({"key": key, "error": text})
+
+    def as_json(self, url: str) -> dict[str, Any]:
+        return {
+            "url": url,
+            "ok": not self.problems,
+            "documents": self.documents,
+            "arrays": sorted(self.arrays),
+            "groups": sorted(self.groups),
+            "chunks": self.chunks,
+            "decoded": self.decoded,
+            "digests": self.digests,
+            "problems": self.problems,
+        }
+
+    def text(self) -> str:
+        lines = [f"PROBLEM {p['key']}: {p['error']}" for p in self.problems]
+        lines += [f"sha1 {digest}  {name or '/'}" for name, digest in sorted((self.digests or {}).items())]
+        decoded = "" if self.decoded is None else f", {self.decoded} decoded"
+        lines.append(
+            f"{self.documents} metadata documents, {len(self.arrays)} arrays, {len(self.groups)} groups, "
+            f"{self.chunks} chunks{decoded}: "
+            + ("ok" if not self.problems else f"{len(self.problems)} problem(s)")
+        )
+        return "\n".join(lines)
+
+
+def _is_document(key: str) -> bool:
+    return is_metadata_key(key) or key.rpartition("/")[2] == ZMETADATA
+
+
+def _split(key: str) -> tuple[str, str]:
+    directory, _, name = key.rpartition("/")
+    return directory, name
+
+
+async def _check_documents(store: Store, keys: list[str], report: Report) -> None:
+    """Open every node that has a metadata document; note documents that do not parse."""
+    present = set(keys)
+
+    def node_document(directory: str) -> bool:
+        return any(f"{directory}/{n}".lstrip("/") in present for n in (ZARRAY, ZGROUP))
+
+    for key in keys:
+        if not _is_document(key):
+            continue
+        report.documents += 1
+        directory, name = _split(key)
+        try:
+            if name == ZARRAY:
+                report.arrays[directory] = await azarr.open_array(store, mode="r", path=directory)
+            elif name == ZGROUP:
+                await azarr.open_group(store, mode="r", path=directory)
+                report.groups.append(directory)
+            elif name == ZMETADATA:
+                await azarr.open_consolidated(store, path=directory)
+                await _check_consolidated(store, key, keys, report)
+            elif name == ZATTRS and not node_document(directory):
+                report.problem(key, "attributes of no array or group (no .zarray or .zgroup beside it)")
+        except Exception as exc:
+            report.problem(key, exc)
+            if name == ZARRAY:
+                report.broken.add(directory)
+
+
+async def _check_consolidated(store: Store, key: str, keys: list[str], report: Report) -> None:
+    """Compare ``.zmetadata`` with the documents stored beside it: a stale copy misleads readers."""
+    io = StoreIO(store)
+    directory = key.rpartition("/")[0]
+    prefix = f"{directory}/" if directory else ""
+    consolidated = parse_consolidated(await io.get(key) or b"{}", key=key)
+    stored = [k for k in keys if k.startswith(prefix) and is_metadata_key(k)]
+    for doc_key in stored:
+        rel = doc_key[len(prefix) :]
+        if rel not in consolidated:
+            report.problem(key, f"stale: {doc_key!r} is not in it (run 'azarr consolidate')")
+        elif consolidated[rel] != json.loads(await io.get(doc_key) or b"null"):
+            report.problem(key, f"stale: its copy of {doc_key!r} differs from the stored document")
+    for rel in sorted(set(consolidated) - {k[len(prefix) :] for k in stored}):
+        report.problem(key, f"stale: lists {prefix + rel!r}, which is not stored")
+
+
+def _owner(key: str, owners: dict[str, AsyncArray | None]) -> tuple[bool, AsyncArray | None]:
+    """Whether an array directory holds ``key`` (the deepest one), and that array (None if its
+    ``.zarray`` did not parse)."""
+    directory = key
+    while directory:
+        directory, _, _ = directory.rpartition("/")
+        if directory in owners:
+            return True, owners[directory]
+    return False, None
+
+
+def _chunk_coords(arr: AsyncArray, key: str) -> tuple[int, ...] | str:
+    """Grid coordinates of chunk ``key`` of ``arr``, or why it is not one of its chunks."""
+    name = key[len(arr.path) + 1 :] if arr.path else key
+    parts = name.split(arr.dimension_separator)
+    grid = arr.cdata_shape if arr.ndim else (1,)
+    if len(parts) != len(grid) or not all(p.isdigit() for p in parts):
+        return f"not a chunk key of array {arr.name} ({arr.ndim}-d, separator {arr.dimension_separator!r})"
+    coords = tuple(int(p) for p in parts)
+    if any(c >= n for c, n in zip(coords, grid, strict=True)):
+        return f"chunk {coords} is outside the chunk grid {grid} of array {arr.name}"
+    return coords
+
+
+def _check_chunk_keys(keys: list[str], report: Report) -> list[tuple[AsyncArray, tuple[int, ...], str]]:
+    owners: dict[str, AsyncArray | None] = {**dict.fromkeys(report.broken), **report.arrays}
+    chunks = []
+    for key in keys:
+        if _is_document(key):
+            continue
+        found, arr = _owner(key, owners)
+        if arr is None:
+            if not found:  # under a .zarray that did not parse: that problem is reported already
+                report.problem(key, "belongs to no array (no .zarray in any directory above it)")
+            continue
+        coords = _chunk_coords(arr, key)
+        if isinstance(coords, str):
+            report.problem(key, coords)
+            continue
+        chunks.append((arr, coords, key))
+    report.chunks = len(chunks)
+    return chunks
+
+
+async def _decode_all(
+    store: Store,
+    chunks: list[tuple[AsyncArray, tuple[int, ...], str]],
+    report: Report,
+    progress: ProgressCallback,
+) -> None:
+    tracker = ProgressTracker(len(chunks), progress)
+
+    async def decode(item: tuple[AsyncArray, tuple[int, ...], str]) -> bool:
+        arr, coords, key = item
+        try:
+            # A ``blocks`` read of one chunk: fetched through the budgeted path and decoded,
+            # which checks the decoded size against the chunk shape.
+            await arr.get_block_selection(coords if arr.ndim else ())
+            return True
+        except Exception as exc:
+            report.problem(key, exc)
+            return False
+        finally:
+            tracker.advance()
+
+    results = await bounded_map(decode, chunks, budget_for(store).max_requests)
+    report.decoded = sum(results)
+
+
+@command("verify")
+@click.argument("url")
+@click.option("--path", default="", help="Check only the hierarchy below this path.")
+@click.option("--decode", is_flag=True, help="Read and decode every stored chunk.")
+@click.option("--digest", is_flag=True, help="Print each array's sha1 hexdigest (zarr-python 2 compatible).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar for --decode.")
+async def verify(
+    session: Session, url: str, path: str, decode: bool, digest: bool, progress: bool | None
+) -> None:
+    """Check a hierarchy: metadata parses, every key is a chunk of an array, chunks decode.
+
+    Exit status 1 when any problem is found; every problem is listed with its key.
+    """
+    store = session.store(url)
+    keys = sorted(await StoreIO(store).list_prefix(path.strip("/")))
+    report = Report()
+    await _check_documents(store, keys, report)
+    chunks = _check_chunk_keys(keys, report)
+    if decode:
+        show = False if session.quiet or session.json else progress
+        with progress_bar("decode", show=show) as callback:
+            await _decode_all(store, chunks, report, callback)
+    if digest:
+        report.digests = {}
+        for name, arr in sorted(report.arrays.items()):
+            report.digests[name] = await arr.hexdigest()
+    if not keys:
+        report.problem(path or "/", f"no keys under {path or '/'!r} in {display_url(url)}")
+    session.output(report.as_json(display_url(url)), report.text())
+    if report.problems:
+        raise CommandFailed

@@ -1,0 +1,274 @@
+"""Every code block of the documentation site (``docs/**/*.md``) runs, so the docs cannot rot.
+
+A small collector, not a plugin: per page, the ``python`` blocks run in order in one
+namespace (a tutorial builds on its earlier blocks) with top-level ``await`` allowed,
+as in ``python -m asyncio`` or Jupyter, inside a fresh working directory; a block that
+calls ``asyncio.run`` (a complete script) runs in a thread without an event loop.
+``bash`` blocks run with ``bash -euo pipefail`` in the same directory, with the venv's
+``azarr`` on ``PATH``. Other languages (``text``, ``json``, ``yaml``) are output or
+configuration and are not run.
+
+A block may be marked on the line before its fence:
+
+``<!-- docs-test: requires azarr.sync -->``
+    the synchronous twin of an async example; runs (in its own namespace, in a
+    thread) once the module exists, and is skipped until then;
+``<!-- docs-test: skip REASON -->``
+    never run (installing packages, real cloud accounts); the reason is required
+    and the number of such blocks is capped below.
+
+Pages about S3, GCS and HTTP run against SeaweedFS, fake-gcs-server and the test
+HTTP server, whose endpoints and credentials reach the examples through the
+environment variables the examples read (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.md"))
+RUN_LANGS = {"python", "py", "bash", "sh"}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
+MARK = re.compile(r"<!--\s*docs-test:\s*(?P<what>.*?)\s*-->")
+#: Blocks marked "skip" across all pages, at most (each needs a reason in the page).
+MAX_SKIPPED = 8
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+    mark: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def collect(page: str) -> list[Block]:
+    """The fenced code blocks of ``page`` with their marks (indented fences in tabs included)."""
+    lines = (ROOT / page).read_text().splitlines()
+    blocks: list[Block] = []
+    i = 0
+    previous = ""
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            if lines[i].strip():
+                previous = lines[i].strip()
+            i += 1
+            continue
+        indent, fence, lang = match["indent"], match["fence"], match["lang"].lower()
+        body = []
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence):
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j].lstrip())
+            j += 1
+        mark = MARK.search(previous)
+        blocks.append(Block(page, i + 1, lang, "\n".join(body) + "\n", mark["what"] if mark else None))
+        previous = ""
+        i = j + 1
+    return blocks
+
+
+def _server_env(page: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the examples of the storage guide at the test servers (as real users' env would)."""
+    if page != "docs/guides/stores.md":
+        return
+    s3 = request.getfixturevalue("seaweedfs")
+    bucket = s3.create_bucket()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret)
+    monkeypatch.setenv("BUCKET", bucket)
+    gcs = request.getfixturevalue("fake_gcs")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.endpoint_url)
+    monkeypatch.setenv("GCS_BUCKET", gcs.create_bucket())
+    http = request.getfixturevalue("http_server")
+    monkeypatch.setenv("HTTP_ROOT", str(http.root))
+    monkeypatch.setenv("HTTP_URL", http.url)
+
+
+def _run_bash(block: Block, cwd: Path) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"{block.where} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+async def _run_python(block: Block, namespace: dict[str, Any], *, in_thread: bool) -> None:
+    code = compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    if in_thread or "asyncio.run(" in block.code:
+        await asyncio.to_thread(exec, code, namespace)
+        return
+    result = eval(code, namespace)
+    if asyncio.iscoroutine(result):
+        await result
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang in RUN_LANGS for b in collect(p))])
+async def test_page_code_blocks(
+    page: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocks = [b for b in collect(page) if b.lang in RUN_LANGS]
+    _server_env(page, request, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    has_sync = importlib.util.find_spec("azarr.sync") is not None
+    async_ns: dict[str, Any] = {"__name__": "__docs__"}
+    sync_ns: dict[str, Any] = {"__name__": "__docs__"}
+    for block in blocks:
+        if block.mark and block.mark.startswith("skip"):
+            continue
+        sync_twin = block.mark == "requires azarr.sync"
+        if sync_twin and not has_sync:
+            continue
+        if block.lang in ("bash", "sh"):
+            _run_bash(block, tmp_path)
+        else:
+            try:
+                await _run_python(block, sync_ns if sync_twin else async_ns, in_thread=sync_twin)
+            except Exception as exc:
+                raise AssertionError(f"{block.where}: {type(exc).__name__}: {exc}") from exc
+    await _close_stores(async_ns)
+
+
+async def _close_stores(namespace: dict[str, Any]) -> None:
+    """Close the stores a page's examples left open (their aiohttp sessions), as a script's exit would."""
+    from azarr.storage import Store
+
+    stores = {
+        id(s): s for v in namespace.values() for s in (v, getattr(v, "store", None)) if isinstance(s, Store)
+    }
+    for store in stores.values():
+        await store.close()
+
+
+def test_marks_are_known_and_skips_are_few() -> None:
+    skipped = []
+    for page in PAGES:
+        for block in collect(page):
+            if block.mark is None:
+                continue
+            assert block.mark == "requires azarr.sync" or re.fullmatch(r"skip \S.*", block.mark), (
+                f"{block.where}: unknown mark {block.mark!r}"
+            )
+            if block.mark.startswith("skip"):
+                skipped.append(block.where)
+    assert len(skipped) <= MAX_SKIPPED, f"too many skipped blocks: {skipped}"
+
+
+TUTORIAL_SECTIONS = [
+    "Creating an array",
+    "Reading and writing data",
+    "Persistent arrays",
+    "Resizing and appending",
+    "Compressors",
+    "Filters",
+    "Groups",
+    "Array and group diagnostics",
+    "User attributes",
+    "Advanced indexing",
+    "Storage alternatives",
+    "Consolidating metadata",
+    "Copying and migrating data",
+    "Object arrays",
+    "Datetimes and timedeltas",
+    "Chunk optimizations",
+    "Parallel computing and synchronization",
+    "Pickle support",
+]
+
+
+def test_tutorial_covers_the_zarr_tutorial_sections() -> None:
+    headings = [
+        line.lstrip("#").strip()
+        for line in (DOCS / "tutorial.md").read_text().splitlines()
+        if line.startswith("## ")
+    ]
+    missing = [s for s in TUTORIAL_SECTIONS if s not in headings]
+    assert not missing, f"tutorial sections missing: {missing}"
+
+
+def test_every_async_tutorial_section_has_a_sync_twin() -> None:
+    """Each tutorial section shows the sync form beside the async one (content tabs)."""
+    text = (DOCS / "tutorial.md").read_text()
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title = section.splitlines()[0]
+        if '=== "async"' in section:
+            assert '=== "sync"' in section, f"section {title!r} has async tabs without sync ones"
+
+
+def test_readme_links_to_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for page in ("docs/quickstart.md", "docs/tutorial.md", "docs/cli.md"):
+        assert page in readme, f"README does not link {page}"
+
+
+def test_every_public_name_is_in_the_api_reference() -> None:
+    import azarr
+
+    reference = "".join(p.read_text() for p in (DOCS / "api").glob("*.md"))
+    documented = set(re.findall(r"^::: azarr\.(?:[\w.]+\.)?(\w+)", reference, flags=re.M))
+    modules = {"config", "errors", "scheduler", "storage"}
+    missing = sorted(
+        n for n in azarr.__all__ if n not in documented and n not in modules and not n.startswith("_")
+    )
+    assert not missing, f"public names without an API reference entry: {missing}"
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    """What the API reference renders: each public function, class, method and property has a docstring
+    (inherited ones count, as mkdocstrings shows them)."""
+    import inspect
+
+    import azarr
+
+    def undocumented(owner: str, obj: Any) -> list[str]:
+        missing = [] if inspect.getdoc(obj) else [owner]
+        if inspect.isclass(obj):
+            for name, value in vars(obj).items():
+                if name.startswith("_"):
+                    continue
+                if (callable(value) or isinstance(value, property)) and not any(
+                    inspect.getdoc(base.__dict__[name]) for base in obj.__mro__ if name in base.__dict__
+                ):
+                    missing.append(f"{owner}.{name}")
+        return missing
+
+    missing = []
+    for name in azarr.__all__:
+        obj = getattr(azarr, name)
+        if not name.startswith("_") and not inspect.ismodule(obj):
+            missing += undocumented(f"azarr.{name}", obj)
+    for module in (azarr.config, azarr.errors, azarr.scheduler, azarr.storage):
+        for name in getattr(module, "__all__", dir(module)):
+            obj = getattr(module, name)
+            defined_in_azarr = getattr(obj, "__module__", "").startswith("azarr")
+            if (
+                not name.startswith("_")
+                and defined_in_azarr
+                and (inspect.isclass(obj) or inspect.isfunction(obj))
+            ):
+                missing += undocumented(f"{module.__name__}.{name}", obj)
+    assert not missing, f"public names without a docstring: {sorted(set(missing))}"
