@@ -55,6 +55,12 @@ _DEFAULTS: dict[str, Any] = {
     "allow_pickle": False,
     # Store chunks that equal fill_value (zarr-python 2 default: True).
     "write_empty_chunks": True,
+    # Optimistic read-modify-writes (partial chunks, attributes, resize/append):
+    # attempts before a write that keeps losing to other writers gives up.
+    "conditional_write_attempts": 64,
+    # Refuse writes that could lose another writer's update (partial chunks,
+    # attributes, resize/append, mode="w-") on stores without conditional writes.
+    "require_consistency": False,
 }
 
 # Settings that must be integers >= 1.
@@ -68,6 +74,7 @@ _COUNTS = frozenset(
         "retry_max_attempts",
         "large_chunk_threshold",
         "large_chunk_part_size",
+        "conditional_write_attempts",
     }
 )
 
@@ -132,7 +139,10 @@ def set(**settings: Any) -> Any:
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
-        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool).
+        ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool),
+        ``conditional_write_attempts`` (int >= 1, tries of one read-modify-write),
+        ``require_consistency`` (bool: refuse read-modify-writes on stores without
+        conditional writes, see ``docs/consistency.md``).
         Budgets are fixed when a store is first used; change a live store's with
         :func:`azarr.scheduler.set_budget`.
 
