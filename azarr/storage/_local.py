@@ -177,7 +177,7 @@ class LocalStore(Store):
             # Missing file, a "directory" key, or a parent that is a file: no value here.
             return None
 
-    def _write(self, path: Path, value: bytes, commit: Callable[[Path, Path], None] = os.replace) -> None:
+    def _write(self, path: Path, value: bytes, commit: Callable[[Path, Path], None] | None = None) -> None:
         parent = path.parent
         # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
         stem = path.name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
@@ -195,7 +195,10 @@ class LocalStore(Store):
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(value)
-            commit(tmp, path)
+            if commit is None:
+                os.replace(tmp, path)
+            else:
+                commit(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
