@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -616,9 +616,7 @@ class AsyncArray(Node):
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
-        new_metadata = self._metadata.replace(shape=new_shape)
-        await self._io.set(node_key(self._path, ZARRAY), new_metadata.to_json())
-        self._metadata = new_metadata
+        new_metadata = await self._update_metadata(lambda current: current.replace(shape=new_shape))
         grid = new_metadata.cdata_shape
         stale = [
             key
@@ -653,12 +651,55 @@ class AsyncArray(Node):
                 f"cannot append data of shape {data.shape} to array of shape {self.shape} along axis {axis}: "
                 "all other dimensions must match"
             )
-        old = self.shape[axis]
-        new_shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(self.shape))
-        await self.resize(new_shape)
-        selection = tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))
+        self._check_writable()
+        offset: list[int] = []
+
+        def grow(current: ArrayMetadata) -> ArrayMetadata:
+            # Against the stored shape, not the one read at open: concurrent appenders
+            # each get their own offset (the .zarray update is conditional).
+            if any(
+                a != b for i, (a, b) in enumerate(zip(data.shape, current.shape, strict=True)) if i != axis
+            ):
+                raise ValueError(
+                    f"cannot append data of shape {data.shape} to array of shape {current.shape} "
+                    f"along axis {axis}: all other dimensions must match"
+                )
+            offset[:] = [current.shape[axis]]
+            return current.replace(
+                shape=tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(current.shape))
+            )
+
+        new_metadata = await self._update_metadata(grow)
+        start = offset[0]
+        selection = tuple(
+            slice(start, start + data.shape[axis]) if i == axis else slice(None) for i in range(self.ndim)
+        )
         await self.set_basic_selection(selection, data)
-        return new_shape
+        return tuple(new_metadata.shape)
+
+    async def _update_metadata(self, change: Callable[[ArrayMetadata], ArrayMetadata]) -> ArrayMetadata:
+        """Apply ``change`` to the stored ``.zarray`` as one conditional read-modify-write.
+
+        On stores with conditional writes the change applies to the document as it
+        is stored now and is written only if nobody replaced it meanwhile (else it
+        is applied again to the newer one), so two concurrent ``resize``/``append``
+        calls never undo each other (see ``docs/consistency.md``).
+        """
+        key = node_key(self._path, ZARRAY)
+        written: list[ArrayMetadata] = []
+
+        def modify(raw: bytes | None) -> bytes:
+            if raw is None:
+                raise ArrayNotFoundError(
+                    f"no array at path {self._path!r} in {self.store.url} ({key!r} is missing)"
+                )
+            updated = change(ArrayMetadata.from_json(raw, key=key))
+            written[:] = [updated]
+            return updated.to_json()
+
+        await self._io.update(key, modify)
+        self._metadata = written[0]
+        return written[0]
 
     # ---------------------------------------------------------------- accessors
     @property
