@@ -108,6 +108,7 @@ class AsyncArray(Node):
             self._chunk_key,
             metadata.fill_value,
             write_empty_chunks=bool(self._write_empty_chunks),
+            shape=lambda: self._metadata.shape,
         )
 
     def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:

@@ -80,6 +80,11 @@ class ChunkPipeline:
         The array's decoded ``fill_value`` (None: zeros, or None for object dtypes).
     write_empty_chunks : bool
         Store chunks equal to ``fill_value`` (True) or delete them (False).
+    shape : callable, optional
+        ``shape() -> tuple``: the array's current shape. With it, an edge chunk
+        (reaching past the shape) is never written blind on stores with
+        conditional writes: a concurrent ``append`` may have put data beyond the
+        shape this writer knows.
     """
 
     def __init__(
@@ -90,12 +95,14 @@ class ChunkPipeline:
         fill_value: Any,
         *,
         write_empty_chunks: bool,
+        shape: Callable[[], tuple[int, ...]] | None = None,
     ) -> None:
         self.io = io
         self.codec = codec
         self.chunk_key = chunk_key
         self.fill_value = fill_value
         self.write_empty_chunks = write_empty_chunks
+        self._shape = shape
         self._fetch = self._make_fetcher()
 
     # ---------------------------------------------------------------- reads
@@ -307,6 +314,8 @@ class ChunkPipeline:
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
             complete = projection.is_complete_chunk and fields is None
+            if complete and conditional and self._reaches_past_shape(projection.chunk_coords):
+                complete = False  # its out-of-bounds part may hold a concurrent append's data
             if conditional and not complete:
                 async with _chunk_lock(io.store.budget_key, key):
                     stored = await self._update_conditionally(key, codec, projection, values, fields)
@@ -330,6 +339,12 @@ class ChunkPipeline:
         # More chunks in flight than the request budget (which still bounds store calls):
         # the codec batcher needs a queue to batch from.
         await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+
+    def _reaches_past_shape(self, coords: tuple[int, ...]) -> bool:
+        if self._shape is None:
+            return False
+        chunks = self.codec.chunks
+        return any((c + 1) * n > s for c, n, s in zip(coords, chunks, self._shape(), strict=True))
 
     async def _update_conditionally(
         self,
