@@ -670,7 +670,10 @@ class AsyncArray(Node):
                 shape=tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(current.shape))
             )
 
-        new_metadata = await self._update_metadata(grow)
+        # Not idempotent: after an ambiguous failure, equal bytes in the store may be
+        # another appender's claim on the same offset; rather claim again (a gap of
+        # fill_value) than share its block.
+        new_metadata = await self._update_metadata(grow, idempotent=False)
         start = offset[0]
         selection = tuple(
             slice(start, start + data.shape[axis]) if i == axis else slice(None) for i in range(self.ndim)
@@ -678,7 +681,9 @@ class AsyncArray(Node):
         await self.set_basic_selection(selection, data)
         return tuple(new_metadata.shape)
 
-    async def _update_metadata(self, change: Callable[[ArrayMetadata], ArrayMetadata]) -> ArrayMetadata:
+    async def _update_metadata(
+        self, change: Callable[[ArrayMetadata], ArrayMetadata], *, idempotent: bool = True
+    ) -> ArrayMetadata:
         """Apply ``change`` to the stored ``.zarray`` as one conditional read-modify-write.
 
         On stores with conditional writes the change applies to the document as it
@@ -698,7 +703,7 @@ class AsyncArray(Node):
             written[:] = [updated]
             return updated.to_json()
 
-        await self._io.update(key, modify)
+        await self._io.update(key, modify, idempotent=idempotent)
         self._metadata = written[0]
         return written[0]
 

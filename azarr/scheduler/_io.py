@@ -23,6 +23,7 @@ from azarr.errors import (
     ConsistencyUnsupportedError,
     PreconditionFailedError,
     StoreTimeoutError,
+    ThrottledError,
     TransientStoreError,
 )
 from azarr.scheduler._budget import IOBudget, budget_for
@@ -188,14 +189,20 @@ class StoreIO:
         *,
         if_generation_match: Generation | None = None,
         if_not_exists: bool = False,
+        idempotent: bool = True,
     ) -> None:
         """Write ``key`` only if the condition holds (see :meth:`Store.set`). Retried and timed.
 
         A retry keeps the condition, so it never replays an old value over a newer
-        writer's. When an attempt failed ambiguously (a timeout or reset after the
-        request was sent) and a retry then finds the condition broken, the stored
-        value is compared with ``value``: equal means the earlier attempt landed
-        (S3 can answer 412 to a retried conditional PUT of its own write).
+        writer's. When an attempt failed ambiguously (a timeout or a reset: the
+        request may have been applied) and a retry then finds the condition broken,
+        the stored value is compared with ``value``: equal means the earlier attempt
+        landed (S3 can answer 412 to a retried conditional PUT of its own write) --
+        or another writer stored the very same bytes, which is the same result when
+        the write is ``idempotent`` (a merge of elements, attributes). Pass
+        ``idempotent=False`` where *who* wrote matters (``append`` claiming an
+        offset): the 412 is then raised, and the caller's next round may allocate
+        again rather than share another writer's allocation.
 
         Raises
         ------
@@ -215,12 +222,14 @@ class StoreIO:
                     ),
                     written=len(value),
                 )
+            except ThrottledError:
+                raise  # answered "slow down": not applied
             except TransientStoreError:
                 ambiguous = True
                 raise
             except PreconditionFailedError:
-                if ambiguous and await self.get(key) == value:
-                    return  # our own earlier attempt was applied
+                if ambiguous and idempotent and await self.get(key) == value:
+                    return  # our own earlier attempt was applied (or the same bytes were)
                 raise
 
         await self._retried("set", key, attempt)
@@ -255,6 +264,7 @@ class StoreIO:
         modify: Callable[[bytes | None], bytes | None],
         *,
         require_consistency: bool | None = None,
+        idempotent: bool = True,
     ) -> bytes | None:
         """Optimistic read-modify-write of one value: read with its generation, apply
         ``modify``, write conditionally; start again when another writer got there first.
@@ -270,6 +280,9 @@ class StoreIO:
         require_consistency : bool, optional
             Refuse stores without conditional writes (default: ``azarr.config``
             ``require_consistency``); otherwise those get a plain read and write.
+        idempotent : bool
+            Whether applying the change twice equals applying it once (see
+            :meth:`set_if`); False for allocations such as ``append``.
 
         Returns
         -------
@@ -296,11 +309,11 @@ class StoreIO:
                 return current
             try:
                 if current is None:
-                    await self.set_if(key, new, if_not_exists=True)
+                    await self.set_if(key, new, if_not_exists=True, idempotent=idempotent)
                 elif generation is None:
                     await self.set(key, new)  # the backend gave no generation (no ETag header)
                 else:
-                    await self.set_if(key, new, if_generation_match=generation)
+                    await self.set_if(key, new, if_generation_match=generation, idempotent=idempotent)
             except PreconditionFailedError:
                 self.stats.count_conflict()
                 continue
