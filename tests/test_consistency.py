@@ -45,7 +45,9 @@ KINDS = [
     "memory",
     "local",
     pytest.param("seaweedfs", marks=pytest.mark.s3),
-    pytest.param("moto", marks=pytest.mark.s3),
+    # Not moto: it checks If-Match / If-None-Match and then puts, without a lock
+    # (moto/s3/responses.py put_object), so two conditional writes can both pass and
+    # this test loses elements there (measured: 1 of 256). See docs/consistency.md.
     pytest.param("gcs", marks=pytest.mark.gcs),
 ]
 
@@ -66,8 +68,8 @@ def make_target(
             store = MemoryStore.named(f"consistency-{uuid.uuid4().hex}")
         elif kind == "local":
             store = LocalStore(tmp_path / "data")
-        elif kind in ("seaweedfs", "moto"):
-            server = request.getfixturevalue("seaweedfs" if kind == "seaweedfs" else "moto_server")
+        elif kind == "seaweedfs":
+            server = request.getfixturevalue("seaweedfs")
             proxy = fault_proxy_factory(server.endpoint_url)
             proxy.configure(status_503=0.05, **faults, seed=3)
             store = S3Store(
