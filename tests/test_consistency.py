@@ -29,8 +29,9 @@ import pytest
 from fault_proxy import FaultProxy
 
 import azarr
+from azarr.errors import ConsistencyUnsupportedError
 from azarr.scheduler import StoreIO
-from azarr.storage import GCSStore, LocalStore, MemoryStore, S3Store, Store
+from azarr.storage import GCSStore, LocalStore, MappingStore, MemoryStore, S3Store, Store
 
 PROCS = 4
 TASKS = 8
@@ -222,3 +223,42 @@ async def test_large_read_during_replacement_returns_one_version(seaweedfs: Any,
                 mixed.append(set(value[:: 32 << 10]))
         await writer
     assert not mixed, f"{len(mixed)} of {reads} reads mixed versions: {mixed[:3]}"
+
+
+async def test_require_consistency_refuses_stores_without_conditional_writes() -> None:
+    store = MappingStore({})
+    assert not store.supports_conditional_writes
+    arr = await azarr.create((8,), chunks=(4,), dtype="i4", store=store, path="x")
+    with azarr.config.set(require_consistency=True):
+        await arr.set_basic_selection(slice(0, 4), 1)  # whole chunks: a blind replace is safe
+        with pytest.raises(ConsistencyUnsupportedError, match="conditional writes"):
+            await arr.set_basic_selection(5, 1)  # a partial chunk could lose another writer's update
+        with pytest.raises(ConsistencyUnsupportedError):
+            await arr.attrs.update(a=1)
+        with pytest.raises(ConsistencyUnsupportedError):
+            await azarr.create((8,), chunks=(4,), dtype="i4", store=store, path="other")
+    await arr.set_basic_selection(5, 1)  # by default: the plain read-modify-write, as before
+    assert (await arr.get_basic_selection()).tolist() == [1, 1, 1, 1, 0, 1, 0, 0]
+
+
+async def test_partial_writes_count_conflicts_and_whole_chunks_stay_blind() -> None:
+    """Two tasks on different event loops (threads) updating one chunk: conflicts are
+    counted, nothing is lost, and a whole-chunk write makes exactly one request."""
+    store = MemoryStore.named(f"conflicts-{uuid.uuid4().hex}")
+    arr = await azarr.create((64,), chunks=(64,), dtype="i4", store=store)
+    stats = azarr.scheduler.stats_for(store)
+
+    def writer(offset: int) -> None:
+        async def main() -> None:
+            mine = await azarr.open_array(store, mode="r+")
+            for i in range(offset, 64, 2):
+                await mine.set_basic_selection(i, i + 1)
+
+        asyncio.run(main())
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(writer, [0, 1]))
+    assert (await arr.get_basic_selection()).tolist() == list(range(1, 65))
+    before = stats.requests
+    await arr.set_basic_selection(..., np.zeros(64, "i4"))
+    assert stats.requests - before == 1
