@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import consistency_workers as workers
 import numpy as np
@@ -196,10 +195,23 @@ async def test_concurrent_appends_keep_every_block_once(
     assert sorted(got[:, 0]) == sorted(p * 1000 + b for p in range(PROCS) for b in range(blocks))
 
 
-@pytest.mark.s3
-async def test_large_read_during_replacement_returns_one_version(seaweedfs: Any, s3_bucket: str) -> None:
-    """Parallel byte ranges of one object pinned to its first generation (If-Match)."""
-    store = S3Store(f"{s3_bucket}/big", storage_options=seaweedfs.storage_options)
+@pytest.mark.parametrize(
+    "kind", [pytest.param("s3", marks=pytest.mark.s3), pytest.param("gcs", marks=pytest.mark.gcs)]
+)
+async def test_large_read_during_replacement_returns_one_version(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Parallel byte ranges of one object pinned to its first generation (S3 If-Match,
+    GCS generation=)."""
+    store: Store
+    if kind == "s3":
+        server = request.getfixturevalue("seaweedfs")
+        store = S3Store(f"{server.create_bucket()}/big", storage_options=server.storage_options)
+    else:
+        server = request.getfixturevalue("fake_gcs")
+        store = GCSStore(
+            f"{request.getfixturevalue('gcs_bucket')}/big", storage_options=server.storage_options
+        )
     io = StoreIO(store)
     size, versions = 1 << 20, 12
     await store.set("k", bytes([0]) * size)

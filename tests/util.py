@@ -81,6 +81,12 @@ class RecordingStore(WrapperStore):
         self.sets[key] += 1
         await super()._set_if(key, value, generation)
 
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        self.gets[key] += 1
+        return await self.inner.get(key, byte_range, if_generation_match=generation)
+
     async def _delete_if(self, key: str, generation: Generation) -> None:
         self.deletes[key] += 1
         await self.inner.delete(key, if_generation_match=generation)
