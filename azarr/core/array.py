@@ -588,13 +588,21 @@ class AsyncArray(Node):
             await self.set_basic_selection(pure, value, fields=fields)
 
     async def _set_selection(
-        self, indexer: Any, value: Any, *, fields: Fields, progress: ProgressCallback | None = None
+        self,
+        indexer: Any,
+        value: Any,
+        *,
+        fields: Fields,
+        progress: ProgressCallback | None = None,
+        appending: bool = False,
     ) -> None:
         self._check_writable()
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
-        await self._pipeline.write(indexer, indexer.nchunks, values, fields=fields, progress=progress)
+        await self._pipeline.write(
+            indexer, indexer.nchunks, values, fields=fields, progress=progress, edges_conditional=appending
+        )
 
     # ---------------------------------------------------------------- shape changes
     async def resize(self, *shape: int | tuple[int, ...]) -> None:
@@ -678,7 +686,11 @@ class AsyncArray(Node):
         selection = tuple(
             slice(start, start + data.shape[axis]) if i == axis else slice(None) for i in range(self.ndim)
         )
-        await self.set_basic_selection(selection, data)
+        # Edge chunks too are merged conditionally: past this writer's end there may
+        # already be the next appender's block.
+        await self._set_selection(
+            BasicIndexer(selection, self.shape, self.chunks), data, fields=None, appending=True
+        )
         return tuple(new_metadata.shape)
 
     async def _update_metadata(

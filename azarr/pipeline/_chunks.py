@@ -81,10 +81,8 @@ class ChunkPipeline:
     write_empty_chunks : bool
         Store chunks equal to ``fill_value`` (True) or delete them (False).
     shape : callable, optional
-        ``shape() -> tuple``: the array's current shape. With it, an edge chunk
-        (reaching past the shape) is never written blind on stores with
-        conditional writes: a concurrent ``append`` may have put data beyond the
-        shape this writer knows.
+        ``shape() -> tuple``: the array's current shape, for writes with
+        ``edges_conditional`` (see :meth:`write`).
     """
 
     def __init__(
@@ -290,12 +288,16 @@ class ChunkPipeline:
         *,
         fields: Fields = None,
         progress: ProgressCallback | None = None,
+        edges_conditional: bool = False,
     ) -> None:
         """Write ``values`` (of the indexer's allocation shape) into the chunks of ``projections``.
 
         A chunk the selection covers only in part is read, merged and written back;
         a fully covered one is written without a read. A chunk that ends up all
         ``fill_value`` is deleted instead when ``write_empty_chunks`` is False.
+        With ``edges_conditional`` (``append``), an edge chunk the selection covers
+        up to the array's end is still merged conditionally: beyond the end this
+        writer knows, a concurrent appender's block may already be stored.
 
         Raises
         ------
@@ -314,7 +316,12 @@ class ChunkPipeline:
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
             complete = projection.is_complete_chunk and fields is None
-            if complete and conditional and self._reaches_past_shape(projection.chunk_coords):
+            if (
+                complete
+                and conditional
+                and edges_conditional
+                and self._reaches_past_shape(projection.chunk_coords)
+            ):
                 complete = False  # its out-of-bounds part may hold a concurrent append's data
             if conditional and not complete:
                 async with _chunk_lock(io.store.budget_key, key):
