@@ -312,6 +312,20 @@ class StoreTests:
         assert await store.get("k") is None
         await store.delete("k", if_generation_match=current)  # missing: nothing to do
 
+    async def test_range_reads_pinned_to_a_generation(self, store: Store) -> None:
+        if not store.supports_conditional_reads:
+            with pytest.raises(ConsistencyUnsupportedError):
+                await store.get("k", ByteRange(0, 2), if_generation_match="any")
+            return
+        await store.set("k", VALUE)
+        info = await store.stat("k")
+        assert info is not None and info[0] == len(VALUE) and info[1] is not None
+        assert await store.get("k", ByteRange(2, 5), if_generation_match=info[1]) == VALUE[2:5]
+        await store.set("k", VALUE[::-1])
+        with pytest.raises(PreconditionFailedError):
+            await store.get("k", ByteRange(2, 5), if_generation_match=info[1])
+        assert await store.stat("missing") is None
+
     async def test_conditional_read_modify_writes_lose_nothing(self, store: Store) -> None:
         """Tasks increment one counter by read-modify-write: every increment survives."""
         if not store.supports_conditional_writes or not self.conditional_writes_atomic:
