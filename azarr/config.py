@@ -67,6 +67,12 @@ _DEFAULTS: dict[str, Any] = {
     # ``zarr.storage.default_compressor``): a numcodecs codec, its config dict, or
     # None for no compression. "blosc-lz4" is Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE).
     "default_compressor": "blosc-lz4",
+    # Optimistic read-modify-writes (partial chunks, attributes, resize/append):
+    # attempts before a write that keeps losing to other writers gives up.
+    "conditional_write_attempts": 64,
+    # Refuse writes that could lose another writer's update (partial chunks,
+    # attributes, resize/append, mode="w-") on stores without conditional writes.
+    "require_consistency": False,
 }
 
 # Settings that must be integers >= 1.
@@ -82,6 +88,7 @@ _COUNTS = frozenset(
         "large_chunk_part_size",
         "max_metadata_bytes",
         "max_chunk_bytes",
+        "conditional_write_attempts",
     }
 )
 
@@ -151,6 +158,9 @@ def set(**settings: Any) -> Any:
         ``max_chunk_bytes`` (bytes, default 2 GiB: largest decoded chunk; checked when an
         array is opened, and the cap on every decode step; see ``docs/security.md``).
         ``default_compressor`` (numcodecs codec, config dict, None, or ``"blosc-lz4"``).
+        ``conditional_write_attempts`` (int >= 1, tries of one read-modify-write),
+        ``require_consistency`` (bool: refuse read-modify-writes on stores without
+        conditional writes, see ``docs/consistency.md``).
         Budgets are fixed when a store is first used; change a live store's with
         :func:`azarr.scheduler.set_budget`.
 

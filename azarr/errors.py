@@ -17,6 +17,8 @@ Callers catch at the level they care about (the httpx pattern)::
     │       ├── StoreTimeoutError  a request exceeded azarr's per-request timeout
     │       └── ConnectionFailedError  connection refused/reset (also a StoreUnavailableError)
     │   └── KeyExistsError         copy_store found keys in the destination (if_exists="raise")
+    │   ├── PreconditionFailedError  a conditional write/read found another generation (S3/HTTP 412)
+    │   └── ConsistencyUnsupportedError  conditional operations asked of a store that has none
     ├── RetriesExhaustedError    a transient error persisted through every retry (chains the last one)
     ├── ContainsArrayError       a node that must not exist is an array (zarr-python 2 name)
     ├── ContainsGroupError       a node that must not exist is a group (zarr-python 2 name)
@@ -125,6 +127,27 @@ class ChunkNotFoundError(AzarrError, FileNotFoundError):
 
 class CopyError(AzarrError, RuntimeError):
     """``copy``/``copy_all`` found a node in the way and ``if_exists="raise"`` (zarr-python 2: ``CopyError``)."""
+
+
+class PreconditionFailedError(StoreError):
+    """A conditional operation found the key at another generation than the one required.
+
+    Raised by ``set(..., if_generation_match=g)`` when the stored object changed
+    since generation ``g`` was read, by ``set(..., if_not_exists=True)`` when the
+    key exists, and by reads pinned to a generation (S3 ``412 Precondition
+    Failed``, GCS ``conditionNotMet``). Read-modify-write loops catch it, re-read
+    and try again; see ``docs/consistency.md``.
+    """
+
+
+class ConsistencyUnsupportedError(StoreError, NotImplementedError):
+    """The store cannot do conditional writes, and the caller required them.
+
+    Raised for ``set(..., if_generation_match=...)`` on a store whose
+    ``supports_conditional_writes`` is False (HTTP, plain mappings, generic
+    fsspec, the s3fs transport), and by writes with ``require_consistency=True``
+    there.
+    """
 
 
 class ContainsArrayError(AzarrError, FileExistsError):

@@ -39,7 +39,7 @@ from hypothesis.extra import numpy as npst
 import azarr
 from azarr.core.array import AsyncArray
 from azarr.scheduler import set_budget
-from azarr.storage import ByteRange, MemoryStore, S3Store, Store
+from azarr.storage import ByteRange, Generation, MemoryStore, S3Store, Store
 from tests.util import RecordingStore, cancel_read_part_way
 
 T = TypeVar("T")
@@ -807,6 +807,13 @@ class SlowStore(RecordingStore):
 
     async def _set(self, key: str, value: bytes) -> None:
         await self._slow(super()._set(key, value))
+
+    # Partial chunks are conditional read-modify-writes on stores that support them.
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        return await self._slow(super()._get_with_generation(key))
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        await self._slow(super()._set_if(key, value, generation))
 
 
 async def test_coordinate_selection_over_1000_chunks_runs_concurrently() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from azarr.storage import ByteRange, Store, WrapperStore
+from azarr.storage import ByteRange, Generation, Store, WrapperStore
 
 
 async def cancel_read_part_way(
@@ -71,6 +71,25 @@ class RecordingStore(WrapperStore):
     async def _delete(self, key: str) -> None:
         self.deletes[key] += 1
         await self.inner.delete(key)
+
+    # Conditional operations (read-modify-writes) count like their plain forms.
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        self.gets[key] += 1
+        return await self.inner.get_with_generation(key)
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        self.sets[key] += 1
+        await super()._set_if(key, value, generation)
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        self.gets[key] += 1
+        return await self.inner.get(key, byte_range, if_generation_match=generation)
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        self.deletes[key] += 1
+        await self.inner.delete(key, if_generation_match=generation)
 
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
         self.lists += 1

@@ -30,7 +30,7 @@ from azarr.metadata import (
     parse_consolidated,
 )
 from azarr.scheduler import StoreIO, bounded_map
-from azarr.storage import ByteRange, Store, StoreLike, StoreSpec, WrapperStore, validate_key
+from azarr.storage import ByteRange, Generation, Store, StoreLike, StoreSpec, WrapperStore, validate_key
 
 
 class ConsolidatedStore(WrapperStore):
@@ -101,6 +101,19 @@ class ConsolidatedStore(WrapperStore):
     async def _delete(self, key: str) -> None:
         self._refuse_metadata_write(key)
         await super()._delete(key)
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        self._refuse_metadata_write(key)
+        await super()._set_if(key, value, generation)
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        self._refuse_metadata_write(key)
+        await super()._delete_if(key, generation)
+
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        if is_metadata_key(key):
+            return await self._get(key, None), None  # served from .zmetadata: read-only here
+        return await super()._get_with_generation(key)
 
     async def _delete_prefix(self, prefix: str) -> None:
         raise ReadOnlyError(

@@ -214,7 +214,13 @@ async def open_group(
             raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
         if mode != "a":
             raise GroupNotFoundError(f"no group at path {node_path!r} in {the_store.url}")
-    return await AsyncGroup.init(the_store, node_path, overwrite=mode == "w", allow_pickle=allow_pickle)
+    try:
+        return await AsyncGroup.init(the_store, node_path, overwrite=mode == "w", allow_pickle=allow_pickle)
+    except ContainsGroupError:
+        if mode != "a":
+            raise
+        # Created by another writer between the check and our conditional create.
+        return await AsyncGroup.open(the_store, node_path, read_only=False, allow_pickle=allow_pickle)
 
 
 async def open(

@@ -33,7 +33,6 @@ from azarr.core._hierarchy import read_documents
 from azarr.core._paths import node_key
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
 from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
-from azarr.scheduler import StoreIO
 
 if TYPE_CHECKING:
     from azarr.core.array import AsyncArray
@@ -205,7 +204,11 @@ async def iterate_rows(array: AsyncArray, start: int | None, end: int | None) ->
 
 
 async def write_fill_value(array: AsyncArray, value: Any) -> ArrayMetadata:
-    """Validate ``value`` as ``array``'s fill value and store the new ``.zarray`` (retried)."""
+    """Validate ``value`` as ``array``'s fill value and store it in ``.zarray``.
+
+    A conditional read-modify-write of the stored document (as ``resize``), so a
+    concurrent resize by another writer is kept.
+    """
     from azarr.core._normalize import normalize_fill_value
 
     if array._is_view:
@@ -213,6 +216,5 @@ async def write_fill_value(array: AsyncArray, value: Any) -> ArrayMetadata:
             f"cannot change the fill value of view {array.name!r}: views never write metadata"
         )
     array._check_writable()
-    metadata = array.metadata.replace(fill_value=normalize_fill_value(value, array.dtype))
-    await StoreIO(array.store).set(node_key(array.path, ZARRAY), metadata.to_json())
-    return metadata
+    fill_value = normalize_fill_value(value, array.dtype)
+    return await array._update_metadata(lambda stored: stored.replace(fill_value=fill_value))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from azarr.core._hierarchy import prepare_node_path
+from azarr.core._hierarchy import prepare_node_path, write_node_document
 from azarr.core._normalize import (
     normalize_chunks,
     normalize_compressor,
@@ -77,7 +77,7 @@ async def create_array(
     )
     io = StoreIO(store)
     await prepare_node_path(io, node_path, overwrite=overwrite)
-    await io.set(node_key(node_path, ZARRAY), metadata.to_json())
+    await write_node_document(io, node_path, ZARRAY, metadata.to_json(), overwrite=overwrite)
     if store.rewrites_metadata:
         # A translating store (N5Store) keeps another document than it was given: use what it reads back.
         stored = await io.get(node_key(node_path, ZARRAY))

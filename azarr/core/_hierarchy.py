@@ -9,11 +9,12 @@ delete here is budgeted, timed and retried.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 from azarr.core._paths import node_key
-from azarr.errors import ContainsArrayError, ContainsGroupError
+from azarr.errors import ContainsArrayError, ContainsGroupError, PreconditionFailedError
 from azarr.metadata import ZARRAY, ZGROUP, GroupMetadata
 from azarr.scheduler import StoreIO
 
@@ -70,6 +71,45 @@ async def prepare_node_path(io: StoreIO, path: str, *, overwrite: bool) -> None:
     await require_parent_groups(io, path, overwrite=overwrite)
 
 
+async def write_node_document(io: StoreIO, path: str, name: str, document: bytes, *, overwrite: bool) -> None:
+    """Write a new node's ``.zarray``/``.zgroup`` at ``path``.
+
+    Without ``overwrite``, on stores with conditional writes the document is
+    written only if it does not exist (S3 ``If-None-Match: *``, GCS
+    ``ifGenerationMatch=0``, ``link()`` locally): of several processes creating
+    the same node at once exactly one wins, and the others get the error below
+    rather than each "succeeding" over the previous one.
+
+    Raises
+    ------
+    ContainsArrayError, ContainsGroupError
+        Another writer created the node first (``overwrite`` False).
+    ConsistencyUnsupportedError
+        ``azarr.config`` ``require_consistency`` on a store without conditional writes.
+    """
+    key = node_key(path, name)
+    if overwrite or not io.check_consistency(key):
+        await io.set(key, document)
+        return
+    try:
+        await io.set_if(key, document, if_not_exists=True)
+    except PreconditionFailedError:
+        kind = "an array" if name == ZARRAY else "a group"
+        error = ContainsArrayError if name == ZARRAY else ContainsGroupError
+        raise error(f"{kind} already exists at path {path!r} in {io.url} (created concurrently)") from None
+
+
+async def _create_parent_group(io: StoreIO, ancestor: str) -> None:
+    """A missing ancestor's ``.zgroup``; concurrent creators of the same one all succeed."""
+    key = node_key(ancestor, ZGROUP)
+    if not io.store.supports_conditional_writes:
+        await io.set(key, GroupMetadata().to_json())
+        return
+    # Only if absent: a concurrent creator's group (and anything it did since) stays.
+    with contextlib.suppress(PreconditionFailedError):
+        await io.set_if(key, GroupMetadata().to_json(), if_not_exists=True)
+
+
 async def require_parent_groups(io: StoreIO, path: str, *, overwrite: bool) -> None:
     """Create a ``.zgroup`` for every ancestor of ``path`` that lacks one.
 
@@ -95,4 +135,4 @@ async def require_parent_groups(io: StoreIO, path: str, *, overwrite: bool) -> N
             await io.delete_prefix(ancestor)
             await io.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
         elif kind is None:
-            await io.set(node_key(ancestor, ZGROUP), GroupMetadata().to_json())
+            await _create_parent_group(io, ancestor)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import numcodecs
@@ -126,6 +126,7 @@ class AsyncArray(Node):
             self._chunk_key,
             self._metadata.fill_value,
             write_empty_chunks=bool(self._write_empty_chunks),
+            shape=lambda: self._metadata.shape,
         )
 
     def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:
@@ -631,7 +632,13 @@ class AsyncArray(Node):
             await self.set_basic_selection(pure, value, fields=fields)
 
     async def _set_selection(
-        self, indexer: Any, value: Any, *, fields: Fields, progress: ProgressCallback | None = None
+        self,
+        indexer: Any,
+        value: Any,
+        *,
+        fields: Fields,
+        progress: ProgressCallback | None = None,
+        appending: bool = False,
     ) -> None:
         self._check_writable()
         if is_array_source(value):  # other selections than a region: the source is read whole
@@ -639,7 +646,9 @@ class AsyncArray(Node):
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
-        await self._pipeline.write(indexer, indexer.nchunks, values, fields=fields, progress=progress)
+        await self._pipeline.write(
+            indexer, indexer.nchunks, values, fields=fields, progress=progress, edges_conditional=appending
+        )
 
     # ---------------------------------------------------------------- shape changes
     @rechecks_metadata
@@ -667,9 +676,7 @@ class AsyncArray(Node):
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
-        new_metadata = self._metadata.replace(shape=new_shape)
-        await self._io.set(node_key(self._path, ZARRAY), new_metadata.to_json())
-        self._metadata = new_metadata
+        new_metadata = await self._update_metadata(lambda current: current.replace(shape=new_shape))
         grid = new_metadata.cdata_shape
         stale = [
             key
@@ -705,12 +712,64 @@ class AsyncArray(Node):
                 f"cannot append data of shape {data.shape} to array of shape {self.shape} along axis {axis}: "
                 "all other dimensions must match"
             )
-        old = self.shape[axis]
-        new_shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(self.shape))
-        await self.resize(new_shape)
-        selection = tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))
-        await self.set_basic_selection(selection, data)
-        return new_shape
+        self._check_writable()
+        offset: list[int] = []
+
+        def grow(current: ArrayMetadata) -> ArrayMetadata:
+            # Against the stored shape, not the one read at open: concurrent appenders
+            # each get their own offset (the .zarray update is conditional).
+            if any(
+                a != b for i, (a, b) in enumerate(zip(data.shape, current.shape, strict=True)) if i != axis
+            ):
+                raise ValueError(
+                    f"cannot append data of shape {data.shape} to array of shape {current.shape} "
+                    f"along axis {axis}: all other dimensions must match"
+                )
+            offset[:] = [current.shape[axis]]
+            return current.replace(
+                shape=tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(current.shape))
+            )
+
+        # Not idempotent: after an ambiguous failure, equal bytes in the store may be
+        # another appender's claim on the same offset; rather claim again (a gap of
+        # fill_value) than share its block.
+        new_metadata = await self._update_metadata(grow, idempotent=False)
+        start = offset[0]
+        selection = tuple(
+            slice(start, start + data.shape[axis]) if i == axis else slice(None) for i in range(self.ndim)
+        )
+        # Edge chunks too are merged conditionally: past this writer's end there may
+        # already be the next appender's block.
+        await self._set_selection(
+            BasicIndexer(selection, self.shape, self.chunks), data, fields=None, appending=True
+        )
+        return tuple(new_metadata.shape)
+
+    async def _update_metadata(
+        self, change: Callable[[ArrayMetadata], ArrayMetadata], *, idempotent: bool = True
+    ) -> ArrayMetadata:
+        """Apply ``change`` to the stored ``.zarray`` as one conditional read-modify-write.
+
+        On stores with conditional writes the change applies to the document as it
+        is stored now and is written only if nobody replaced it meanwhile (else it
+        is applied again to the newer one), so two concurrent ``resize``/``append``
+        calls never undo each other (see ``docs/consistency.md``).
+        """
+        key = node_key(self._path, ZARRAY)
+        written: list[ArrayMetadata] = []
+
+        def modify(raw: bytes | None) -> bytes:
+            if raw is None:
+                raise ArrayNotFoundError(
+                    f"no array at path {self._path!r} in {self.store.url} ({key!r} is missing)"
+                )
+            updated = change(ArrayMetadata.from_json(raw, key=key))
+            written[:] = [updated]
+            return updated.to_json()
+
+        await self._io.update(key, modify, idempotent=idempotent)
+        self._use_metadata(written[0])
+        return written[0]
 
     # ---------------------------------------------------------------- accessors
     @property
@@ -784,14 +843,19 @@ class AsyncArray(Node):
         """True for arrays made by :meth:`view` or :meth:`astype` (zarr-python 2 ``is_view``)."""
         return self._is_view
 
-    def _adopt_metadata(self, metadata: ArrayMetadata, attributes: dict[str, Any]) -> None:
-        """Use newly read metadata and attributes (the codec is rebuilt only if the encoding changed)."""
+    def _use_metadata(self, metadata: ArrayMetadata) -> None:
+        """Adopt changed ``.zarray`` contents: the codec is rebuilt if the encoding changed,
+        the pipeline always (it holds the codec and the fill value)."""
         old = self._metadata
         encoding = ("dtype", "chunks", "order", "compressor", "filters")
         if any(getattr(old, f) != getattr(metadata, f) for f in encoding):
             self._codec = self._make_codec(metadata)
         self._metadata = metadata
         self._pipeline = self._make_pipeline()
+
+    def _adopt_metadata(self, metadata: ArrayMetadata, attributes: dict[str, Any]) -> None:
+        """Use newly read metadata and attributes (the codec is rebuilt only if the encoding changed)."""
+        self._use_metadata(metadata)
         self._attrs = Attributes(
             self._io, node_key(self._path, ZATTRS), attributes, read_only=self._read_only
         )
@@ -907,8 +971,7 @@ class AsyncArray(Node):
         ValueError
             ``value`` is not valid for the dtype.
         """
-        metadata = await write_fill_value(self, value)
-        self._metadata = metadata
+        await write_fill_value(self, value)  # adopts the written document
 
     # ---------------------------------------------------------------- digest
     async def digest(self, hashname: str = "sha1") -> bytes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from azarr.errors import ReadOnlyError
@@ -67,10 +67,21 @@ class Attributes(Mapping[str, Any]):
             The node was opened read-only.
         TypeError
             A value cannot be encoded as JSON; nothing is written.
+        PreconditionFailedError
+            Other writers changed ``.zattrs`` on every attempt
+            (``azarr.config`` ``conditional_write_attempts``).
+
+        Notes
+        -----
+        On stores with conditional writes this is a read-modify-write of the stored
+        ``.zattrs`` (not of the values read at open): it merges into what is stored
+        now and writes only if nobody changed it meanwhile, else merges again, so
+        concurrent updates of different attributes all survive. zarr-python 2
+        merges into the values it cached and loses other writers' keys.
         """
-        merged = dict(self._values)
-        merged.update(*args, **kwargs)
-        await self._write(merged)
+        changes: dict[str, Any] = {}
+        changes.update(*args, **kwargs)
+        await self._modify(lambda current: {**current, **changes})
 
     async def put(self, values: Mapping[str, Any]) -> None:
         """Replace all attributes with ``values`` (zarr-python 2 ``attrs.put``)."""
@@ -90,8 +101,24 @@ class Attributes(Mapping[str, Any]):
         """
         if name not in self._values:
             raise KeyError(f"no attribute {name!r} in {self.key!r}")
-        remaining = {k: v for k, v in self._values.items() if k != name}
-        await self._write(remaining)
+        await self._modify(lambda current: {k: v for k, v in current.items() if k != name})
+
+    async def _modify(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Apply ``change`` to the stored attributes as one conditional read-modify-write."""
+        if self.read_only:
+            raise ReadOnlyError(f"cannot update attributes {self.key!r}: opened read-only")
+        # Encode before touching the store, so an unencodable value loses nothing.
+        encode_json(change(dict(self._values)))
+        result: dict[str, Any] = {}
+
+        def modify(data: bytes | None) -> bytes:
+            current = {} if data is None else parse_attributes(data, key=self.key)
+            result.clear()
+            result.update(change(current))
+            return encode_json(result)
+
+        await self._io.update(self.key, modify)
+        self._values = dict(result)
 
     async def _write(self, values: dict[str, Any]) -> None:
         if self.read_only:

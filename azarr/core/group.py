@@ -14,11 +14,18 @@ from azarr.core._hierarchy import (
     node_kind,
     prepare_node_path,
     read_documents,
+    write_node_document,
 )
 from azarr.core._node import Node
 from azarr.core._paths import join_path, node_key, normalize_path
 from azarr.core.array import AsyncArray
-from azarr.errors import ContainsArrayError, GroupNotFoundError, NodeNotFoundError, ReadOnlyError
+from azarr.errors import (
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, GroupMetadata, parse_attributes
 from azarr.scheduler import StoreIO, bounded_map
 from azarr.storage import Store
@@ -129,7 +136,7 @@ class AsyncGroup(Node):
             raise ReadOnlyError(f"cannot create group {path!r}: store {store.url} is read-only")
         io = StoreIO(store)
         await prepare_node_path(io, path, overwrite=overwrite)
-        await io.set(node_key(path, ZGROUP), GroupMetadata().to_json())
+        await write_node_document(io, path, ZGROUP, GroupMetadata().to_json(), overwrite=overwrite)
         group = cls(store, path, allow_pickle=allow_pickle)
         if attributes:
             await group.attrs.put(attributes)
@@ -306,7 +313,13 @@ class AsyncGroup(Node):
             raise ContainsArrayError(
                 f"cannot require group {path!r}: an array exists there in {self._io.url}"
             )
-        return await self.create_group(name, overwrite=overwrite)
+        try:
+            return await self.create_group(name, overwrite=overwrite)
+        except ContainsGroupError:
+            # Another writer created it between the check and our conditional create.
+            return await AsyncGroup.open(
+                self.store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
+            )
 
     async def create_dataset(self, name: str, **kwargs: Any) -> AsyncArray:
         """Create an array ``name``; keyword arguments as :func:`azarr.create` (``data=`` writes it).

@@ -13,7 +13,14 @@ value array; the pipeline does everything per chunk:
   ``fill_value``.
 * **write**: for a chunk the selection covers in part, its current bytes are
   read; then merging, encoding (and the ``write_empty_chunks`` check) run in the
-  codec pool, and the encoded chunk is stored, or deleted.
+  codec pool, and the encoded chunk is stored, or deleted. On stores with
+  conditional writes a partial chunk is an optimistic read-modify-write: it is
+  read with its generation and stored only if it is still that generation,
+  else read, merged and tried again (``StoreStats.conflicts``), so concurrent
+  writers of one chunk never revert each other's elements. Inside one process
+  such writes of one chunk are serialised (per store spec and key), so they
+  queue instead of fighting over the network. Whole chunks are written blind:
+  no read and no extra request.
 
 Byte budget: this is the one layer that reserves chunk bytes in the store's
 bytes-in-flight budget. Reads reserve a chunk's *decoded* size (the buffer its
@@ -24,6 +31,8 @@ under the request limit they cannot add up to much, and skip the cost.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -31,6 +40,7 @@ import numpy as np
 
 from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
+from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -41,6 +51,18 @@ _WRITE_PIPELINE = 64
 #: Chunks at least this large (bytes, decoded) reserve their size in the store's
 #: bytes-in-flight budget while they are fetched or stored.
 _RESERVE_MIN_BYTES = 64 << 10
+
+# One lock per (event loop, store spec, chunk key) with a read-modify-write in
+# progress in this process; entries vanish with their last holder.
+_chunk_locks: weakref.WeakValueDictionary[tuple[Any, ...], asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def _chunk_lock(budget_key: Any, key: str) -> asyncio.Lock:
+    ident = (asyncio.get_running_loop(), budget_key, key)
+    lock = _chunk_locks.get(ident)
+    if lock is None:
+        lock = _chunk_locks[ident] = asyncio.Lock()
+    return lock
 
 
 class ChunkPipeline:
@@ -58,6 +80,9 @@ class ChunkPipeline:
         The array's decoded ``fill_value`` (None: zeros, or None for object dtypes).
     write_empty_chunks : bool
         Store chunks equal to ``fill_value`` (True) or delete them (False).
+    shape : callable, optional
+        ``shape() -> tuple``: the array's current shape, for writes with
+        ``edges_conditional`` (see :meth:`write`).
     """
 
     def __init__(
@@ -68,12 +93,14 @@ class ChunkPipeline:
         fill_value: Any,
         *,
         write_empty_chunks: bool,
+        shape: Callable[[], tuple[int, ...]] | None = None,
     ) -> None:
         self.io = io
         self.codec = codec
         self.chunk_key = chunk_key
         self.fill_value = fill_value
         self.write_empty_chunks = write_empty_chunks
+        self._shape = shape
         self._fetch = self._make_fetcher()
 
     # ---------------------------------------------------------------- reads
@@ -261,12 +288,16 @@ class ChunkPipeline:
         *,
         fields: Fields = None,
         progress: ProgressCallback | None = None,
+        edges_conditional: bool = False,
     ) -> None:
         """Write ``values`` (of the indexer's allocation shape) into the chunks of ``projections``.
 
         A chunk the selection covers only in part is read, merged and written back;
         a fully covered one is written without a read. A chunk that ends up all
         ``fill_value`` is deleted instead when ``write_empty_chunks`` is False.
+        With ``edges_conditional`` (``append``), an edge chunk the selection covers
+        up to the array's end is still merged conditionally: beyond the end this
+        writer knows, a concurrent appender's block may already be stored.
 
         Raises
         ------
@@ -280,9 +311,25 @@ class ChunkPipeline:
         tracker = ProgressTracker(nchunks, progress)
         chunk_key, weight = self.chunk_key, self.codec.nbytes
 
+        conditional = io.store.supports_conditional_writes
+
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
             complete = projection.is_complete_chunk and fields is None
+            if (
+                complete
+                and conditional
+                and edges_conditional
+                and self._reaches_past_shape(projection.chunk_coords)
+            ):
+                complete = False  # its out-of-bounds part may hold a concurrent append's data
+            if conditional and not complete:
+                async with _chunk_lock(io.store.budget_key, key):
+                    stored = await self._update_conditionally(key, codec, projection, values, fields)
+                tracker.advance(stored)
+                return
+            if not complete:
+                io.check_consistency(key)  # raises if the caller requires conditional writes
             data = None if complete else await fetch(key)
             encoded = await codec.run(
                 self._update_chunk, data, key, projection, values, fields, weight=weight
@@ -299,6 +346,58 @@ class ChunkPipeline:
         # More chunks in flight than the request budget (which still bounds store calls):
         # the codec batcher needs a queue to batch from.
         await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+
+    def _reaches_past_shape(self, coords: tuple[int, ...]) -> bool:
+        if self._shape is None:
+            return False
+        chunks = self.codec.chunks
+        return any((c + 1) * n > s for c, n, s in zip(coords, chunks, self._shape(), strict=True))
+
+    async def _update_conditionally(
+        self,
+        key: str,
+        codec: CodecBatcher,
+        projection: ChunkProjection,
+        values: np.ndarray[Any, Any],
+        fields: Fields,
+    ) -> int:
+        """Optimistic read-modify-write of one partial chunk; returns the bytes stored.
+
+        Read with generation -> merge and encode -> store only if still that
+        generation (or only if still absent); on a failed precondition, again.
+        """
+        io, nbytes = self.io, self.codec.nbytes
+        attempts = int(config.get("conditional_write_attempts"))
+        for _ in range(attempts):
+            if nbytes >= _RESERVE_MIN_BYTES:
+                async with io.budget.reserve(nbytes):
+                    data, generation = await io.get_with_generation(key)
+            else:
+                data, generation = await io.get_with_generation(key)
+            encoded = await codec.run(
+                self._update_chunk, data, key, projection, values, fields, weight=nbytes
+            )
+            try:
+                if encoded is None:
+                    if data is not None:
+                        if generation is None:
+                            await io.delete(key)
+                        else:
+                            await io.delete_if(key, if_generation_match=generation)
+                    return 0
+                if data is None:
+                    await io.set_if(key, encoded, if_not_exists=True)
+                elif generation is None:
+                    await io.set(key, encoded)  # the backend gave no generation (no ETag header)
+                else:
+                    await io.set_if(key, encoded, if_generation_match=generation)
+            except PreconditionFailedError:
+                io.stats.count_conflict()
+                continue
+            return len(encoded)
+        raise PreconditionFailedError(
+            f"write of chunk {key!r} in {io.url}: other writers changed it on each of {attempts} attempts"
+        )
 
     def _update_chunk(
         self,

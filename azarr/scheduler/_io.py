@@ -19,11 +19,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from azarr import config
-from azarr.errors import StoreTimeoutError, TransientStoreError
+from azarr.errors import (
+    ConsistencyUnsupportedError,
+    PreconditionFailedError,
+    StoreTimeoutError,
+    ThrottledError,
+    TransientStoreError,
+)
 from azarr.scheduler._budget import IOBudget, budget_for
 from azarr.scheduler._retry import RetryPolicy, retry_call
 from azarr.scheduler._stats import StoreStats, stats_for
-from azarr.storage import ByteRange, Store
+from azarr.storage import ByteRange, Generation, Store
 
 T = TypeVar("T")
 
@@ -107,23 +113,61 @@ class StoreIO:
 
         Used for chunks whose decoded size exceeds ``large_chunk_threshold`` on
         remote stores: one size probe, then parts of ``large_chunk_part_size``
-        bytes fetched concurrently under the budget and joined.
+        bytes fetched concurrently under the budget and joined. On stores with
+        :attr:`~azarr.storage.Store.supports_conditional_reads` every part is pinned
+        to the generation the probe saw (S3 ``If-Match``): if the object is
+        replaced mid-read the read starts again, so the result is one whole
+        version, never a mix.
         """
         threshold = int(config.get("large_chunk_threshold"))
         if self.store.is_local or expected_nbytes <= threshold:
             return await self.get(key)
-        try:
-            size = await self.getsize(key)
-        except FileNotFoundError:
-            return None
-        if size <= threshold:
-            return await self.get(key)
-        part = int(config.get("large_chunk_part_size"))
-        ranges = [ByteRange(start, min(start + part, size)) for start in range(0, size, part)]
-        parts = await asyncio.gather(*(self.get(key, r) for r in ranges))
-        if any(p is None for p in parts):
-            return None  # deleted while we read it
-        return b"".join(p for p in parts if p is not None)
+        pinned = self.store.supports_conditional_reads
+        for _ in range(int(config.get("conditional_write_attempts"))):
+            if pinned:
+                info = await self._retried("getsize", key, lambda: self._call(lambda: self.store.stat(key)))
+                if info is None:
+                    return None
+                size, generation = info
+            else:
+                try:
+                    size, generation = await self.getsize(key), None
+                except FileNotFoundError:
+                    return None
+            if size <= threshold:
+                return await self.get(key)
+            part = int(config.get("large_chunk_part_size"))
+            ranges = [ByteRange(start, min(start + part, size)) for start in range(0, size, part)]
+            try:
+                parts = await asyncio.gather(*(self._get_pinned(key, r, generation) for r in ranges))
+            except PreconditionFailedError:
+                self.stats.count_conflict()
+                continue  # replaced while we read it: read the new version from the start
+            if any(p is None for p in parts):
+                return None  # deleted while we read it
+            return b"".join(p for p in parts if p is not None)
+        raise PreconditionFailedError(
+            f"get {key!r} in {self.store.url}: the object kept changing while it was read in parts"
+        )
+
+    async def _get_pinned(
+        self, key: str, byte_range: ByteRange, generation: Generation | None
+    ) -> bytes | None:
+        if generation is None:
+            return await self.get(key, byte_range)
+        return await self._retried(
+            "get",
+            key,
+            lambda: self._call(
+                lambda: self.store.get(key, byte_range, if_generation_match=generation), reading=True
+            ),
+        )
+
+    async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        """Read ``key`` and its generation (see :meth:`Store.get_with_generation`). Retried and timed."""
+        return await self._retried(
+            "get", key, lambda: self._call(lambda: self.store.get_with_generation(key), reading=True)
+        )
 
     async def exists(self, key: str) -> bool:
         """True if ``key`` holds a value. Retried and timed."""
@@ -137,6 +181,166 @@ class StoreIO:
             await self._retried(
                 "set", key, lambda: self._call(lambda: self.store.set(key, value), written=len(value)), exc
             )
+
+    async def set_if(
+        self,
+        key: str,
+        value: bytes,
+        *,
+        if_generation_match: Generation | None = None,
+        if_not_exists: bool = False,
+        idempotent: bool = True,
+    ) -> None:
+        """Write ``key`` only if the condition holds (see :meth:`Store.set`). Retried and timed.
+
+        A retry keeps the condition, so it never replays an old value over a newer
+        writer's. When an attempt failed ambiguously (a timeout or a reset: the
+        request may have been applied) and a retry then finds the condition broken,
+        the stored value is compared with ``value``: equal means the earlier attempt
+        landed (S3 can answer 412 to a retried conditional PUT of its own write) --
+        or another writer stored the very same bytes, which is the same result when
+        the write is ``idempotent`` (a merge of elements, attributes). Pass
+        ``idempotent=False`` where *who* wrote matters (``append`` claiming an
+        offset): the 412 is then raised, and the caller's next round may allocate
+        again rather than share another writer's allocation.
+
+        Raises
+        ------
+        PreconditionFailedError
+            Another writer changed (or created) the key first; nothing was written.
+        ConsistencyUnsupportedError
+            The store has no conditional writes.
+        """
+        ambiguous = False
+
+        async def attempt() -> None:
+            nonlocal ambiguous
+            try:
+                await self._call(
+                    lambda: self.store.set(
+                        key, value, if_generation_match=if_generation_match, if_not_exists=if_not_exists
+                    ),
+                    written=len(value),
+                )
+            except ThrottledError:
+                raise  # answered "slow down": not applied
+            except TransientStoreError:
+                ambiguous = True
+                raise
+            except PreconditionFailedError:
+                if ambiguous and idempotent and await self.get(key) == value:
+                    return  # our own earlier attempt was applied (or the same bytes were)
+                raise
+
+        await self._retried("set", key, attempt)
+
+    async def delete_if(self, key: str, *, if_generation_match: Generation) -> None:
+        """Delete ``key`` only if it is still ``if_generation_match`` (missing is fine). Retried.
+
+        Raises
+        ------
+        PreconditionFailedError
+            Another writer replaced the key first; nothing was deleted.
+        """
+        ambiguous = False
+
+        async def attempt() -> None:
+            nonlocal ambiguous
+            try:
+                await self._call(lambda: self.store.delete(key, if_generation_match=if_generation_match))
+            except TransientStoreError:
+                ambiguous = True
+                raise
+            except PreconditionFailedError:
+                if ambiguous and not await self.exists(key):
+                    return  # our own earlier attempt deleted it
+                raise
+
+        await self._retried("delete", key, attempt)
+
+    async def update(
+        self,
+        key: str,
+        modify: Callable[[bytes | None], bytes | None],
+        *,
+        require_consistency: bool | None = None,
+        idempotent: bool = True,
+    ) -> bytes | None:
+        """Optimistic read-modify-write of one value: read with its generation, apply
+        ``modify``, write conditionally; start again when another writer got there first.
+
+        Parameters
+        ----------
+        key : str
+            The key (a ``.zattrs``/``.zarray`` document, typically).
+        modify : callable
+            ``modify(current bytes or None) -> new bytes``, or None to leave the value
+            as it is. Called again with the newer value after every conflict, so it
+            must be a pure function of its argument (and may raise to abort).
+        require_consistency : bool, optional
+            Refuse stores without conditional writes (default: ``azarr.config``
+            ``require_consistency``); otherwise those get a plain read and write.
+        idempotent : bool
+            Whether applying the change twice equals applying it once (see
+            :meth:`set_if`); False for allocations such as ``append``.
+
+        Returns
+        -------
+        bytes or None
+            The value written (or left in place when ``modify`` returned None).
+
+        Raises
+        ------
+        PreconditionFailedError
+            ``conditional_write_attempts`` rounds all lost to other writers.
+        ConsistencyUnsupportedError
+            ``require_consistency`` on a store without conditional writes.
+        """
+        if not self.check_consistency(key, require_consistency):
+            current = await self.get(key)
+            new = modify(current)
+            if new is not None:
+                await self.set(key, new)
+            return current if new is None else new
+        for _ in range(int(config.get("conditional_write_attempts"))):
+            current, generation = await self.get_with_generation(key)
+            new = modify(current)
+            if new is None:
+                return current
+            try:
+                if current is None:
+                    await self.set_if(key, new, if_not_exists=True, idempotent=idempotent)
+                elif generation is None:
+                    await self.set(key, new)  # the backend gave no generation (no ETag header)
+                else:
+                    await self.set_if(key, new, if_generation_match=generation, idempotent=idempotent)
+            except PreconditionFailedError:
+                self.stats.count_conflict()
+                continue
+            return new
+        raise PreconditionFailedError(
+            f"update {key!r} in {self.store.url}: other writers changed it on each of "
+            f"{config.get('conditional_write_attempts')} attempts"
+        )
+
+    def check_consistency(self, key: str, require: bool | None = None) -> bool:
+        """Whether read-modify-writes of ``key`` can be conditional on this store.
+
+        Raises
+        ------
+        ConsistencyUnsupportedError
+            They cannot, and ``require`` (default ``azarr.config``
+            ``require_consistency``) asks for them.
+        """
+        if self.store.supports_conditional_writes:
+            return True
+        if require if require is not None else config.get("require_consistency"):
+            raise ConsistencyUnsupportedError(
+                f"cannot update {key!r} safely: {type(self.store).__name__} {self.store.url} has no "
+                "conditional writes, so concurrent writers could lose each other's updates "
+                "(require_consistency=True; see docs/consistency.md)"
+            )
+        return False
 
     async def delete(self, key: str) -> None:
         """Delete ``key`` (missing is fine). Retried and timed."""
@@ -236,7 +440,10 @@ class StoreIO:
             except BaseException:
                 self.stats.record(time.perf_counter() - started, failed=True)
                 raise
-            read = len(result) if reading and isinstance(result, bytes) else 0
+            read = 0
+            if reading:
+                value = result[0] if isinstance(result, tuple) else result
+                read = len(value) if isinstance(value, bytes) else 0
             self.stats.record(time.perf_counter() - started, read=read, written=written)
             return result
 

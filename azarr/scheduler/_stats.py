@@ -44,6 +44,9 @@ class StoreStats:
         Attempts that failed (transient or not).
     hedged : int
         Backup requests sent by hedged reads.
+    conflicts : int
+        Conditional writes that found another writer's generation (HTTP 412) and
+        made a read-modify-write start again (see ``docs/consistency.md``).
     latency : list of int
         Request counts per latency bucket (see :data:`LATENCY_BUCKETS`, seconds).
     """
@@ -61,6 +64,7 @@ class StoreStats:
             self.retries = 0
             self.errors = 0
             self.hedged = 0
+            self.conflicts = 0
             self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
             self._recent: list[float] = []
 
@@ -83,6 +87,11 @@ class StoreStats:
         """Count one retry."""
         with self._lock:
             self.retries += 1
+
+    def count_conflict(self) -> None:
+        """Count one failed precondition that restarted a read-modify-write."""
+        with self._lock:
+            self.conflicts += 1
 
     def count_hedge(self) -> None:
         """Count one hedged backup request."""
@@ -108,6 +117,7 @@ class StoreStats:
                 "retries": self.retries,
                 "errors": self.errors,
                 "hedged": self.hedged,
+                "conflicts": self.conflicts,
                 "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
             }
 

@@ -26,7 +26,7 @@ scheme (:func:`register_store`, or the ``azarr.stores`` entry-point group), and
 :func:`open_store` gives the live store of a spec.
 """
 
-from azarr.storage._base import ByteRange, Store, validate_key
+from azarr.storage._base import ByteRange, Generation, Store, validate_key
 from azarr.storage._cache import LRUStoreCache
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._fsspec_sync import SyncFsspecStore
@@ -54,6 +54,7 @@ from azarr.storage._zip import ZipStore
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ByteRange",
+    "Generation",
     "StoreDriver",
     "StoreSpec",
     "WrapperStore",

@@ -12,10 +12,15 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeAlias
 
-from azarr.errors import InvalidKeyError, ReadOnlyError
+from azarr.errors import ConsistencyUnsupportedError, InvalidKeyError, ReadOnlyError
 from azarr.storage._spec import StoreSpec, reopen
+
+#: An opaque token naming one stored version of a key: the S3 ETag, the GCS
+#: ``generation``, a local file's identity, a memory store's value object. Only
+#: ever compared by the store that issued it (see ``docs/consistency.md``).
+Generation: TypeAlias = object
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,15 @@ class Store(ABC):
     #: True for stores that store a translated ``.zarray`` (the N5 adapter): creation
     #: reads the document back rather than trusting the one it wrote.
     rewrites_metadata: ClassVar[bool] = False
+    #: True for stores that return generations (:meth:`get_with_generation`) and
+    #: honour ``if_generation_match``/``if_not_exists`` on :meth:`set` and
+    #: :meth:`delete` atomically: the basis of azarr's lost-update-free partial
+    #: chunk writes, attribute updates, ``resize``/``append`` and ``mode="w-"``.
+    supports_conditional_writes: bool = False
+    #: True for stores whose ranged reads can be pinned to a generation
+    #: (``get(..., if_generation_match=g)``), so a large object read as parallel
+    #: ranges never mixes two versions.
+    supports_conditional_reads: bool = False
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -208,7 +222,9 @@ class Store(ABC):
         return (reopen, (type(self), self.spec, self.read_only))
 
     # ------------------------------------------------------------------ public API
-    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+    async def get(
+        self, key: str, byte_range: ByteRange | None = None, *, if_generation_match: Generation | None = None
+    ) -> bytes | None:
         """Read the value stored at ``key``.
 
         Parameters
@@ -219,6 +235,9 @@ class Store(ABC):
             Read only part of the value (bytes ``[start, end)``, or the last
             ``-start`` bytes). Out-of-range requests follow Python slicing
             (:meth:`ByteRange.apply`): truncated, or ``b""`` -- never an error.
+        if_generation_match : Generation, optional
+            Read only if the stored object is still this generation (S3
+            ``If-Match``); only on stores with :attr:`supports_conditional_reads`.
 
         Returns
         -------
@@ -229,14 +248,67 @@ class Store(ABC):
         ------
         InvalidKeyError
             The key is unsafe.
+        PreconditionFailedError
+            ``if_generation_match`` was given and the object changed or vanished.
+        ConsistencyUnsupportedError
+            ``if_generation_match`` on a store without conditional reads.
         StoreError
             The backend failed; the message names the key and store URL.
         """
         validate_key(key)
-        return await self._get(key, byte_range)
+        if if_generation_match is None:
+            return await self._get(key, byte_range)
+        if not self.supports_conditional_reads:
+            raise ConsistencyUnsupportedError(
+                f"cannot read {key!r} pinned to a generation: {self.url} has no conditional reads"
+            )
+        return await self._get_if_match(key, byte_range, if_generation_match)
 
-    async def set(self, key: str, value: bytes | bytearray | memoryview) -> None:
+    async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        """Read ``key`` and the generation of the value read (one request).
+
+        Returns
+        -------
+        (bytes or None, Generation or None)
+            The value (None if missing) and its generation; the generation is None
+            for a missing key and on stores without :attr:`supports_conditional_writes`.
+        """
+        validate_key(key)
+        if not self.supports_conditional_writes:
+            return await self._get(key, None), None
+        return await self._get_with_generation(key)
+
+    async def stat(self, key: str) -> tuple[int, Generation | None] | None:
+        """Size in bytes and generation of ``key``; None if it is missing (one ``HEAD``).
+
+        The generation is None on stores without :attr:`supports_conditional_reads`.
+        """
+        validate_key(key)
+        return await self._stat(key)
+
+    async def set(
+        self,
+        key: str,
+        value: bytes | bytearray | memoryview,
+        *,
+        if_generation_match: Generation | None = None,
+        if_not_exists: bool = False,
+    ) -> None:
         """Store ``value`` (any bytes-like object) at ``key``, replacing any previous value atomically.
+
+        Parameters
+        ----------
+        key : str
+            Store key (validated).
+        value : bytes-like
+            The new value.
+        if_generation_match : Generation, optional
+            Write only if the stored value is still this generation (from
+            :meth:`get_with_generation`): S3 ``If-Match``, GCS
+            ``ifGenerationMatch``.
+        if_not_exists : bool
+            Write only if the key does not exist (S3 ``If-None-Match: *``, GCS
+            ``ifGenerationMatch=0``, ``O_EXCL`` locally).
 
         Raises
         ------
@@ -244,16 +316,36 @@ class Store(ABC):
             The store was opened read-only.
         InvalidKeyError
             The key is unsafe.
+        PreconditionFailedError
+            A condition did not hold; nothing was written.
+        ConsistencyUnsupportedError
+            A condition was given and the store has no conditional writes
+            (:attr:`supports_conditional_writes`).
         """
         self._check_writable(key)
         validate_key(key)
-        await self._set(key, bytes(value) if not isinstance(value, bytes) else value)
+        data = bytes(value) if not isinstance(value, bytes) else value
+        if if_generation_match is None and not if_not_exists:
+            await self._set(key, data)
+            return
+        if if_generation_match is not None and if_not_exists:
+            raise ValueError("pass if_generation_match or if_not_exists, not both")
+        self._check_conditional(key)
+        await self._set_if(key, data, if_generation_match)
 
-    async def delete(self, key: str) -> None:
-        """Delete ``key``; deleting a missing key is not an error."""
+    async def delete(self, key: str, *, if_generation_match: Generation | None = None) -> None:
+        """Delete ``key``; deleting a missing key is not an error.
+
+        With ``if_generation_match``, delete only if the stored value is still that
+        generation (else :class:`~azarr.errors.PreconditionFailedError`).
+        """
         self._check_writable(key)
         validate_key(key)
-        await self._delete(key)
+        if if_generation_match is None:
+            await self._delete(key)
+            return
+        self._check_conditional(key)
+        await self._delete_if(key, if_generation_match)
 
     async def delete_prefix(self, prefix: str) -> None:
         """Delete every key under ``prefix`` (``""`` clears the store).
@@ -348,6 +440,13 @@ class Store(ABC):
     async def revalidate(self) -> None:  # noqa: B027 - optional hook; only caches have state to recheck
         """Mark what the store cached as stale before an open (caches recheck; others do nothing)."""
 
+    def _check_conditional(self, key: str) -> None:
+        if not self.supports_conditional_writes:
+            raise ConsistencyUnsupportedError(
+                f"cannot write {key!r} conditionally: {type(self).__name__} {self.url} has no "
+                "conditional writes (see docs/consistency.md)"
+            )
+
     def _check_writable(self, key: str) -> None:
         if self.read_only or not self.supports_writes:
             raise ReadOnlyError(f"cannot write {key!r}: store {self.url} is read-only")
@@ -361,6 +460,29 @@ class Store(ABC):
 
     @abstractmethod
     async def _delete(self, key: str) -> None: ...
+
+    # Conditional primitives: stores declaring ``supports_conditional_writes`` /
+    # ``supports_conditional_reads`` override them. ``_set_if`` with generation
+    # None means "only if the key does not exist".
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        return await self._get(key, None), None
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        raise ConsistencyUnsupportedError(f"{type(self).__name__} has no conditional writes ({key!r})")
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        raise ConsistencyUnsupportedError(f"{type(self).__name__} has no conditional deletes ({key!r})")
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        raise ConsistencyUnsupportedError(f"{type(self).__name__} has no conditional reads ({key!r})")
+
+    async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
+        try:
+            return await self._getsize(key), None
+        except FileNotFoundError:
+            return None
 
     async def _exists(self, key: str) -> bool:
         return (await self._get(key, None)) is not None

@@ -158,6 +158,8 @@ class LRUStoreCache(WrapperStore):
     """
 
     wrapper_name = "lru-cache"
+    # Values it serves come from its cache, without a generation: no conditional pass-through.
+    forwards_conditional = False
 
     def __init__(
         self,

@@ -14,6 +14,9 @@ S3 ``NoSuchBucket``                         :class:`~azarr.errors.StoreUnavailab
 HTTP 401/403, ``AccessDenied``, bad keys    :class:`~azarr.errors.PermissionDeniedError`
 HTTP 429/503 ``SlowDown``, throttling codes :class:`~azarr.errors.ThrottledError` (retried)
 HTTP 408/5xx, ``InternalError``             :class:`~azarr.errors.TransientStoreError` (retried)
+HTTP 409 ``ConditionalRequestConflict``     :class:`~azarr.errors.TransientStoreError` (retried)
+HTTP 412, ``PreconditionFailed``, GCS
+``conditionNotMet``                         :class:`~azarr.errors.PreconditionFailedError`
 refused, reset, DNS, server disconnected    :class:`~azarr.errors.ConnectionFailedError` (retried)
 read timeouts, bodies cut short             :class:`~azarr.errors.TransientStoreError` (retried)
 anything else                               :class:`~azarr.errors.StoreError`
@@ -30,6 +33,7 @@ from collections.abc import Iterator, Mapping
 from azarr.errors import (
     ConnectionFailedError,
     PermissionDeniedError,
+    PreconditionFailedError,
     StoreError,
     StoreUnavailableError,
     ThrottledError,
@@ -59,8 +63,21 @@ _THROTTLED_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "429"}
 )
 _TRANSIENT_CODES = frozenset(
-    {"InternalError", "ServiceUnavailable", "RequestTimeout", "500", "502", "503", "504", "408"}
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "500",
+        "502",
+        "503",
+        "504",
+        "408",
+        # S3: two conditional writes of one key overlapped; AWS says retry.
+        "ConditionalRequestConflict",
+    }
 )
+# A conditional request's condition did not hold (S3/HTTP 412, GCS conditionNotMet).
+_PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "conditionNotMet"})
 # Exception class names meaning the request timed out or the connection broke mid-transfer.
 _TRANSIENT_TYPES = frozenset(
     {"ReadTimeoutError", "ServerTimeoutError", "TimeoutError", "ClientPayloadError", "IncompleteReadError"}
@@ -148,6 +165,8 @@ def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreE
         return PermissionDeniedError(f"permission denied: {what}: {detail}")
     if codes & _UNAVAILABLE_CODES:
         return StoreUnavailableError(f"{what} failed: backend unreachable ({detail})")
+    if codes & _PRECONDITION_CODES:
+        return PreconditionFailedError(f"{what}: precondition failed, another writer changed it ({detail})")
     if codes & _THROTTLED_CODES:
         return ThrottledError(f"{what} was throttled by the backend ({detail})")
     if codes & _TRANSIENT_CODES:
@@ -163,6 +182,7 @@ _STATUS_ERRORS: Mapping[int, type[StoreError]] = {
     401: PermissionDeniedError,
     403: PermissionDeniedError,
     408: TransientStoreError,
+    412: PreconditionFailedError,
     429: ThrottledError,
 }
 
@@ -188,4 +208,6 @@ def error_for_status(status: int, reason: str, op: str, key: str, where: str) ->
         return kind(f"{what} was throttled by the server: {shown}")
     if kind is TransientStoreError:
         return kind(f"{what} failed: server error {shown}")
+    if kind is PreconditionFailedError:
+        return kind(f"{what}: precondition failed, another writer changed it ({shown})")
     return kind(f"{what} failed: unexpected {shown}")

@@ -305,7 +305,7 @@ class FsspecStore(Store):
         """Metadata of the value at ``key``; ``None`` if there is none (or it is a "directory")."""
         fs = await self.filesystem()
         try:
-            info: dict[str, Any] = await self._stat(fs, key)
+            info: dict[str, Any] = await self._object_info(fs, key)
         except AzarrError:
             raise
         except Exception as exc:
@@ -317,7 +317,7 @@ class FsspecStore(Store):
             return None
         return info
 
-    async def _stat(self, fs: Any, key: str) -> dict[str, Any]:
+    async def _object_info(self, fs: Any, key: str) -> dict[str, Any]:
         """The filesystem's metadata of ``key`` (raises its own errors; drivers may override)."""
         info: dict[str, Any] = await fs._info(self._full(key))
         return info

@@ -9,12 +9,13 @@ import re
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from azarr.errors import PermissionDeniedError, StoreError
-from azarr.storage._base import ByteRange, Store
+from azarr.errors import PermissionDeniedError, PreconditionFailedError, StoreError
+from azarr.storage._base import ByteRange, Generation, Store
 from azarr.storage._spec import StoreSpec
 
 _T = TypeVar("_T")
@@ -30,6 +31,48 @@ _MKDIR_RETRIES = 8
 
 def _is_tmp(name: str) -> bool:
     return _TMP_MARK in name and _TMP_RE.match(name) is not None
+
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no advisory locks, no conditional writes
+    fcntl = None  # type: ignore[assignment]
+
+
+class _FileGeneration:
+    """The generation of a value read from a file: the file itself, held open.
+
+    Values are never modified in place, only replaced by a rename, so "the file at
+    the path is still the inode we read" means "the value is unchanged". Holding
+    the descriptor keeps the inode allocated, so a later file cannot reuse its
+    number (``(inode, mtime_ns, size)`` alone can repeat within the filesystem's
+    timestamp granularity when a replaced file's inode is recycled).
+    """
+
+    __slots__ = ("__weakref__", "dev", "ino")
+
+    def __init__(self, fd: int) -> None:
+        st = os.fstat(fd)
+        self.dev, self.ino = st.st_dev, st.st_ino
+        weakref.finalize(self, os.close, fd)
+
+    def matches(self, st: os.stat_result) -> bool:
+        return (st.st_dev, st.st_ino) == (self.dev, self.ino)
+
+    def __repr__(self) -> str:
+        return f"<file generation {self.dev}:{self.ino}>"
+
+
+@contextlib.contextmanager
+def _directory_lock(directory: Path) -> Any:
+    """An exclusive ``flock`` on ``directory`` itself: conditional replaces of its files
+    check and rename under it, across threads and processes (no lock files to leave behind)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 class LocalStore(Store):
@@ -69,6 +112,8 @@ class LocalStore(Store):
     """
 
     is_local = True
+    #: Conditional writes need POSIX advisory locks (fcntl.flock).
+    supports_conditional_writes = fcntl is not None
 
     def __init__(
         self,
@@ -182,7 +227,7 @@ class LocalStore(Store):
             # Missing file, a "directory" key, or a parent that is a file: no value here.
             return None
 
-    def _write(self, path: Path, value: bytes) -> None:
+    def _write(self, path: Path, value: bytes, commit: Callable[[Path, Path], None] | None = None) -> None:
         parent = path.parent
         # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
         stem = path.name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
@@ -200,11 +245,78 @@ class LocalStore(Store):
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(value)
-            os.replace(tmp, path)
+            if commit is None:
+                os.replace(tmp, path)
+            else:
+                commit(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+    # ------------------------------------------------------------------ conditional bodies
+    @staticmethod
+    def _read_with_generation(path: Path) -> tuple[bytes | None, Generation | None]:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None, None
+        try:
+            generation = _FileGeneration(os.dup(fd))
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read()
+        except IsADirectoryError:
+            return None, None
+        finally:
+            os.close(fd)
+        return data, generation
+
+    def _conflict(self, key: str, wanted: str) -> PreconditionFailedError:
+        return PreconditionFailedError(f"{key!r} in {self.url} is not {wanted}: another writer changed it")
+
+    def _commit_if(self, key: str, generation: Generation | None) -> Callable[[Path, Path], None]:
+        """How a conditional write puts its temporary file in place."""
+        if generation is None:
+
+            def create(tmp: Path, path: Path) -> None:
+                # link() fails atomically if the name exists: O_EXCL for a finished file.
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    raise self._conflict(key, "absent") from None
+                finally:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+
+            return create
+
+        def replace(tmp: Path, path: Path) -> None:
+            with _directory_lock(path.parent):
+                try:
+                    current = os.stat(path)
+                except FileNotFoundError:
+                    current = None
+                if current is None or not (
+                    isinstance(generation, _FileGeneration) and generation.matches(current)
+                ):
+                    raise self._conflict(key, "unchanged")
+                os.replace(tmp, path)
+
+        return replace
+
+    def _unlink_if(self, key: str, path: Path, generation: Generation) -> None:
+        try:
+            with _directory_lock(path.parent):
+                try:
+                    current = os.stat(path)
+                except FileNotFoundError:
+                    return
+                if not (isinstance(generation, _FileGeneration) and generation.matches(current)):
+                    raise self._conflict(key, "unchanged")
+                path.unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        self._prune(path.parent)
 
     def _prune(self, directory: Path) -> None:
         """Remove ``directory`` and its parents while empty, stopping at root."""
@@ -317,6 +429,18 @@ class LocalStore(Store):
             self._unlink(path)
 
         await self._run("delete", key, delete)
+
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        result: tuple[bytes | None, Generation | None] = await self._run(
+            "get", key, self._read_with_generation, self._path(key)
+        )
+        return result
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        await self._run("set", key, self._write, self._path(key), value, self._commit_if(key, generation))
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        await self._run("delete", key, self._unlink_if, key, self._path(key), generation)
 
     async def _exists(self, key: str) -> bool:
         result: bool = await self._run("exists", key, self._isfile, self._path(key))

@@ -6,13 +6,17 @@ import threading
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import Any
 
-from azarr.storage._base import ByteRange, Store
+from azarr.errors import PreconditionFailedError
+from azarr.storage._base import ByteRange, Generation, Store
 from azarr.storage._spec import StoreSpec, anonymous_root
 
 # Named stores opened through ``memory://<name>`` URLs, shared process-wide like
 # fsspec's memory filesystem so that two opens of one URL see the same data.
 _REGISTRY: dict[str, MutableMapping[str, bytes]] = {}
 _REGISTRY_LOCK = threading.Lock()
+# Conditional writes check and replace under one lock: stores opened by name are
+# shared by every thread (and event loop) of the process.
+_CONDITIONAL_LOCK = threading.Lock()
 
 
 class MemoryStore(Store):
@@ -42,6 +46,7 @@ class MemoryStore(Store):
     """
 
     is_local = True
+    supports_conditional_writes = True
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, *, read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
@@ -109,6 +114,35 @@ class MemoryStore(Store):
 
     async def _delete(self, key: str) -> None:
         self._data.pop(key, None)
+
+    # A value's generation is the stored object itself, compared by identity: holding
+    # it keeps its address from being reused, and the only "ABA" left (the same
+    # object stored again) means the same bytes, which is what a match promises.
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        value = self._data.get(key)
+        return value, value
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        with _CONDITIONAL_LOCK:
+            current = self._data.get(key)
+            if current is not generation:
+                raise self._conflict(key, generation)
+            # A copy when the caller's object is the current one: the new generation
+            # must differ from every generation handed out before.
+            self._data[key] = value if value is not current else bytes(bytearray(value))
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        with _CONDITIONAL_LOCK:
+            current = self._data.get(key)
+            if current is None:
+                return
+            if current is not generation:
+                raise self._conflict(key, generation)
+            del self._data[key]
+
+    def _conflict(self, key: str, generation: Generation | None) -> PreconditionFailedError:
+        wanted = "absent" if generation is None else "unchanged"
+        return PreconditionFailedError(f"{key!r} in {self.url} is not {wanted}: another writer changed it")
 
     async def _exists(self, key: str) -> bool:
         return key in self._data

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 import botocore.handlers
 
 from azarr.errors import AzarrError
-from azarr.storage._base import ByteRange
+from azarr.storage._base import ByteRange, Generation
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._options import S3Options
 from azarr.storage._s3_transport import S3Transport
@@ -170,6 +170,9 @@ class S3Store(FsspecStore):
             self._transport = S3Transport(
                 bucket, inside, storage_options=self.storage_options, location=self._where()
             )
+            # ETags with If-Match / If-None-Match (s3fs has no conditional PutObject).
+            self.supports_conditional_writes = True
+            self.supports_conditional_reads = True
 
     def _make_spec(self) -> StoreSpec:
         return StoreSpec.create(
@@ -259,6 +262,31 @@ class S3Store(FsspecStore):
         if self._transport is None:
             return await super()._delete(key)
         await self._transport.delete(key)
+
+    # Conditional primitives: only with the aiohttp transport (see supports_conditional_writes).
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        assert self._transport is not None
+        return await self._transport.get_with_etag(key)
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        assert self._transport is not None
+        await self._transport.put_if(key, value, if_match=None if generation is None else str(generation))
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        assert self._transport is not None
+        await self._transport.delete_if(key, if_match=str(generation))
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        assert self._transport is not None
+        start, end = (None, None) if byte_range is None else (byte_range.start, byte_range.end)
+        return await self._transport.get(key, start, end, if_match=str(generation))
+
+    async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
+        if self._transport is None:
+            return await super()._stat(key)
+        return await self._transport.stat(key)
 
     async def _exists(self, key: str) -> bool:
         if self._transport is None:

@@ -767,7 +767,9 @@ class S3Transport:
         return err
 
     # ------------------------------------------------------------------ operations
-    async def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes | None:
+    async def get(
+        self, key: str, start: int | None = None, end: int | None = None, *, if_match: str | None = None
+    ) -> bytes | None:
         """Read the object at ``key``, or bytes ``[start, end)`` of it.
 
         Parameters
@@ -791,6 +793,8 @@ class S3Transport:
         StoreError
             See the class notes; a missing bucket is
             :class:`~azarr.errors.StoreUnavailableError`.
+        PreconditionFailedError
+            ``if_match`` (an ETag) was given and the object is another version now.
         ValueError
             A negative ``start`` with an ``end``.
         """
@@ -799,7 +803,7 @@ class S3Transport:
             raise ValueError(f"a suffix range (start={start}) takes no end, got end={end}")
         if end is not None and end <= begin:
             return b"" if await self.head(key) is not None else None
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = {} if if_match is None else {"if-match": if_match}
         if begin < 0:
             headers["range"] = f"bytes={begin}"
         elif end is not None:
@@ -819,7 +823,71 @@ class S3Transport:
             return b""
         if status == 404 and _error_code(reply) != "NoSuchBucket":
             return None
+        raise self._error(reply, "get", key, code="412" if status == 412 else None)
+
+    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
+        """The whole object at ``key`` and its ``ETag`` (its generation); ``(None, None)`` if missing."""
+        reply = await self._request("get", key, "GET", {})
+        if reply.status == 200:
+            return reply.body, reply.headers.get("ETag")
+        if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
+            return None, None
         raise self._error(reply, "get", key)
+
+    async def put_if(self, key: str, data: bytes, *, if_match: str | None) -> str | None:
+        """``PutObject`` only if the object is still ``if_match`` (an ETag), or, with
+        ``if_match=None``, only if it does not exist (``If-None-Match: *``).
+
+        Returns
+        -------
+        str or None
+            The new object's ETag.
+
+        Raises
+        ------
+        PreconditionFailedError
+            HTTP 412: the object changed (or, for a create, exists). SeaweedFS also
+            answers 412 for ``If-Match`` on a missing key, where AWS answers 404.
+        TransientStoreError
+            HTTP 409 ``ConditionalRequestConflict`` (another conditional write of the
+            key was in progress): retried by the scheduler with the same condition.
+        """
+        headers = {"if-none-match": "*"} if if_match is None else {"if-match": if_match}
+        reply = await self._request("set", key, "PUT", headers, data)
+        if 200 <= reply.status < 300:
+            return reply.headers.get("ETag")
+        if reply.status == 404 and if_match is not None and _error_code(reply) == "NoSuchKey":
+            raise self._error(reply, "set", key, code="412")
+        raise self._error(reply, "set", key, code=_condition_code(reply))
+
+    async def delete_if(self, key: str, *, if_match: str) -> None:
+        """``DeleteObject`` only if the object is still ``if_match``; a missing key is fine.
+
+        Raises
+        ------
+        PreconditionFailedError
+            The object is another version now.
+        """
+        reply = await self._request("delete", key, "DELETE", {"if-match": if_match})
+        if 200 <= reply.status < 300:
+            return
+        if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
+            return
+        if reply.status == 412 and await self.head(key, op="delete") is None:
+            return  # SeaweedFS answers 412 for If-Match on a key that is gone: nothing to delete
+        raise self._error(reply, "delete", key, code=_condition_code(reply))
+
+    async def stat(self, key: str) -> tuple[int, str | None] | None:
+        """``(size, ETag)`` of the object at ``key`` from a ``HEAD``; None if missing."""
+        reply = await self._request("getsize", key, "HEAD", {})
+        if reply.status == 200:
+            length = reply.headers.get("Content-Length")
+            if length is not None and length.isdigit():
+                return int(length), reply.headers.get("ETag")
+            raise StoreError(f"getsize {key!r} in {self.location}: HEAD answered without a Content-Length")
+        if reply.status == 404:
+            return None
+        raise self._error(reply, "getsize", key, code="PermanentRedirect" if reply.status == 301 else None)
 
     async def put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         """Store ``data`` at ``key`` (one ``PutObject``; S3 replaces objects atomically).
@@ -883,6 +951,13 @@ class S3Transport:
             return None
         code = "PermanentRedirect" if reply.status == 301 else None
         raise self._error(reply, op, key, code=code)
+
+
+def _condition_code(reply: _Reply) -> str | None:
+    """The error code of a conditional request's failure: 412 bodies are not always XML."""
+    if reply.status == 412:
+        return "412"
+    return None
 
 
 def _size_from_probe(reply: _Reply) -> int:

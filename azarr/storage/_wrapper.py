@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from azarr.storage._base import ByteRange, Store
+from azarr.storage._base import ByteRange, Generation, Store
 from azarr.storage._spec import StoreSpec
 
 __all__ = ["WrapperStore"]
@@ -37,6 +37,10 @@ class WrapperStore(Store):
 
     #: The spec's driver name for this wrapper (``"lru-cache"``, ``"consolidated"``, ...).
     wrapper_name: ClassVar[str] = "wrapper"
+    #: Whether conditional operations pass through to the wrapped store. A wrapper
+    #: that answers reads itself (a cache) must not claim the wrapped store's
+    #: generations for values it served, so it sets this False.
+    forwards_conditional: ClassVar[bool] = True
 
     def __init__(self, inner: Store, *, read_only: bool | None = None) -> None:
         if not isinstance(inner, Store):
@@ -48,6 +52,8 @@ class WrapperStore(Store):
         self.supports_listing = inner.supports_listing
         self.is_local = inner.is_local
         self.max_requests = inner.max_requests
+        self.supports_conditional_writes = self.forwards_conditional and inner.supports_conditional_writes
+        self.supports_conditional_reads = self.forwards_conditional and inner.supports_conditional_reads
 
     # ------------------------------------------------------------------ identity
     @property
@@ -91,6 +97,26 @@ class WrapperStore(Store):
 
     async def _exists(self, key: str) -> bool:
         return await self.inner.exists(key)
+
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        return await self.inner.get_with_generation(key)
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        if generation is None:
+            await self.inner.set(key, value, if_not_exists=True)
+        else:
+            await self.inner.set(key, value, if_generation_match=generation)
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        await self.inner.delete(key, if_generation_match=generation)
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        return await self.inner.get(key, byte_range, if_generation_match=generation)
+
+    async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
+        return await self.inner.stat(key)
 
     async def _getsize(self, key: str) -> int:
         return await self.inner.getsize(key)

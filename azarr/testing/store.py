@@ -33,7 +33,7 @@ from typing import ClassVar
 
 import pytest
 
-from azarr.errors import InvalidKeyError, ReadOnlyError
+from azarr.errors import ConsistencyUnsupportedError, InvalidKeyError, PreconditionFailedError, ReadOnlyError
 from azarr.scheduler import budget_for, stats_for
 from azarr.storage import ByteRange, Store, StoreSpec, validate_key
 
@@ -110,6 +110,10 @@ class StoreTests:
     concurrency: ClassVar[int] = 200
     # False where unpickling makes an independent copy (an unnamed MemoryStore).
     pickle_keeps_url: ClassVar[bool] = True
+    # False where the backend ignores conditions on deletes (fake-gcs-server).
+    conditional_deletes_enforced: ClassVar[bool] = True
+    # False where the backend checks a condition and writes non-atomically (moto).
+    conditional_writes_atomic: ClassVar[bool] = True
 
     @pytest.fixture
     def make_store(self) -> Callable[[], Store]:  # pragma: no cover - always overridden
@@ -286,6 +290,86 @@ class StoreTests:
         await asyncio.gather(*(store.set("same", v) for v in values))
         assert await store.get("same") in values
         assert await collect(store.list_prefix("")) == ["same"]
+
+    # ------------------------------------------------------------------ generations
+    # Stores declaring supports_conditional_writes must honour conditions atomically
+    # (docs/consistency.md); the others must refuse them with a clear error.
+    async def test_conditional_create(self, store: Store) -> None:
+        if not store.supports_conditional_writes:
+            with pytest.raises(ConsistencyUnsupportedError, match="conditional"):
+                await store.set("new", b"x", if_not_exists=True)
+            assert await store.get_with_generation("missing") == (None, None)
+            return
+        await store.set("new", b"first", if_not_exists=True)
+        with pytest.raises(PreconditionFailedError):
+            await store.set("new", b"second", if_not_exists=True)
+        assert await store.get("new") == b"first"
+        with pytest.raises(ValueError):
+            await store.set("new", b"x", if_not_exists=True, if_generation_match=object())
+
+    async def test_conditional_update(self, store: Store) -> None:
+        if not store.supports_conditional_writes:
+            pytest.skip("no conditional writes")
+        assert await store.get_with_generation("k") == (None, None)
+        await store.set("k", b"v1")
+        value, first = await store.get_with_generation("k")
+        assert value == b"v1" and first is not None
+        await store.set("k", b"v2", if_generation_match=first)
+        value, second = await store.get_with_generation("k")
+        assert value == b"v2" and second is not None
+        with pytest.raises(PreconditionFailedError):
+            await store.set("k", b"stale", if_generation_match=first)  # another writer's v2 stays
+        assert await store.get("k") == b"v2"
+        # (Rewriting the same bytes may keep the generation: S3 ETags are content
+        # hashes. A match then still means "unchanged", which is all a merge needs.)
+        await store.set("k", b"v3")
+        with pytest.raises(PreconditionFailedError):
+            await store.set("k", b"v4", if_generation_match=second)
+        if self.conditional_deletes_enforced:
+            with pytest.raises(PreconditionFailedError):
+                await store.delete("k", if_generation_match=second)
+            assert await store.exists("k")
+        _, current = await store.get_with_generation("k")
+        await store.delete("k", if_generation_match=current)
+        assert await store.get("k") is None
+        await store.delete("k", if_generation_match=current)  # missing: nothing to do
+
+    async def test_range_reads_pinned_to_a_generation(self, store: Store) -> None:
+        if not store.supports_conditional_reads:
+            with pytest.raises(ConsistencyUnsupportedError):
+                await store.get("k", ByteRange(0, 2), if_generation_match="any")
+            return
+        await store.set("k", VALUE)
+        info = await store.stat("k")
+        assert info is not None and info[0] == len(VALUE) and info[1] is not None
+        assert await store.get("k", ByteRange(2, 5), if_generation_match=info[1]) == VALUE[2:5]
+        await store.set("k", VALUE[::-1])
+        with pytest.raises(PreconditionFailedError):
+            await store.get("k", ByteRange(2, 5), if_generation_match=info[1])
+        assert await store.stat("missing") is None
+
+    async def test_conditional_read_modify_writes_lose_nothing(self, store: Store) -> None:
+        """Tasks increment one counter by read-modify-write: every increment survives."""
+        if not store.supports_conditional_writes or not self.conditional_writes_atomic:
+            pytest.skip("no atomic conditional writes")
+        tasks, conflicts = 12, 0
+
+        async def increment() -> None:
+            nonlocal conflicts
+            while True:
+                value, generation = await store.get_with_generation("counter")
+                new = str(int(value or b"0") + 1).encode()
+                try:
+                    if value is None:
+                        await store.set("counter", new, if_not_exists=True)
+                    else:
+                        await store.set("counter", new, if_generation_match=generation)
+                    return
+                except PreconditionFailedError:
+                    conflicts += 1
+
+        await asyncio.gather(*(increment() for _ in range(tasks)))
+        assert await store.get("counter") == str(tasks).encode()
 
     # ------------------------------------------------------------------ modes
     async def test_read_only(self, store: Store) -> None:
