@@ -147,6 +147,7 @@ PEERS: dict[str, Peer] = {
         ),
         expect_version="2.18.",
         modules=("zarr", "numcodecs", "numpy", "s3fs", "xarray", "xbatcher", "torch"),
+    ),
     # Not a benchmark peer: zarr 2.18 with h5py, for the copy/copy_all interop test with HDF5 sources
     # (tests/interop/test_copy_nodes.py); the interop reference venv has no h5py.
     "zarr218-h5py": Peer(

@@ -238,6 +238,10 @@ class N5Store(WrapperStore):
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
+        # Keys are translated in _get/_set; the inner store's conditional operations would
+        # bypass that, so this wrapper offers none (writes through it are plain replaces).
+        self.supports_conditional_writes = False
+        self.supports_conditional_reads = False
 
     def __repr__(self) -> str:
         return f"N5Store({self.inner!r})"

@@ -81,6 +81,10 @@ class MetadataKeyStore(WrapperStore):
         if not metadata_key or "/" in metadata_key:
             raise ValueError(f"metadata_key must be a plain file name, got {metadata_key!r}")
         super().__init__(store)
+        # Keys are translated in _get/_set; the inner store's conditional operations would
+        # bypass that, so this wrapper offers none (writes through it are plain replaces).
+        self.supports_conditional_writes = False
+        self.supports_conditional_reads = False
         self._path = path
         self._metadata_key = metadata_key
         self._zarray = node_key(path, ZARRAY)

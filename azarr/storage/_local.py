@@ -431,16 +431,38 @@ class LocalStore(Store):
         await self._run("delete", key, delete)
 
     async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        result: tuple[bytes | None, Generation | None] = await self._run(
-            "get", key, self._read_with_generation, self._path(key)
-        )
+        path = self._path(key)
+
+        def read() -> tuple[bytes | None, Generation | None]:
+            if self.confine_reads:
+                self._confine(path, "get", key)
+            return self._read_with_generation(path)
+
+        result: tuple[bytes | None, Generation | None] = await self._run("get", key, read)
         return result
 
+    # Conditional writes keep the same confinement as plain ones: a symlink out of the
+    # root is refused whichever path a write takes.
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
-        await self._run("set", key, self._write, self._path(key), value, self._commit_if(key, generation))
+        path = self._path(key)
+        commit = self._commit_if(key, generation)
+
+        def write() -> None:
+            if self.confine_writes:
+                self._confine(path.parent, "set", key)
+            self._write(path, value, commit)
+
+        await self._run("set", key, write)
 
     async def _delete_if(self, key: str, generation: Generation) -> None:
-        await self._run("delete", key, self._unlink_if, key, self._path(key), generation)
+        path = self._path(key)
+
+        def delete() -> None:
+            if self.confine_writes:
+                self._confine(path.parent, "delete", key)
+            self._unlink_if(key, path, generation)
+
+        await self._run("delete", key, delete)
 
     async def _exists(self, key: str) -> bool:
         result: bool = await self._run("exists", key, self._isfile, self._path(key))

@@ -35,6 +35,6 @@ class TempStore(LocalStore):
         await super().close()
         self._cleanup()
 
-    def __getstate__(self) -> Any:
+    def __reduce__(self) -> Any:
         # A copy in another process would point at a directory this one removes.
         raise TypeError("a TempStore cannot be pickled: its directory belongs to this process")
