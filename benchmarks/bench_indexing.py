@@ -23,7 +23,7 @@ workload                expression                                  chunks touch
 ======================  ==========================================  ===============
 full write              ``arr[...] = data``                         10,000
 2-D step slice          ``arr[::7, ::7]``                           10,000
-oindex 500 rows         ``arr.oindex[rows, :]``, 500 random rows    ~9,300
+oindex 500 rows         ``arr.oindex[rows, :]``, 500 random rows    ~10,000
 vindex 10,000 points    ``arr.vindex[rows, cols]``, random points   ~6,300
 ======================  ==========================================  ===============
 
