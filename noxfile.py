@@ -73,7 +73,19 @@ def bench_cloud(session: nox.Session) -> None:
     ``benchmarks/results/cloud.{md,png,json}``. ~15 minutes (2 rounds); arguments after
     ``--`` go to ``python -m benchmarks.bench_cloud`` (e.g. ``nox -s bench-cloud -- --quick``).
     """
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test]", "trustme")  # trustme: the test CA of --https
     session.run(
         "python", "-m", "benchmarks.bench_cloud", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
     )
+
+
+@nox.session(name="bench-local", python="3.11")
+def bench_local(session: nox.Session) -> None:
+    """Local disk: azarr vs zarr-python 2.18 / 3.1 and TensorStore, 1 GiB read/write per codec.
+
+    Writes ``benchmarks/results/local.{md,json}``. Arguments after ``--`` go to
+    ``python -m benchmarks.bench_local`` (e.g. ``nox -s bench-local -- --mib 256 --rounds 1``;
+    ``--drop-caches`` for cold reads, as root: it drops the page cache machine-wide).
+    """
+    session.install("-e", ".")
+    session.run("python", "-m", "benchmarks.bench_local", *session.posargs)
