@@ -997,6 +997,42 @@ def print_collapsed(path: Path, top: int = 30, within: str = "") -> None:
         print(f"{100 * n / total:6.1f}%  {name}")
 
 
+def compare_schemes(http_json: Path, https_json: Path) -> str:
+    """Markdown putting a plain-HTTP run and an HTTPS run side by side (full reads and writes).
+
+    Cells: seconds (client CPU seconds); ``https / http`` is the HTTPS time over the HTTP time
+    and ``CPU +`` the client CPU seconds TLS added. The two runs are separate, so load differs.
+    """
+    runs = [json.loads(Path(p).read_text()) for p in (http_json, https_json)]
+    cfg = runs[0]["config"]
+    lines = [
+        f"# Cloud path: plain HTTP beside HTTPS ({cfg['size_mib']} MiB, {cfg['delay_ms']:g} ms each way)",
+        "",
+        f"From `{Path(http_json).name}` and `{Path(https_json).name}` (separate runs, one after the other; "
+        f"load average {runs[0]['load'][0]:.1f} and {runs[1]['load'][0]:.1f} at their starts). "
+        "Cells: median seconds (client CPU seconds, all threads). `CPU +`: client CPU seconds TLS added.",
+        "",
+        "| implementation | op | http | https | https / http | CPU + |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    summaries = [r["summary"] for r in runs]
+    for impl in IMPLS:
+        if impl not in summaries[0] or impl not in summaries[1]:
+            continue
+        for key in summaries[0][impl]:
+            if not key.startswith(("read/", "write/")) or key not in summaries[1][impl]:
+                continue
+            a, b = summaries[0][impl][key], summaries[1][impl][key]
+            if "seconds" not in a or "seconds" not in b:
+                continue
+            lines.append(
+                f"| {LABELS[impl]} | {key} | {a['seconds']:.2f} s ({a['cpu_seconds']:.2f}) | "
+                f"{b['seconds']:.2f} s ({b['cpu_seconds']:.2f}) | {b['seconds'] / a['seconds']:.2f} | "
+                f"{b['cpu_seconds'] - a['cpu_seconds']:+.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def tls_material(directory: Path) -> dict[str, str]:
     """A test CA and a server certificate for 127.0.0.1/localhost, as PEM files in ``directory``.
 
@@ -1091,7 +1127,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--https", action="store_true", help="TLS at the proxy, clients trust a test CA (needs trustme)"
     )
+    parser.add_argument(
+        "--compare",
+        nargs=3,
+        type=Path,
+        metavar=("HTTP_JSON", "HTTPS_JSON", "OUT_MD"),
+        help="write a side-by-side table of a plain-HTTP and an HTTPS run and exit",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        args.compare[2].write_text(compare_schemes(args.compare[0], args.compare[1]))
+        return 0
     if args.plot:
         plot(*args.plot)
         return 0
