@@ -73,7 +73,7 @@ def bench_cloud(session: nox.Session) -> None:
     ``benchmarks/results/cloud.{md,png,json}``. ~15 minutes (2 rounds); arguments after
     ``--`` go to ``python -m benchmarks.bench_cloud`` (e.g. ``nox -s bench-cloud -- --quick``).
     """
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test]", "trustme")  # trustme: the test CA of --https
     session.run(
         "python", "-m", "benchmarks.bench_cloud", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
     )
@@ -91,6 +91,7 @@ def bench_integrations(session: nox.Session) -> None:
     env = {"AWS_EC2_METADATA_DISABLED": "true"}
     session.run("python", "-m", "benchmarks.bench_xarray", *session.posargs, env=env)
     session.run("python", "-m", "benchmarks.bench_dask", *session.posargs, env=env)
+
 
 @nox.session(python="3.11")
 def fuzz(session: nox.Session) -> None:
@@ -118,6 +119,7 @@ def fuzz(session: nox.Session) -> None:
         },
     )
 
+
 @nox.session(name="bench-apps", python="3.11")
 def bench_apps(session: nox.Session) -> None:
     """The two uses on S3 with 20 ms latency: the example FastAPI service and the training loader.
@@ -131,6 +133,7 @@ def bench_apps(session: nox.Session) -> None:
     env = {"AWS_EC2_METADATA_DISABLED": "true"}
     session.run("python", "-m", "benchmarks.bench_service", *session.posargs, env=env)
     session.run("python", "-m", "benchmarks.bench_loader", *session.posargs, env=env)
+
 
 @nox.session(python="3.11")
 def docs(session: nox.Session) -> None:
@@ -153,3 +156,15 @@ def bench_cli(session: nox.Session) -> None:
     session.run(
         "python", "-m", "benchmarks.bench_cli_cp", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
     )
+
+
+@nox.session(name="bench-local", python="3.11")
+def bench_local(session: nox.Session) -> None:
+    """Local disk: azarr vs zarr-python 2.18 / 3.1 and TensorStore, 1 GiB read/write per codec.
+
+    Writes ``benchmarks/results/local.{md,json}``. Arguments after ``--`` go to
+    ``python -m benchmarks.bench_local`` (e.g. ``nox -s bench-local -- --mib 256 --rounds 1``;
+    ``--drop-caches`` for cold reads, as root: it drops the page cache machine-wide).
+    """
+    session.install("-e", ".")
+    session.run("python", "-m", "benchmarks.bench_local", *session.posargs)

@@ -58,6 +58,15 @@ Usage::
     python -m benchmarks.bench_cloud --quick         # 64 MiB, 1 round, 200-array tree, 300 requests
     python -m benchmarks.bench_cloud --size-mib 1024 --rounds 1
     python -m benchmarks.bench_cloud --profile read  # cProfile of azarr's cold read (blosc-lz4)
+    python -m benchmarks.bench_cloud --https         # the same over HTTPS -> results/cloud-https.*
+
+``--https``: the delay proxy terminates TLS (a certificate for 127.0.0.1 issued by a
+throw-away test CA made with ``trustme``; the proxy speaks plain HTTP to SeaweedFS), and
+every worker trusts that CA through the environment -- ``SSL_CERT_FILE`` (OpenSSL, hence
+Python's ``ssl``/aiohttp, and rustls-native-certs under obstore), ``AWS_CA_BUNDLE``
+(botocore/s3fs) and ``TENSORSTORE_CA_BUNDLE`` (TensorStore's curl). Real S3 and GCS are
+HTTPS, and TLS costs client CPU per byte: run with and without ``--https`` to report the
+two side by side (the client CPU column shows what TLS adds).
 
 This module imports only the standard library at module level (the plot
 interpreter runs it with ``--plot``).
@@ -447,8 +456,18 @@ def markdown(results: dict[str, Any]) -> str:
     azarrs = [i for i in AZARR_IMPLS if i in summary]
     m = results["machine"]
     lines = [
-        "# Cloud-path benchmark: S3 with latency",
+        "# Cloud-path benchmark: S3 with latency" + (" over HTTPS" if cfg.get("https") else ""),
         "",
+        *(
+            [
+                "**HTTPS**: the delay proxy terminates TLS (test CA from `trustme`, trusted by every client "
+                "through SSL_CERT_FILE / AWS_CA_BUNDLE / TENSORSTORE_CA_BUNDLE); it speaks plain HTTP to "
+                "SeaweedFS. Client CPU includes the TLS handshake and record decryption.",
+                "",
+            ]
+            if cfg.get("https")
+            else []
+        ),
         f"SeaweedFS {results['weed_version']} (`weed mini`) on 127.0.0.1 behind a TCP delay proxy adding "
         f"{cfg['delay_ms']:g} ms each way (pipelined; one request ~{2 * cfg['delay_ms']:g} ms + server time, "
         f"a new connection one more round trip). Array: float32 {cfg['shape'][0]} x {cfg['shape'][1]} "
@@ -978,6 +997,78 @@ def print_collapsed(path: Path, top: int = 30, within: str = "") -> None:
         print(f"{100 * n / total:6.1f}%  {name}")
 
 
+def compare_schemes(http_json: Path, https_json: Path) -> str:
+    """Markdown putting a plain-HTTP run and an HTTPS run side by side (full reads and writes).
+
+    Cells: seconds (client CPU seconds); ``https / http`` is the HTTPS time over the HTTP time
+    and ``CPU +`` the client CPU seconds TLS added. The two runs are separate, so load differs.
+    """
+    runs = [json.loads(Path(p).read_text()) for p in (http_json, https_json)]
+    cfg = runs[0]["config"]
+    lines = [
+        f"# Cloud path: plain HTTP beside HTTPS ({cfg['size_mib']} MiB, {cfg['delay_ms']:g} ms each way)",
+        "",
+        f"From `{Path(http_json).name}` and `{Path(https_json).name}` (separate runs, one after the other; "
+        f"load average {runs[0]['load'][0]:.1f} and {runs[1]['load'][0]:.1f} at their starts). "
+        "Cells: median seconds (client CPU seconds, all threads). `CPU +`: client CPU seconds TLS added.",
+        "",
+        "| implementation | op | http | https | https / http | CPU + |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    summaries = [r["summary"] for r in runs]
+    for impl in IMPLS:
+        if impl not in summaries[0] or impl not in summaries[1]:
+            continue
+        for key in summaries[0][impl]:
+            if not key.startswith(("read/", "write/")) or key not in summaries[1][impl]:
+                continue
+            a, b = summaries[0][impl][key], summaries[1][impl][key]
+            if "seconds" not in a or "seconds" not in b:
+                continue
+            lines.append(
+                f"| {LABELS[impl]} | {key} | {a['seconds']:.2f} s ({a['cpu_seconds']:.2f}) | "
+                f"{b['seconds']:.2f} s ({b['cpu_seconds']:.2f}) | {b['seconds'] / a['seconds']:.2f} | "
+                f"{b['cpu_seconds'] - a['cpu_seconds']:+.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def tls_material(directory: Path) -> dict[str, str]:
+    """A test CA and a server certificate for 127.0.0.1/localhost, as PEM files in ``directory``.
+
+    Returns
+    -------
+    dict
+        ``{"ca": CA certificate, "cert": server certificate chain, "key": server private key}``
+        (paths). Needs ``trustme`` (``pip install trustme``; ``nox -s bench-cloud`` installs it).
+    """
+    import trustme
+
+    ca = trustme.CA()
+    server_cert = ca.issue_cert("127.0.0.1", "localhost")
+    paths = {
+        "ca": directory / "ca.pem",
+        "cert": directory / "server-chain.pem",
+        "key": directory / "server-key.pem",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server_cert.private_key_pem.write_to_path(str(paths["key"]))
+    with paths["cert"].open("wb") as out:
+        for blob in server_cert.cert_chain_pems:
+            out.write(blob.bytes())
+    return {k: str(v) for k, v in paths.items()}
+
+
+#: Environment variables through which each client library finds a CA bundle.
+CA_ENV_VARS = (
+    "SSL_CERT_FILE",
+    "AWS_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "TENSORSTORE_CA_BUNDLE",
+)
+
+
 def _task(
     server: Any, proxy: Any, bucket: str, cfg: dict[str, Any], ops: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -1033,7 +1124,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--plot", nargs=2, type=Path, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
     parser.add_argument("--render", type=Path, metavar="JSON", help="rewrite the .md/.png of a results JSON")
+    parser.add_argument(
+        "--https", action="store_true", help="TLS at the proxy, clients trust a test CA (needs trustme)"
+    )
+    parser.add_argument(
+        "--compare",
+        nargs=3,
+        type=Path,
+        metavar=("HTTP_JSON", "HTTPS_JSON", "OUT_MD"),
+        help="write a side-by-side table of a plain-HTTP and an HTTPS run and exit",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        args.compare[2].write_text(compare_schemes(args.compare[0], args.compare[1]))
+        return 0
     if args.plot:
         plot(*args.plot)
         return 0
@@ -1042,6 +1146,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.size_mib, args.rounds = 64, 1
         args.small_requests, args.tree_arrays = 300, 200
+    if args.https and args.name == "cloud":
+        args.name = "cloud-https"
     shape = shape_for(args.size_mib)
     compressors = [c for c in args.compressors.split(",") if c]
     impls = [i for i in args.impls.split(",") if i]
@@ -1064,6 +1170,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": args.concurrency,
         "tree_arrays": args.tree_arrays,
         "skip_unconsolidated": args.skip_unconsolidated,
+        "https": args.https,
         "selections": {
             kind: selections(shape, args.small_requests, kind, SEED + n)
             for n, kind in enumerate(("element", "chunk"))
@@ -1083,11 +1190,19 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     commit = _azarr_commit()
     server = proxy = None
+    tls_dir = tempfile.TemporaryDirectory(prefix="azarr-bench-tls-") if args.https else None
     with _sigterm_as_exit():
         try:
+            tls = None
+            if tls_dir is not None:
+                material = tls_material(Path(tls_dir.name))
+                tls = (material["cert"], material["key"])
+                # Inherited by every worker (run_worker copies os.environ).
+                os.environ.update({var: material["ca"] for var in CA_ENV_VARS})
+                _log(f"HTTPS: test CA {material['ca']}")
             _log("starting SeaweedFS ...")
             server = start_seaweedfs()
-            proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
+            proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms, tls=tls)
             bucket = server.create_bucket("azarr-bench")
             _log(f"SeaweedFS {server.endpoint_url}, delay proxy {proxy.url} (+{args.delay_ms:g} ms each way)")
             opening = args.profile is not None and args.profile.startswith("open")
@@ -1160,6 +1275,8 @@ def main(argv: list[str] | None = None) -> int:
             if server is not None:
                 _log("stopping SeaweedFS ...")
                 server.stop()
+            if tls_dir is not None:
+                tls_dir.cleanup()
 
     results = {
         "config": {k: v for k, v in cfg.items() if k != "selections"},

@@ -13,6 +13,23 @@ oindex 500 rows         ``arr.oindex[rows, :]``, 500 random rows    ~4,800
 vindex 10,000 points    ``arr.vindex[rows, cols]``, random points   ~6,300
 ======================  ==========================================  ===============
 
+``--case small-chunks`` (issue #19) is the "new user" case instead: a
+(2000, 2000) int32 array in (20, 20) chunks -- 10,000 chunks of 1,600 bytes --
+with a full write, a 2-D step slice, a 500-row orthogonal selection and
+10,000 coordinate points:
+
+======================  ==========================================  ===============
+workload                expression                                  chunks touched
+======================  ==========================================  ===============
+full write              ``arr[...] = data``                         10,000
+2-D step slice          ``arr[::7, ::7]``                           10,000
+oindex 500 rows         ``arr.oindex[rows, :]``, 500 random rows    ~10,000
+vindex 10,000 points    ``arr.vindex[rows, cols]``, random points   ~6,300
+======================  ==========================================  ===============
+
+For that case the table also gives the geometric mean of peer time / azarr time
+(the issue's "done" measure: >= 1.0 against zarr 2.18, every case >= 0.9).
+
 Each implementation runs in its own interpreter (:mod:`benchmarks.peers` builds
 and caches the peers' venvs) as a subprocess of this script in ``--worker``
 mode: it builds the same array from the same seed in its own memory store
@@ -31,6 +48,7 @@ Usage::
     python -m benchmarks.bench_indexing [--repeats 5] [--rounds 3] [--compressors none,blosc-lz4]
                                         [--peers zarr218,zarr3] [--output PATH]
     python -m benchmarks.bench_indexing --profile "vindex 10,000 points"   # cProfile of azarr
+    python -m benchmarks.bench_indexing --case small-chunks --output benchmarks/results/indexing-small-chunks.md
 
 The table goes to ``benchmarks/results/indexing.md`` and to stdout.
 
@@ -55,15 +73,48 @@ from typing import Any
 
 import numpy as np
 
-SHAPE = (10_000, 100)
-CHUNKS = (10, 10)
 SEED = 20240611
-WORKLOADS: dict[str, str] = {
-    "full read": "arr[...]",
-    "basic step slice": "arr[::7]",
-    "oindex 500 rows": "arr.oindex[rows, :]",
-    "vindex 10,000 points": "arr.vindex[rows, cols]",
+#: case name -> shape, chunks, dtype and workloads (name -> expression).
+CASES: dict[str, dict[str, Any]] = {
+    "wide": {
+        "shape": (10_000, 100),
+        "chunks": (10, 10),
+        "dtype": "float64",
+        "workloads": {
+            "full read": "arr[...]",
+            "basic step slice": "arr[::7]",
+            "oindex 500 rows": "arr.oindex[rows, :]",
+            "vindex 10,000 points": "arr.vindex[rows, cols]",
+        },
+    },
+    "small-chunks": {
+        "shape": (2000, 2000),
+        "chunks": (20, 20),
+        "dtype": "int32",
+        "workloads": {
+            "full write": "arr[...] = data",
+            "2-D step slice": "arr[::7, ::7]",
+            "oindex 500 rows": "arr.oindex[rows, :]",
+            "vindex 10,000 points": "arr.vindex[rows, cols]",
+        },
+    },
 }
+#: Workloads that write: their check is a read-back of the whole array after the warm-up.
+WRITES = frozenset({"full write"})
+# Set by ``--case`` before anything runs (worker and driver alike).
+SHAPE: tuple[int, ...] = CASES["wide"]["shape"]
+CHUNKS: tuple[int, ...] = CASES["wide"]["chunks"]
+DTYPE: str = CASES["wide"]["dtype"]
+WORKLOADS: dict[str, str] = CASES["wide"]["workloads"]
+
+
+def select_case(name: str) -> None:
+    """Make ``name`` (a key of :data:`CASES`) the array and workloads every function uses."""
+    global SHAPE, CHUNKS, DTYPE, WORKLOADS
+    case = CASES[name]
+    SHAPE, CHUNKS, DTYPE, WORKLOADS = case["shape"], case["chunks"], case["dtype"], case["workloads"]
+
+
 COMPRESSORS = ("none", "blosc-lz4")
 IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3", "azarr-baseline")
 LABELS = {"azarr": "azarr", "zarr218": "zarr 2.18", "zarr3": "zarr 3.1", "azarr-baseline": "azarr (baseline)"}
@@ -84,14 +135,18 @@ def make_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     Returns
     -------
     data : numpy.ndarray
-        (10000, 100) float64, rounded to 3 decimals so Blosc has something to compress.
+        ``SHAPE`` of ``DTYPE``: float64 rounded to 3 decimals, or int32 in [0, 1000),
+        so Blosc has something to compress.
     rows500 : numpy.ndarray
         500 distinct row indices in random (unsorted) order.
     rows, cols : numpy.ndarray
         10,000 random points, unsorted, duplicates possible.
     """
     rng = np.random.default_rng(SEED)
-    data = np.round(rng.standard_normal(SHAPE), 3)
+    if DTYPE == "int32":
+        data = rng.integers(0, 1000, SHAPE, dtype=np.int32)
+    else:
+        data = np.round(rng.standard_normal(SHAPE), 3)
     rows500 = rng.choice(SHAPE[0], 500, replace=False)
     rows = rng.integers(0, SHAPE[0], 10_000)
     cols = rng.integers(0, SHAPE[1], 10_000)
@@ -105,14 +160,23 @@ def _blosc() -> Any:
 
 
 def _ops(
-    arr: Any, wrap: Callable[[Any], Any], rows500: np.ndarray, rows: np.ndarray, cols: np.ndarray
+    arr: Any,
+    wrap: Callable[[Any, Any], Any],
+    rows500: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    write: Callable[[], Any] | None = None,
 ) -> dict[str, Op]:
-    return {
+    ops: dict[str, Op] = {
         "full read": lambda: wrap(arr, ...),
         "basic step slice": lambda: wrap(arr, slice(None, None, 7)),
+        "2-D step slice": lambda: wrap(arr, (slice(None, None, 7), slice(None, None, 7))),
         "oindex 500 rows": lambda: wrap(arr.oindex, (rows500, slice(None))),
         "vindex 10,000 points": lambda: wrap(arr.vindex, (rows, cols)),
     }
+    if write is not None:
+        ops["full write"] = write
+    return ops
 
 
 def setup_azarr(compressor: str) -> tuple[dict[str, Op], str]:
@@ -132,9 +196,12 @@ def setup_azarr(compressor: str) -> tuple[dict[str, Op], str]:
             return runner.run(arr.getitem(sel))
         return runner.run(target.get(sel))
 
+    def write() -> None:
+        runner.run(arr.setitem(..., data))
+
     from importlib.metadata import version
 
-    return _ops(arr, get, rows500, rows, cols), f"azarr {version('azarr')}"
+    return _ops(arr, get, rows500, rows, cols, write), f"azarr {version('azarr')}"
 
 
 def setup_zarr218(compressor: str) -> tuple[dict[str, Op], str]:
@@ -144,7 +211,11 @@ def setup_zarr218(compressor: str) -> tuple[dict[str, Op], str]:
     data, rows500, rows, cols = make_inputs()
     comp = None if compressor == "none" else _blosc()
     arr = zarr.array(data, chunks=CHUNKS, compressor=comp, store=zarr.MemoryStore())
-    return _ops(arr, lambda t, s: t[s], rows500, rows, cols), f"zarr {zarr.__version__}"
+
+    def write() -> None:
+        arr[...] = data
+
+    return _ops(arr, lambda t, s: t[s], rows500, rows, cols, write), f"zarr {zarr.__version__}"
 
 
 def setup_zarr3(compressor: str) -> tuple[dict[str, Op], str]:
@@ -161,10 +232,14 @@ def setup_zarr3(compressor: str) -> tuple[dict[str, Op], str]:
         zarr_format=2,
         compressors=None if compressor == "none" else _blosc(),
         filters=None,
-        fill_value=0.0,
+        fill_value=0,
     )
-    arr[...] = data
-    return _ops(arr, lambda t, s: t[s], rows500, rows, cols), f"zarr {zarr.__version__}"
+
+    def write() -> None:
+        arr[...] = data
+
+    write()
+    return _ops(arr, lambda t, s: t[s], rows500, rows, cols, write), f"zarr {zarr.__version__}"
 
 
 SETUPS: dict[str, Callable[[str], tuple[dict[str, Op], str]]] = {
@@ -189,6 +264,8 @@ def run_worker(impl: str, compressor: str, repeats: int, workloads: list[str]) -
     for name in workloads:
         op = ops[name]
         first = np.asarray(op())  # warm-up (and the result to check)
+        if name in WRITES:  # a write returns nothing: check what it stored
+            first = np.asarray(ops["full read"]())
         runs = []
         for _ in range(repeats):
             gc.collect()
@@ -243,7 +320,9 @@ def _interpreter(impl: str) -> str:
     return str(ensure_peer_python(impl))
 
 
-def run_impl(impl: str, compressor: str, repeats: int, workloads: list[str]) -> dict[str, Any]:
+def run_impl(
+    impl: str, compressor: str, repeats: int, workloads: list[str], case: str = "wide"
+) -> dict[str, Any]:
     """Run one implementation's worker in its interpreter and return its JSON report.
 
     Raises
@@ -262,6 +341,8 @@ def run_impl(impl: str, compressor: str, repeats: int, workloads: list[str]) -> 
         str(repeats),
         "--workloads",
         json.dumps(workloads),
+        "--case",
+        case,
     ]
     repo = str(Path(__file__).resolve().parent.parent)
     env = None
@@ -307,7 +388,18 @@ def _cell(result: dict[str, Any]) -> str:
     )
 
 
-def markdown(all_reports: dict[str, list[dict[str, Any]]], repeats: int, load: tuple[float, float]) -> str:
+def geometric_mean(values: list[float]) -> float:
+    """The geometric mean of positive ``values`` (the summary of a set of ratios)."""
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def markdown(
+    all_reports: dict[str, list[dict[str, Any]]],
+    repeats: int,
+    load: tuple[float, float],
+    case: str = "wide",
+    note: str = "",
+) -> str:
     """The results as commit-worthy markdown: one table per compressor.
 
     ``load`` is the 1-minute load average before and after the run: other work on the
@@ -315,17 +407,22 @@ def markdown(all_reports: dict[str, list[dict[str, Any]]], repeats: int, load: t
     """
     first = next(iter(all_reports.values()))
     versions = ", ".join(f"{LABELS[r['impl']]}: {r['version']} (numpy {r['numpy']})" for r in first)
+    nchunks = int(np.prod([-(-s // c) for s, c in zip(SHAPE, CHUNKS, strict=True)]))
+    chunk_bytes = int(np.prod(CHUNKS)) * np.dtype(DTYPE).itemsize
+    title = "Indexing overhead on an in-memory store" + (f" ({case})" if case != "wide" else "")
     lines = [
-        "# Indexing overhead on an in-memory store",
+        f"# {title}",
         "",
-        f"(10000, 100) float64 in (10, 10) chunks (10,000 chunks of 800 bytes); median of {repeats} "
+        *([note, ""] if note else []),
+        f"{SHAPE} {DTYPE} in {CHUNKS} chunks ({nchunks:,} chunks of {chunk_bytes:,} bytes); median of {repeats} "
         "calls (rounds of warm-up + timed calls, implementations interleaved), each implementation in "
         "its own interpreter, same data and indices, results checked equal.",
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
         f"{platform.system()}. Versions: {versions}.",
         f"Load average (1 min) before / after the run: {load[0]:.1f} / {load[1]:.1f}.",
-        "Generated by `nox -s bench` (`python -m benchmarks.bench_indexing`). Cells: median (minimum); "
-        "ratio = azarr median / peer median (below 1: azarr is faster).",
+        f"Generated by `python -m benchmarks.bench_indexing --case {case}`. Cells: median (minimum); "
+        "ratio = azarr median / peer median (below 1: azarr is faster); the geometric mean row gives "
+        "peer / azarr (the issue's measure: above 1, azarr is faster).",
         "",
     ]
     for compressor, reports in all_reports.items():
@@ -345,6 +442,14 @@ def markdown(all_reports: dict[str, list[dict[str, Any]]], repeats: int, load: t
             row += [_cell(by_impl[i]["results"][name]) for i in ("azarr", *peers)]
             row += [f"{mine / by_impl[p]['results'][name]['median']:.2f}" for p in peers]
             lines.append("| " + " | ".join(row) + " |")
+        names = [n for n in WORKLOADS if n in by_impl["azarr"]["results"]]
+        speedups = {
+            p: [by_impl[p]["results"][n]["median"] / by_impl["azarr"]["results"][n]["median"] for n in names]
+            for p in peers
+        }
+        geo = ["**geometric mean, peer / azarr**", ""] + [""] * (1 + len(peers))
+        geo += [f"**{geometric_mean(speedups[p]):.2f}** (min {min(speedups[p]):.2f})" for p in peers]
+        lines.append("| " + " | ".join(geo) + " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -358,15 +463,20 @@ def main(argv: list[str] | None = None) -> int:
         "--compressors", default=",".join(COMPRESSORS), help="comma-separated: none, blosc-lz4"
     )
     parser.add_argument("--peers", default="zarr218,zarr3", help="comma-separated peers ('' for none)")
-    parser.add_argument(
-        "--workloads", default=json.dumps(list(WORKLOADS)), help="JSON list of workload names"
-    )
+    parser.add_argument("--workloads", default=None, help="JSON list of workload names (default: the case's)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="markdown file to write")
+    parser.add_argument(
+        "--case", choices=tuple(CASES), default="wide", help="array shape / chunking / workloads"
+    )
+    parser.add_argument(
+        "--note", default="", help="a line put under the title (e.g. 'quick run, loaded host')"
+    )
     parser.add_argument("--worker", choices=IMPLEMENTATIONS, help=argparse.SUPPRESS)
     parser.add_argument("--profile", metavar="WORKLOAD", help="cProfile azarr on one workload and exit")
     args = parser.parse_args(argv)
+    select_case(args.case)
     compressors = [c for c in args.compressors.split(",") if c]
-    workloads = json.loads(args.workloads)
+    workloads = json.loads(args.workloads) if args.workloads else list(WORKLOADS)
 
     if args.worker:
         print(json.dumps(run_worker(args.worker, compressors[0], args.repeats, workloads)))
@@ -389,14 +499,15 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-                reports.append(run_impl(impl, compressor, args.repeats, workloads))
+                reports.append(run_impl(impl, compressor, args.repeats, workloads, args.case))
             disagree = check_agreement(reports)
             if disagree:
                 raise SystemExit("implementations returned different data:\n" + "\n".join(disagree))
             for report in reports:
                 merge_runs(merged, report)
         all_reports[compressor] = [merged[impl] for impl in impls]
-    text = markdown(all_reports, args.repeats * args.rounds, (load_before, os.getloadavg()[0]))
+    load = (load_before, os.getloadavg()[0])
+    text = markdown(all_reports, args.repeats * args.rounds, load, args.case, args.note)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(text)

@@ -21,6 +21,12 @@ CPU from the client under test)::
 
     python benchmarks/delay_proxy.py --upstream 127.0.0.1:8333 --delay-ms 20
 
+With ``--tls-cert``/``--tls-key`` (PEM files) it terminates TLS: clients speak HTTPS to
+the proxy, which speaks plain HTTP to the upstream, as a load balancer in front of an
+object store does. The handshake and record encryption then cost the client what they
+cost against real S3/GCS; the proxy's share runs in its own process. Request counting
+sees the decrypted stream, so it works the same.
+
 It binds 127.0.0.1 on kernel-chosen ports, prints ``{"port", "admin_port",
 "pid"}`` as one JSON line, and exits on SIGTERM/SIGINT or when its stdin closes
 (the parent died). The admin port speaks one line per command: ``counters``
@@ -373,11 +379,19 @@ async def _admin(proxy: _Proxy, reader: asyncio.StreamReader, writer: asyncio.St
         writer.close()
 
 
-async def _serve(upstream: str, delay_ms: float, host: str) -> None:
+async def _serve(upstream: str, delay_ms: float, host: str, tls: tuple[str, str] | None = None) -> None:
     up_host, _, up_port = upstream.rpartition(":")
     proxy = _Proxy((up_host or "127.0.0.1", int(up_port)), delay_ms / 1000)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Side(proxy, client=True), host, 0, backlog=1024)
+    ssl_context = None
+    if tls is not None:
+        import ssl
+
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_context.load_cert_chain(*tls)
+    server = await loop.create_server(
+        lambda: _Side(proxy, client=True), host, 0, backlog=1024, ssl=ssl_context
+    )
     admin = await asyncio.start_server(lambda r, w: _admin(proxy, r, w), host, 0)
     info = {
         "port": server.sockets[0].getsockname()[1],
@@ -413,15 +427,23 @@ class DelayProxy:
     ...     proxy.counters()["requests"]
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, admin_port: int, log: Path) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], port: int, admin_port: int, log: Path, scheme: str = "http"
+    ) -> None:
+        self.scheme = scheme
         self.proc = proc
         self.port = port
         self.admin_port = admin_port
         self.log_path = log
 
     @classmethod
-    def start(cls, upstream: str, *, delay_ms: float, host: str = "127.0.0.1") -> DelayProxy:
+    def start(
+        cls, upstream: str, *, delay_ms: float, host: str = "127.0.0.1", tls: tuple[str, str] | None = None
+    ) -> DelayProxy:
         """Start the proxy process; returns once it listens.
+
+        ``tls`` is ``(certificate chain PEM path, private key PEM path)``: the proxy then
+        serves HTTPS (and :attr:`url` is ``https://``).
 
         Raises
         ------
@@ -439,6 +461,7 @@ class DelayProxy:
             str(delay_ms),
             "--host",
             host,
+            *(["--tls-cert", tls[0], "--tls-key", tls[1]] if tls else []),
         ]
         with os.fdopen(fd, "wb") as log:
             proc = subprocess.Popen(
@@ -454,12 +477,13 @@ class DelayProxy:
             handle.stop()
             raise RuntimeError(f"delay proxy did not start: {Path(log_name).read_text()[-2000:]}")
         info = json.loads(line)
-        return cls(proc, int(info["port"]), int(info["admin_port"]), Path(log_name))
+        scheme = "https" if tls else "http"
+        return cls(proc, int(info["port"]), int(info["admin_port"]), Path(log_name), scheme)
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``: the endpoint clients use instead of the upstream."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http(s)://127.0.0.1:<port>``: the endpoint clients use instead of the upstream."""
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def _command(self, command: str) -> dict[str, Any]:
         return admin_command(self.admin_port, command)
@@ -521,8 +545,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--upstream", required=True, help="host:port of the real server")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="one-way delay per direction")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--tls-cert", help="PEM certificate chain: serve HTTPS (with --tls-key)")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.upstream, args.delay_ms, args.host))
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("--tls-cert and --tls-key go together")
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    asyncio.run(_serve(args.upstream, args.delay_ms, args.host, tls))
 
 
 if __name__ == "__main__":
