@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.metadata
+import inspect
 import json
 import os
 import statistics
@@ -578,9 +579,16 @@ class Azarr(Impl):
             import azarr
 
             store = self.store(prefix)
+            # azarr >= the parity work tries .zmetadata first in mode "r" (as xarray does):
+            # the unconsolidated case must ask for the plain walk (older azarr has no option).
+            plain = (
+                {"use_consolidated": False}
+                if "use_consolidated" in inspect.signature(azarr.open_group).parameters
+                else {}
+            )
             try:
                 root = await (
-                    azarr.open_consolidated(store) if consolidated else azarr.open_group(store, "r")
+                    azarr.open_consolidated(store) if consolidated else azarr.open_group(store, "r", **plain)
                 )
                 return await self._walk(root)
             finally:
