@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import numpy as np
+from util import RecordingStore
 
 import azarr
 from azarr.codecs._batcher import _loop_queue
@@ -67,3 +68,17 @@ async def test_codec_queue_is_bounded_across_concurrent_reads() -> None:
     # Each caller may always queue one chunk (progress), beyond that the shared limit holds.
     assert limit <= peak <= limit + len(arrays) * chunk_bytes, peak
     assert _loop_queue().outstanding_bytes == 0
+
+
+async def test_large_chunk_threshold_set_after_opening_applies() -> None:
+    """The fetch strategy is chosen per call: config changed after an open still applies."""
+    data = np.arange(64 * 1024, dtype="f8")  # one 512 KiB chunk
+    inner = MemoryStore()
+    await azarr.array(data, chunks=data.shape, compressor=None, store=inner)
+    recording = RecordingStore(inner)
+    recording.is_local = False  # read as a remote store would be
+    arr = await azarr.open_array(recording, mode="r")
+    recording.reset()
+    with azarr.config.set(large_chunk_threshold=100_000, large_chunk_part_size=64 * 1024):
+        np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+    assert recording.gets["0"] == 8  # split into 64 KiB ranges although opened before the change

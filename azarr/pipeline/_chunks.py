@@ -101,7 +101,6 @@ class ChunkPipeline:
         self.fill_value = fill_value
         self.write_empty_chunks = write_empty_chunks
         self._shape = shape
-        self._fetch = self._make_fetcher()
 
     # ---------------------------------------------------------------- reads
     async def read(
@@ -135,7 +134,7 @@ class ChunkPipeline:
             and no codec thread writes into ``out`` after this returns.
         """
         fill = self.fill_for(fields, out.dtype)
-        decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._fetch
+        decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._make_fetcher()
         tracker = ProgressTracker(nchunks, progress)
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
@@ -176,7 +175,7 @@ class ChunkPipeline:
         the next ones); see ``benchmarks/README.md``.
         """
         key = self.chunk_key(projection.chunk_coords)
-        data = await self._fetch(key)
+        data = await self._make_fetcher()(key)
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
             result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
@@ -261,7 +260,8 @@ class ChunkPipeline:
     def _make_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
         """How one chunk is read: retried and timed (``StoreIO``), split into parallel ranges
         when large on a remote store, and holding its decoded size in the store's
-        bytes-in-flight budget when it is big enough to matter."""
+        bytes-in-flight budget when it is big enough to matter. Chosen per call, so
+        ``large_chunk_threshold`` changed after an array was opened still applies."""
         io, nbytes = self.io, self.codec.nbytes
         if not io.store.is_local and nbytes > int(config.get("large_chunk_threshold")):
 
@@ -305,7 +305,7 @@ class ChunkPipeline:
             The first chunk that failed (encoding failures before anything of that
             chunk is written).
         """
-        io, fetch = self.io, self._fetch
+        io, fetch = self.io, self._make_fetcher()
         codec = CodecBatcher()
         reserve = self.codec.nbytes >= _RESERVE_MIN_BYTES
         tracker = ProgressTracker(nchunks, progress)
