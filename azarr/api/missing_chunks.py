@@ -9,12 +9,10 @@ same here by opening the array on a :class:`StrictReadStore`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from azarr.core._array_ops import WRITING
 from azarr.errors import ChunkNotFoundError
 from azarr.metadata import ZMETADATA, is_metadata_key
-from azarr.storage import ByteRange, Store, WrapperStore
+from azarr.storage import ByteRange, WrapperStore
 
 
 class StrictReadStore(WrapperStore):
@@ -27,9 +25,6 @@ class StrictReadStore(WrapperStore):
 
     wrapper_name = "strict-read"
 
-    def __init__(self, store: Store) -> None:
-        super().__init__(store)
-
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         value = await self.inner.get(key, byte_range)
         if value is None and not WRITING.get() and not (is_metadata_key(key) or key.endswith(ZMETADATA)):
@@ -38,26 +33,3 @@ class StrictReadStore(WrapperStore):
                 "fill_missing_data_reads=False, so missing chunks do not read as the fill value)"
             )
         return value
-
-    async def _set(self, key: str, value: bytes) -> None:
-        await self.inner.set(key, value)
-
-    async def _delete(self, key: str) -> None:
-        await self.inner.delete(key)
-
-    async def _exists(self, key: str) -> bool:
-        return await self.inner.exists(key)
-
-    async def _getsize(self, key: str) -> int:
-        return await self.inner.getsize(key)
-
-    async def _delete_prefix(self, prefix: str) -> None:
-        await self.inner.delete_prefix(prefix)
-
-    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        async for key in self.inner.list_prefix(prefix):
-            yield key
-
-    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
-        async for name in self.inner.list_dir(prefix):
-            yield name

@@ -46,6 +46,7 @@ __all__ = [
     "ReadOnlyStoreTests",
     "StoreTests",
     "check_listing",
+    "check_missing_key",
     "collect",
 ]
 
@@ -99,6 +100,19 @@ async def check_listing(store: Store) -> None:
         await store.getsize("a")
 
 
+async def check_missing_key(store: Store) -> None:
+    """Check that a key the store does not hold reads as missing everywhere: ``get`` (whole or
+    any byte range) gives None, ``exists`` False, ``getsize`` raises FileNotFoundError."""
+    assert await store.get("nope") is None
+    assert await store.get("no/such/deep/key") is None
+    assert await store.get("nope", ByteRange(0, 4)) is None
+    assert await store.get("nope", ByteRange(-4)) is None
+    assert await store.get("nope", ByteRange(3, 3)) is None
+    assert not await store.exists("nope")
+    with pytest.raises(FileNotFoundError):
+        await store.getsize("nope")
+
+
 async def collect(it: AsyncIterator[str]) -> list[str]:
     return sorted([x async for x in it])
 
@@ -143,14 +157,7 @@ class StoreTests:
         assert await collect(store.list_prefix("")) == [key]
 
     async def test_get_missing(self, store: Store) -> None:
-        assert await store.get("nope") is None
-        assert await store.get("no/such/deep/key") is None
-        assert await store.get("nope", ByteRange(0, 4)) is None
-        assert await store.get("nope", ByteRange(-4)) is None
-        assert await store.get("nope", ByteRange(3, 3)) is None
-        assert not await store.exists("nope")
-        with pytest.raises(FileNotFoundError):
-            await store.getsize("nope")
+        await check_missing_key(store)
 
     async def test_overwrite(self, store: Store) -> None:
         await store.set("k", b"first value, longer")
@@ -498,14 +505,7 @@ class ReadOnlyStoreTests:
 
     async def test_get_missing(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
         store = populate({"k": b"v"})
-        assert await store.get("nope") is None
-        assert await store.get("no/such/deep/key") is None
-        assert await store.get("nope", ByteRange(0, 4)) is None
-        assert await store.get("nope", ByteRange(-4)) is None
-        assert await store.get("nope", ByteRange(3, 3)) is None
-        assert not await store.exists("nope")
-        with pytest.raises(FileNotFoundError):
-            await store.getsize("nope")
+        await check_missing_key(store)
 
     async def test_empty_value(self, populate: Callable[[dict[str, bytes]], Store]) -> None:
         store = populate({"empty": b""})
