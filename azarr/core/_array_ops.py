@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 
-from azarr.core._hierarchy import read_documents
 from azarr.core._paths import node_key
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
 from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
@@ -115,7 +114,7 @@ async def refresh_array(array: AsyncArray) -> None:
     """Reread ``.zarray`` and ``.zattrs`` and adopt them (see :meth:`AsyncArray.refresh`)."""
     meta_key = node_key(array.path, ZARRAY)
     attrs_key = node_key(array.path, ZATTRS)
-    raw_meta, raw_attrs = await read_documents(array._io, meta_key, attrs_key)
+    raw_meta, raw_attrs = await array._io.read_documents(meta_key, attrs_key)
     if raw_meta is None:
         raise ArrayNotFoundError(
             f"array {array.name!r} is gone from {array.store.url} ({meta_key!r} is missing)"

@@ -42,11 +42,6 @@ Document: TypeAlias = bytes | Mapping[str, Any]
 """A metadata document as stored (bytes) or already decoded (from consolidated metadata)."""
 
 
-async def read_documents(io: StoreIO, *keys: str) -> list[Document | None]:
-    """Fetch metadata documents concurrently (None where missing); see :meth:`StoreIO.read_documents`."""
-    return await io.read_documents(*keys)
-
-
 async def prepare_node_path(io: StoreIO, path: str, *, overwrite: bool) -> None:
     """Make ``path`` ready for a new array or group.
 

@@ -33,7 +33,7 @@ from azarr.core._array_ops import (
     view_metadata,
     write_fill_value,
 )
-from azarr.core._hierarchy import Document, read_documents
+from azarr.core._hierarchy import Document
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
 from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
@@ -162,7 +162,7 @@ class AsyncArray(Node):
         """
         path = normalize_path(path)
         meta_key = node_key(path, ZARRAY)
-        raw_meta, raw_attrs = await read_documents(StoreIO(store), meta_key, node_key(path, ZATTRS))
+        raw_meta, raw_attrs = await StoreIO(store).read_documents(meta_key, node_key(path, ZATTRS))
         if raw_meta is None:
             raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
         return cls.from_documents(

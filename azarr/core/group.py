@@ -13,7 +13,6 @@ from azarr.core._hierarchy import (
     contains_group,
     node_kind,
     prepare_node_path,
-    read_documents,
     write_node_document,
 )
 from azarr.core._node import Node
@@ -84,7 +83,7 @@ class AsyncGroup(Node):
         """
         path = normalize_path(path)
         group_key = node_key(path, ZGROUP)
-        raw_group, raw_attrs = await read_documents(StoreIO(store), group_key, node_key(path, ZATTRS))
+        raw_group, raw_attrs = await StoreIO(store).read_documents(group_key, node_key(path, ZATTRS))
         if raw_group is None:
             raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({group_key!r} is missing)")
         return cls.from_documents(
@@ -566,12 +565,12 @@ async def open_node(
     zarr-python 2's ``open``).
     """
     io = StoreIO(store)
-    raw_array, raw_attrs = await read_documents(io, node_key(path, ZARRAY), node_key(path, ZATTRS))
+    raw_array, raw_attrs = await io.read_documents(node_key(path, ZARRAY), node_key(path, ZATTRS))
     if raw_array is not None:
         return AsyncArray.from_documents(
             store, path, raw_array, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
         )
-    (raw_group,) = await read_documents(io, node_key(path, ZGROUP))
+    (raw_group,) = await io.read_documents(node_key(path, ZGROUP))
     if raw_group is not None:
         return AsyncGroup.from_documents(
             store, path, raw_group, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
