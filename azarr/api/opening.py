@@ -60,6 +60,7 @@ async def open_array(
     recheck_metadata: bool | float | str | None = None,
     chunk_store: StoreLike | None = None,
     fill_missing_data_reads: bool = True,
+    partial_decompress: bool = False,
     **create_kwargs: Any,
 ) -> AsyncArray:
     """Open an array, creating it if the mode allows (zarr-python 2 ``zarr.open_array``).
@@ -91,6 +92,15 @@ async def open_array(
         False makes a read of a chunk that is not stored raise
         :class:`~azarr.errors.ChunkNotFoundError` instead of returning the fill
         value (TensorStore's zarr2 option; see ``azarr.api.missing_chunks``).
+    partial_decompress : bool, default False
+        zarr-python 2's option (which its ``open_array`` accepts but does not pass
+        on; azarr honours it): a read covering part of a Blosc chunk (no filters,
+        C order, chunks of at least 128 KiB) fetches the Blosc header and block
+        table, then only the compressed blocks holding the selected elements,
+        with byte-range reads through the store's managed path, and decodes only
+        those. Everything else is read whole. Same results either way; fewer
+        bytes read for small selections of large chunks, at the cost of one or
+        two more round trips per chunk (see ``docs/tutorial.md``).
     **create_kwargs
         :func:`azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
@@ -121,7 +131,14 @@ async def open_array(
 
         store = StrictReadStore(resolve_store(store, storage_options, read_only=mode == "r"))
     opened = await _open_array(
-        store, mode, path, storage_options, allow_pickle, write_empty_chunks, create_kwargs
+        store,
+        mode,
+        path,
+        storage_options,
+        allow_pickle,
+        write_empty_chunks,
+        create_kwargs,
+        partial_decompress,
     )
     return opened.set_recheck_metadata(policy)
 
@@ -134,6 +151,7 @@ async def _open_array(
     allow_pickle: bool | None,
     write_empty_chunks: bool | None,
     create_kwargs: dict[str, Any],
+    partial_decompress: bool = False,
 ) -> AsyncArray:
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
@@ -143,7 +161,13 @@ async def _open_array(
         # Read .zarray and .zattrs straight away: opening an existing array costs one
         # round trip (checking existence first cost a second one, measured on S3).
         try:
-            return await AsyncArray.open(the_store, node_path, read_only=mode == "r", **open_kwargs)
+            return await AsyncArray.open(
+                the_store,
+                node_path,
+                read_only=mode == "r",
+                partial_decompress=partial_decompress,
+                **open_kwargs,
+            )
         except ArrayNotFoundError:
             pass
         if await contains_group(io, node_path):
@@ -152,8 +176,19 @@ async def _open_array(
             raise ArrayNotFoundError(f"no array at path {node_path!r} in {the_store.url}")
     if "shape" not in create_kwargs:
         raise TypeError(f"creating array {node_path!r} in mode {mode!r} needs a shape")
-    return await create(
+    created = await create(
         store=the_store, path=node_path, overwrite=mode == "w", **open_kwargs, **create_kwargs
+    )
+    if not partial_decompress:
+        return created
+    # zarr-python 2's create() has no partial_decompress: the new array, opened with it (no I/O).
+    return AsyncArray(
+        created.store,
+        node_path,
+        created.metadata,
+        created.attrs.asdict(),
+        partial_decompress=True,
+        **open_kwargs,
     )
 
 

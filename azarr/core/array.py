@@ -92,6 +92,11 @@ class AsyncArray(Node):
     write_empty_chunks : bool, optional
         Store chunks that are entirely ``fill_value`` (default True, as zarr-python 2);
         when False such chunks are deleted instead.
+    partial_decompress : bool, default False
+        zarr-python 2's ``Array(partial_decompress=...)``: for Blosc chunks (no
+        filters, C order) a read covering part of a chunk fetches and decodes
+        only the Blosc blocks holding the selected elements, with byte-range
+        reads. Other chunks are read whole; results are the same either way.
     """
 
     _kind = "array"
@@ -106,12 +111,14 @@ class AsyncArray(Node):
         read_only: bool = False,
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
+        partial_decompress: bool = False,
     ) -> None:
         super().__init__(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
         self._metadata = metadata
         self._write_empty_chunks = (
             config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
         )
+        self._partial_decompress = bool(partial_decompress)
         self._codec = self._make_codec(metadata)
         self._budget = self._io.budget
         self._key_prefix = node_key(self._path, "")
@@ -127,6 +134,7 @@ class AsyncArray(Node):
             self._metadata.fill_value,
             write_empty_chunks=bool(self._write_empty_chunks),
             shape=lambda: self._metadata.shape,
+            partial_decompress=self._partial_decompress,
         )
 
     def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:
@@ -150,6 +158,7 @@ class AsyncArray(Node):
         read_only: bool = False,
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
+        partial_decompress: bool = False,
     ) -> AsyncArray:
         """Open the array at ``path`` (reads ``.zarray`` and ``.zattrs`` concurrently).
 
@@ -173,6 +182,7 @@ class AsyncArray(Node):
             read_only=read_only,
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
+            partial_decompress=partial_decompress,
         )
 
     @classmethod
@@ -186,6 +196,7 @@ class AsyncArray(Node):
         read_only: bool = False,
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
+        partial_decompress: bool = False,
     ) -> AsyncArray:
         """The array at normalized ``path`` from its already-read ``.zarray`` and ``.zattrs`` documents (bytes, or decoded).
 
@@ -205,6 +216,7 @@ class AsyncArray(Node):
             read_only=read_only,
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
+            partial_decompress=partial_decompress,
         )
 
     # ---------------------------------------------------------------- properties
@@ -284,6 +296,11 @@ class AsyncArray(Node):
     def nchunks(self) -> int:
         """Number of chunks in the grid."""
         return self._metadata.nchunks
+
+    @property
+    def partial_decompress(self) -> bool:
+        """Whether reads of part of a Blosc chunk fetch and decode only the blocks they need."""
+        return self._partial_decompress
 
     @property
     def write_empty_chunks(self) -> bool:
@@ -805,6 +822,7 @@ class AsyncArray(Node):
             **self._node_state(),
             "metadata": self._metadata.to_json(),
             "write_empty_chunks": self._write_empty_chunks,
+            "partial_decompress": self._partial_decompress,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -818,6 +836,7 @@ class AsyncArray(Node):
             read_only=state["read_only"],
             allow_pickle=state["allow_pickle"],
             write_empty_chunks=state["write_empty_chunks"],
+            partial_decompress=state.get("partial_decompress", False),
         )
 
     # ---------------------------------------------------------------- sync facade
@@ -927,6 +946,7 @@ class AsyncArray(Node):
             read_only=self._read_only if read_only is None else read_only,
             allow_pickle=self._allow_pickle,
             write_empty_chunks=self._write_empty_chunks,
+            partial_decompress=self._partial_decompress,
         )
         view._is_view = True
         return view

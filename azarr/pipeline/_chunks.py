@@ -42,6 +42,7 @@ from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
 __all__ = ["ChunkPipeline"]
@@ -83,6 +84,9 @@ class ChunkPipeline:
     shape : callable, optional
         ``shape() -> tuple``: the array's current shape, for writes with
         ``edges_conditional`` (see :meth:`write`).
+    partial_decompress : bool, default False
+        Read only the Blosc blocks a selection needs of a chunk it covers in part
+        (:mod:`azarr.pipeline._partial`); ignored for codecs that cannot.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class ChunkPipeline:
         *,
         write_empty_chunks: bool,
         shape: Callable[[], tuple[int, ...]] | None = None,
+        partial_decompress: bool = False,
     ) -> None:
         self.io = io
         self.codec = codec
@@ -101,6 +106,7 @@ class ChunkPipeline:
         self.fill_value = fill_value
         self.write_empty_chunks = write_empty_chunks
         self._shape = shape
+        self._partial = PartialReader(io, codec) if partial_decompress and is_partial_blosc(codec) else None
 
     # ---------------------------------------------------------------- reads
     async def read(
@@ -138,11 +144,11 @@ class ChunkPipeline:
         tracker = ProgressTracker(nchunks, progress)
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
-        chunk_key = self.chunk_key
+        chunk_key, partial = self.chunk_key, self._partial
 
         async def read_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
-            data = await fetch(key)
+            data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
             if data is None:
                 out[projection.out_selection] = fill
             else:
@@ -174,8 +180,8 @@ class ChunkPipeline:
         thread's malloc arena (trimmed when results are freed, page-faulted back in by
         the next ones); see ``benchmarks/README.md``.
         """
-        key = self.chunk_key(projection.chunk_coords)
-        data = await self._make_fetcher()(key)
+        key, fetch, partial = self.chunk_key(projection.chunk_coords), self._make_fetcher(), self._partial
+        data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
             result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
@@ -200,7 +206,7 @@ class ChunkPipeline:
 
     def _decode_new(
         self,
-        data: bytes,
+        data: bytes | PartialChunk,
         key: str,
         shape: tuple[int, ...],
         dtype: np.dtype[Any],
@@ -225,7 +231,7 @@ class ChunkPipeline:
 
     def _decode_into(
         self,
-        data: bytes,
+        data: bytes | PartialChunk,
         key: str,
         out: np.ndarray[Any, Any],
         projection: ChunkProjection,
@@ -236,6 +242,9 @@ class ChunkPipeline:
 
         ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
         """
+        if isinstance(data, PartialChunk):
+            data.scatter(key, out, projection)  # partial_decompress: only the blocks it needs
+            return
         codec = self.codec
         if direct and fields is None and projection.is_complete_chunk:
             region = out[projection.out_selection]
