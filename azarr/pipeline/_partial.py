@@ -54,6 +54,10 @@ MIN_CHUNK_BYTES = 128 << 10
 #: this many decoded bytes (Blosc's automatic block sizes are larger); more
 #: blocks cost a second read for the rest of the table.
 _GUESS_BLOCK_BYTES = 16 << 10
+#: The first read takes at least this many bytes (costing no more time than a
+#: header's 16): a well-compressed chunk comes whole with it, and its first
+#: bytes serve the parts they hold.
+_MIN_PREFIX = 4096
 #: Ranges closer than this (bytes) are fetched as one: a request costs more
 #: than that many bytes of transfer.
 _MERGE_GAP = 16 << 10
@@ -258,7 +262,7 @@ class PartialReader:
         spans = element_spans(projection.chunk_selection, codec.chunks) * codec.dtype.itemsize
         if int((spans[:, 1] - spans[:, 0]).sum()) > _MAX_FRACTION * codec.nbytes:
             return await whole(key)
-        guess = _HEADER + 4 * -(-codec.nbytes // _GUESS_BLOCK_BYTES)
+        guess = max(_HEADER + 4 * -(-codec.nbytes // _GUESS_BLOCK_BYTES), _MIN_PREFIX)
         prefix = await self.io.get(key, ByteRange(0, guess))
         if prefix is None:
             return None
@@ -271,18 +275,15 @@ class PartialReader:
             )
         if header.memcpyed:
             ranges = merge_ranges(spans + _HEADER)
-            parts = await self._get_all(key, ranges)
-            return (
-                None
-                if parts is None
-                else PartialChunk(
-                    header, codec, [(a - _HEADER, p) for (a, _), p in zip(ranges, parts, strict=True)], []
-                )
-            )
+            parts = await self._get_all(key, ranges, prefix)
+            if parts is None:
+                return None
+            pieces = [(a - _HEADER, p) for (a, _), p in zip(ranges, parts, strict=True)]
+            return PartialChunk(header, codec, pieces, [])
         if header.nblocks == 1:
             return await whole(key)
         starts = await self._block_starts(key, header, prefix)
-        return await self._fetch_blocks(key, header, starts, spans, whole)
+        return await self._fetch_blocks(key, header, starts, spans, whole, prefix)
 
     async def _block_starts(self, key: str, header: BloscHeader, prefix: bytes) -> np.ndarray[Any, Any]:
         end = _HEADER + header.table_bytes
@@ -304,6 +305,7 @@ class PartialReader:
         starts: np.ndarray[Any, Any],
         spans: np.ndarray[Any, Any],
         whole: Fetch,
+        prefix: bytes,
     ) -> bytes | PartialChunk | None:
         # Blocks a span touches: a +1/-1 difference array over block indices.
         marks = np.zeros(header.nblocks + 1, dtype=np.int64)
@@ -317,7 +319,7 @@ class PartialReader:
         if int((extents[:, 1] - extents[:, 0]).sum()) > _MAX_FRACTION * header.cbytes:
             return await whole(key)
         ranges = merge_ranges(extents)
-        parts = await self._get_all(key, ranges)
+        parts = await self._get_all(key, ranges, prefix)
         if parts is None:
             return None
         bases = np.array([a for a, _ in ranges])
@@ -330,9 +332,14 @@ class PartialReader:
             blocks.append((block, parts[i][start - base : end - base]))
         return PartialChunk(header, self.codec, [], blocks)
 
-    async def _get_all(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes] | None:
-        """The byte ranges of ``key``, concurrently; None if the chunk vanished meanwhile."""
-        parts = await asyncio.gather(*(self.io.get(key, ByteRange(a, b)) for a, b in ranges))
+    async def _get_all(self, key: str, ranges: list[tuple[int, int]], prefix: bytes) -> list[bytes] | None:
+        """The byte ranges of ``key``, concurrently (those inside ``prefix``, its first bytes,
+        from there); None if the chunk vanished meanwhile."""
+
+        async def part(a: int, b: int) -> bytes | None:
+            return prefix[a:b] if b <= len(prefix) else await self.io.get(key, ByteRange(a, b))
+
+        parts = await asyncio.gather(*(part(a, b) for a, b in ranges))
         if any(p is None for p in parts):
             return None
         for (a, b), part in zip(ranges, parts, strict=True):
