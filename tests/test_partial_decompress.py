@@ -100,7 +100,7 @@ async def test_bit_exact_like_whole_reads(
     part = await azarr.open_array(store, mode="r", partial_decompress=True)
     assert part.partial_decompress and not whole.partial_decompress
     stats = stats_for(store)
-    for kind, selection in SELECTIONS:
+    for i, (kind, selection) in enumerate(SELECTIONS):
         stats.reset()
         got = await _read(part, kind, selection)
         partial_bytes = stats.bytes_read
@@ -108,7 +108,7 @@ async def test_bit_exact_like_whole_reads(
         want = await _read(whole, kind, selection)
         assert _same(got, want), (kind, selection)
         assert _same(got, _expected(data, kind, selection)), (kind, selection)
-        if blocksize and selection == (5, 7):  # many blocks: the element's block, not the chunk
+        if blocksize and i == 0:  # one element, many blocks: the element's block, not the chunk
             assert partial_bytes * 2 < stats.bytes_read, (partial_bytes, stats.bytes_read)
 
 

@@ -336,10 +336,10 @@ class PartialReader:
         """The byte ranges of ``key``, concurrently (those inside ``prefix``, its first bytes,
         from there); None if the chunk vanished meanwhile."""
 
-        async def part(a: int, b: int) -> bytes | None:
+        async def get(a: int, b: int) -> bytes | None:
             return prefix[a:b] if b <= len(prefix) else await self.io.get(key, ByteRange(a, b))
 
-        parts = await asyncio.gather(*(part(a, b) for a, b in ranges))
+        parts = await asyncio.gather(*(get(a, b) for a, b in ranges))
         if any(p is None for p in parts):
             return None
         for (a, b), part in zip(ranges, parts, strict=True):
