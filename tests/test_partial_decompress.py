@@ -244,4 +244,4 @@ async def test_option_reaches_every_open_path(tmp_path: Any) -> None:
     assert pickle.loads(pickle.dumps(opened)).partial_decompress
     assert opened.view(dtype="u4").partial_decompress
     sync = azarr.sync.open_array(root, mode="r", partial_decompress=True)
-    assert sync.async_array.partial_decompress and list(sync[3:5]) == [3, 4]
+    assert sync.partial_decompress and list(sync[3:5]) == [3, 4]

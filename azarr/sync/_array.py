@@ -89,6 +89,7 @@ class Array:
     cdata_shape: Forward[tuple[int, ...]] = Forward(AsyncArray, "cdata_shape")
     nchunks: Forward[int] = Forward(AsyncArray, "nchunks")
     write_empty_chunks: Forward[bool] = Forward(AsyncArray, "write_empty_chunks")
+    partial_decompress: Forward[bool] = Forward(AsyncArray, "partial_decompress")
     info: Forward[str] = Forward(AsyncArray, "info")
 
     @property
@@ -113,10 +114,16 @@ class Array:
         read_only: bool = False,
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
+        partial_decompress: bool = False,
         timeout: float | None = None,
     ) -> Array:
         coro = AsyncArray.open(
-            store, path, read_only=read_only, allow_pickle=allow_pickle, write_empty_chunks=write_empty_chunks
+            store,
+            path,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            write_empty_chunks=write_empty_chunks,
+            partial_decompress=partial_decompress,
         )
         return cls(run(coro, timeout), timeout=timeout)
 
