@@ -259,9 +259,12 @@ class PartialReader:
         if projection.is_complete_chunk or fields is not None:
             return await whole(key)
         codec = self.codec
-        spans = element_spans(projection.chunk_selection, codec.chunks) * codec.dtype.itemsize
-        if int((spans[:, 1] - spans[:, 0]).sum()) > _MAX_FRACTION * codec.nbytes:
+        # How many elements, counted on a zero-stride view (no copy for slices): planning a
+        # selection of most of the chunk would cost more than it could save.
+        count = np.broadcast_to(np.empty((), dtype=np.bool_), codec.chunks)[projection.chunk_selection].size
+        if count > _MAX_FRACTION * codec.size:
             return await whole(key)
+        spans = element_spans(projection.chunk_selection, codec.chunks) * codec.dtype.itemsize
         guess = max(_HEADER + 4 * -(-codec.nbytes // _GUESS_BLOCK_BYTES), _MIN_PREFIX)
         prefix = await self.io.get(key, ByteRange(0, guess))
         if prefix is None:
