@@ -9,6 +9,8 @@ from typing import Any
 import numcodecs
 import numpy as np
 import pytest
+from fault_proxy import CHUNK_KEYS
+from util import proxied_store_pair
 
 import azarr
 import azarr.sync
@@ -245,3 +247,26 @@ async def test_option_reaches_every_open_path(tmp_path: Any) -> None:
     assert opened.view(dtype="u4").partial_decompress
     sync = azarr.sync.open_array(root, mode="r", partial_decompress=True)
     assert sync.partial_decompress and list(sync[3:5]) == [3, 4]
+
+
+@pytest.mark.s3
+async def test_ranged_reads_are_retried_through_faults(request: pytest.FixtureRequest) -> None:
+    """Every part of a partial read goes through the managed path: injected 503s are retried."""
+    direct, proxied, proxy = proxied_store_pair("s3", request, "p")
+    data = np.random.default_rng(3).integers(0, 100, (512, 1024)).astype("<f4")
+    compressor = numcodecs.Blosc(cname="lz4", blocksize=8192)
+    z = await azarr.create(data.shape, chunks=(512, 512), dtype="<f4", compressor=compressor, store=direct)
+    await z.set_basic_selection(..., data)
+    proxy.configure(status_503=0.3, methods=["GET"], path=CHUNK_KEYS, seed=11)
+    part = await azarr.open_array(proxied, mode="r", partial_decompress=True)
+    stats = stats_for(proxied)
+    stats.reset()
+    proxy.reset_counters()  # after the open's metadata reads
+    for row in range(0, 512, 16):
+        sel = (row, slice(row, row + 600, 7))
+        assert _same(await part.get_basic_selection(sel), data[sel])
+    counters = proxy.counters()
+    assert stats.retries == counters.injected["status_503"] > 5
+    assert counters.methods["GET"] == stats.requests  # no request bypassed StoreIO's counters
+    await direct.close()
+    await proxied.close()
