@@ -270,3 +270,50 @@ async def test_ranged_reads_are_retried_through_faults(request: pytest.FixtureRe
     assert counters.methods["GET"] == stats.requests  # no request bypassed StoreIO's counters
     await direct.close()
     await proxied.close()
+
+
+def _reverse_blocks(encoded: bytes) -> bytes:
+    """The same Blosc buffer with its blocks stored last-first (as threads may store them)."""
+    nbytes, blocksize = (int.from_bytes(encoded[i : i + 4], "little") for i in (4, 8))
+    nblocks = -(-nbytes // blocksize)
+    starts = [int.from_bytes(encoded[16 + 4 * b : 20 + 4 * b], "little") for b in range(nblocks)]
+    bounds = [*sorted(starts), len(encoded)]
+    payload = {s: encoded[s : bounds[bounds.index(s) + 1]] for s in starts}
+    offset, new_starts, body = 16 + 4 * nblocks, {}, b""
+    for s in sorted(starts, reverse=True):
+        new_starts[s] = offset + len(body)
+        body += payload[s]
+    table = b"".join(new_starts[s].to_bytes(4, "little") for s in starts)
+    return encoded[:16] + table + body
+
+
+async def test_blocks_stored_out_of_order() -> None:
+    store = MemoryStore()
+    data, encoded = _chunk()
+    reordered = _reverse_blocks(encoded)
+    assert reordered != encoded and _same(np.frombuffer(numcodecs.Blosc().decode(reordered), "<i4"), data)
+    await azarr.create(data.shape, chunks=data.shape, dtype="<i4", store=store)
+    await store.set("0", reordered)
+    part = await azarr.open_array(store, mode="r", partial_decompress=True)
+    for sel in [slice(0, 10), slice(100_000, 100_100), slice((1 << 18) - 5, None), slice(7, None, 4099)]:
+        assert _same(await part.get_basic_selection(sel), data[sel])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_element_spans_match_brute_force(seed: int) -> None:
+    from azarr.pipeline._partial import element_spans
+
+    rng = np.random.default_rng(seed)
+    chunks = (7, 11, 13)
+    flat = np.arange(np.prod(chunks)).reshape(chunks)
+    selections = [
+        (3, slice(2, 9, 3), slice(None)),
+        (slice(None, None, 2), 4, slice(1, 12, 5)),
+        np.ix_(rng.integers(0, 7, 4), [10, 0, 3], rng.integers(0, 13, 5)),
+        tuple(rng.integers(0, n, 9) for n in chunks),
+    ]
+    for sel in selections:
+        want = np.unique(flat[sel])
+        spans = element_spans(sel, chunks)
+        got = np.concatenate([np.arange(a, b) for a, b in spans])
+        assert np.array_equal(got, want), sel

@@ -262,7 +262,7 @@ class PartialReader:
         # How many elements, counted on a zero-stride view (no copy for slices): planning a
         # selection of most of the chunk would cost more than it could save.
         count = np.broadcast_to(np.empty((), dtype=np.bool_), codec.chunks)[projection.chunk_selection].size
-        if count > _MAX_FRACTION * codec.size:
+        if count == 0 or count > _MAX_FRACTION * codec.size:
             return await whole(key)
         spans = element_spans(projection.chunk_selection, codec.chunks) * codec.dtype.itemsize
         guess = max(_HEADER + 4 * -(-codec.nbytes // _GUESS_BLOCK_BYTES), _MIN_PREFIX)
@@ -278,6 +278,8 @@ class PartialReader:
             )
         if header.memcpyed:
             ranges = merge_ranges(spans + _HEADER)
+            if sum(b - a for a, b in ranges) > _MAX_FRACTION * header.nbytes:
+                return await whole(key)  # scattered elements: the merged ranges cover most of it
             parts = await self._get_all(key, ranges, prefix)
             if parts is None:
                 return None
