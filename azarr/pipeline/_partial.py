@@ -34,11 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from azarr.codecs import ChunkCodec
+from azarr.codecs import ChunkCodec  # first: it imports numcodecs with its import warnings silenced
 from azarr.errors import CodecError
 from azarr.indexing import ChunkProjection, Fields
 from azarr.scheduler import StoreIO
 from azarr.storage import ByteRange
+
+from numcodecs.blosc import Blosc, decompress  # isort: skip
 
 __all__ = ["PartialChunk", "PartialReader"]
 
@@ -70,8 +72,6 @@ Fetch = Callable[[str], Awaitable[bytes | None]]
 
 def is_partial_blosc(codec: ChunkCodec) -> bool:
     """Whether chunks of ``codec`` can be read in part: Blosc, no filters, C order, fixed-size items."""
-    from numcodecs.blosc import Blosc  # azarr.codecs imported numcodecs (and its warnings) already
-
     return (
         isinstance(codec.compressor, Blosc)
         and not codec.filters
@@ -214,7 +214,7 @@ class PartialChunk:
             start = block * header.blocksize
             target = buffer[start : min(start + header.blocksize, header.nbytes)]
             try:
-                codec.compressor.decode(header.one_block(block, payload), out=target)  # type: ignore[union-attr]
+                decompress(header.one_block(block, payload), target)
             except (RuntimeError, ValueError) as exc:
                 raise CodecError(
                     f"cannot decode chunk {key!r}: Blosc block {block} is corrupt ({exc})"
