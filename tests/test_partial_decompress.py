@@ -14,7 +14,7 @@ from util import proxied_store_pair
 
 import azarr
 import azarr.sync
-from azarr.errors import CodecError
+from azarr.errors import ChunkNotFoundError, CodecError
 from azarr.scheduler import stats_for
 from azarr.storage import MemoryStore, Store
 
@@ -199,6 +199,10 @@ async def test_fields_missing_chunks_and_fill() -> None:
     stats.reset()
     missing = await part.get_basic_selection((slice(400, 402), 0))
     assert _same(missing, np.zeros(2, dtype=dtype)) and stats.requests == 1
+    strict = await azarr.open_array(store, mode="r", partial_decompress=True, fill_missing_data_reads=False)
+    assert _same(await strict.get_basic_selection((7, 8)), data[7, 8])
+    with pytest.raises(ChunkNotFoundError, match=r"'1\.0'"):
+        await strict.get_basic_selection((400, 0))
 
 
 def _chunk(n: int = 1 << 18) -> tuple[np.ndarray[Any, Any], bytes]:
