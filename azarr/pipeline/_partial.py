@@ -195,7 +195,7 @@ class PartialChunk:
     blocks: list[tuple[int, bytes]]
 
     def __len__(self) -> int:
-        """Bytes fetched (for progress and counters)."""
+        """Bytes of the parts used, header included (for progress; the first read may have fetched more)."""
         return _HEADER + sum(len(p) for _, p in self.raw) + sum(len(p) for _, p in self.blocks)
 
     def scatter(self, key: str, out: np.ndarray[Any, Any], projection: ChunkProjection) -> None:
