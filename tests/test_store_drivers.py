@@ -825,6 +825,7 @@ class TestPicklingNodes:
             "read_only",
             "allow_pickle",
             "write_empty_chunks",
+            "partial_decompress",
         }
         clone = pickle.loads(pickle.dumps(arr))
         assert clone.shape == (14, 10) and clone.attrs["units"] == "m" and not clone.write_empty_chunks
