@@ -42,6 +42,7 @@ from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._batched import read_batched, write_batched
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
 __all__ = ["ChunkPipeline"]
@@ -133,9 +134,12 @@ class ChunkPipeline:
             The first chunk that failed; the other in-flight chunks are cancelled
             and no codec thread writes into ``out`` after this returns.
         """
+        tracker = ProgressTracker(nchunks, progress)
+        if self.io.store.supports_blocking_io:
+            await read_batched(self, list(projections), out, fields, tracker)
+            return
         fill = self.fill_for(fields, out.dtype)
         decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._make_fetcher()
-        tracker = ProgressTracker(nchunks, progress)
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
         chunk_key = self.chunk_key
@@ -311,23 +315,14 @@ class ChunkPipeline:
         tracker = ProgressTracker(nchunks, progress)
         chunk_key, weight = self.chunk_key, self.codec.nbytes
 
-        conditional = io.store.supports_conditional_writes
-
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
-            complete = projection.is_complete_chunk and fields is None
-            if (
-                complete
-                and conditional
-                and edges_conditional
-                and self._reaches_past_shape(projection.chunk_coords)
-            ):
-                complete = False  # its out-of-bounds part may hold a concurrent append's data
-            if conditional and not complete:
+            if self._needs_conditional_update(projection, fields, edges_conditional):
                 async with _chunk_lock(io.store.budget_key, key):
                     stored = await self._update_conditionally(key, codec, projection, values, fields)
                 tracker.advance(stored)
                 return
+            complete = projection.is_complete_chunk and fields is None
             if not complete:
                 io.check_consistency(key)  # raises if the caller requires conditional writes
             data = None if complete else await fetch(key)
@@ -343,9 +338,35 @@ class ChunkPipeline:
                 await io.set(key, encoded)
             tracker.advance(0 if encoded is None else len(encoded))
 
+        if io.store.supports_blocking_io:
+            # Chunks that need no conditional read-modify-write go in batches (codec-pool
+            # jobs that merge, encode and store); the others take the async path below.
+            batched: list[ChunkProjection] = []
+            rest: list[ChunkProjection] = []
+            for projection in projections:
+                if self._needs_conditional_update(projection, fields, edges_conditional):
+                    rest.append(projection)
+                else:
+                    if not (projection.is_complete_chunk and fields is None):
+                        io.check_consistency(chunk_key(projection.chunk_coords))
+                    batched.append(projection)
+            await write_batched(self, batched, values, fields, tracker)
+            projections = rest
         # More chunks in flight than the request budget (which still bounds store calls):
         # the codec batcher needs a queue to batch from.
         await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+
+    def _needs_conditional_update(
+        self, projection: ChunkProjection, fields: Fields, edges_conditional: bool
+    ) -> bool:
+        """Whether a chunk write must be an optimistic read-modify-write (see :meth:`write`)."""
+        if not self.io.store.supports_conditional_writes:
+            return False
+        if not (projection.is_complete_chunk and fields is None):
+            return True
+        # A whole chunk reaching past the end this writer knows: a concurrent append's
+        # block may already be stored there.
+        return edges_conditional and self._reaches_past_shape(projection.chunk_coords)
 
     def _reaches_past_shape(self, coords: tuple[int, ...]) -> bool:
         if self._shape is None:
