@@ -217,8 +217,6 @@ class LocalStore(Store):
             return _read_whole(os.fspath(path))
         try:
             with open(path, "rb") as f:
-                if byte_range is None:
-                    return f.read()
                 if byte_range.is_suffix:
                     size = os.fstat(f.fileno()).st_size
                     f.seek(max(size + byte_range.start, 0))
