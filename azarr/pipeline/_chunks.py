@@ -179,6 +179,14 @@ class ChunkPipeline:
         the next ones); see ``benchmarks/README.md``.
         """
         key = self.chunk_key(projection.chunk_coords)
+        if self.io.store.supports_blocking_io:
+            # Read and decode in one codec-pool job (no thread hop for the file itself).
+            async with self.io.budget:
+                chunk, nbytes = await CodecBatcher().run(
+                    self._read_one_blocking, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+                )
+            ProgressTracker(1, progress).advance(nbytes)
+            return chunk
         data = await self._make_fetcher()(key)
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
@@ -201,6 +209,23 @@ class ChunkPipeline:
         if fields is not None:
             return np.asarray(fill, dtype=self.codec.dtype)[fields]
         return fill
+
+    def _read_one_blocking(
+        self,
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+    ) -> tuple[np.ndarray[Any, Any], int]:
+        """:meth:`read_one` on a store with blocking access (runs in the codec pool): the
+        result and the bytes read."""
+        data = self.io.get_blocking(key)
+        if data is None:
+            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+            result[projection.out_selection] = self.fill_for(fields, dtype)
+            return result, 0
+        return self._decode_new(data, key, shape, dtype, projection, fields), len(data)
 
     def _decode_new(
         self,

@@ -127,7 +127,11 @@ class LocalStore(Store):
     ) -> None:
         super().__init__(read_only=read_only)
         self.root = Path(os.path.abspath(os.fspath(root)))
-        self._prefix = os.path.join(os.fspath(self.root), "")  # root and a trailing separator
+        # Root and a trailing separator, for the string paths of the read hot path (only
+        # where key -> path is this class's: NestedDirectoryStore translates keys).
+        self._prefix = (
+            os.path.join(os.fspath(self.root), "") if type(self)._path is LocalStore._path else None
+        )
         self.auto_mkdir = auto_mkdir
         self.confine_writes = confine_writes
         self.confine_reads = confine_reads
@@ -403,7 +407,7 @@ class LocalStore(Store):
     # The bodies run in a worker thread: asyncio.to_thread for the async primitives, a
     # codec-pool thread when the chunk pipeline calls the blocking ones directly.
     def _get_blocking(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
-        if byte_range is None and not self.confine_reads:
+        if byte_range is None and self._prefix is not None and not self.confine_reads:
             # The chunk-read hot path: a string path (pathlib costs more than the read).
             try:
                 return _read_whole(self._prefix + (key if os.sep == "/" else key.replace("/", os.sep)))
