@@ -135,6 +135,7 @@ class LocalStore(Store):
         self.auto_mkdir = auto_mkdir
         self.confine_writes = confine_writes
         self.confine_reads = confine_reads
+        self._confined_dirs: set[Path] = set()
 
     @property
     def url(self) -> str:
@@ -181,14 +182,17 @@ class LocalStore(Store):
         # Keys were validated by Store (no '..', no absolute paths), so this stays under root.
         return self.root.joinpath(*key.split("/"))
 
-    def _confine(self, path: Path, op: str, key: str) -> None:
+    def _confine(self, path: Path, op: str, key: str, *, directory: bool = False) -> None:
         """Refuse ``path`` if it resolves (through symlinks) to a place outside root.
 
         Checks the nearest existing ancestor (what ``mkdir`` would create below
         stays there). A link swapped in between this check and the write is not
         caught: the guard is against stores that ship hostile links, not against
-        a concurrent local attacker.
+        a concurrent local attacker; for the same reason a ``directory`` (the parent
+        of a written or deleted key) found inside the root once is not checked again.
         """
+        if directory and path in self._confined_dirs:
+            return
         real_root = os.path.realpath(self.root)
         probe = path
         while not os.path.lexists(probe) and probe != self.root and self.root in probe.parents:
@@ -199,6 +203,12 @@ class LocalStore(Store):
                 f"{op} {key!r} in {self.url} refused: the path leads outside the store root through a "
                 "symbolic link (LocalStore(confine_writes=False/confine_reads=False) allows it)"
             )
+        if directory and probe == path:
+            # An existing directory found inside the root: later writes into it skip the
+            # realpath walk (~37 µs a chunk, a third of a small chunk's write). Bounded.
+            if len(self._confined_dirs) >= _CONFINED_DIRS_MAX:
+                self._confined_dirs.clear()
+            self._confined_dirs.add(path)
 
     def _error(self, exc: OSError, op: str, key: str) -> StoreError:
         where = f"{op} {key!r} in {self.url}"
@@ -426,7 +436,7 @@ class LocalStore(Store):
         try:
             if self.confine_writes:
                 # The parent: os.replace() swaps a symlink at the key itself, never its target.
-                self._confine(path.parent, "set", key)
+                self._confine(path.parent, "set", key, directory=True)
             self._write(path, value)
         except OSError as exc:
             raise self._error(exc, "set", key) from exc
@@ -510,6 +520,10 @@ class LocalStore(Store):
             self._rmtree(prefix)
 
         await self._run("delete_prefix", prefix, delete_prefix)
+
+
+#: Directories remembered as confined (see LocalStore._confine) at most, per store.
+_CONFINED_DIRS_MAX = 1 << 16
 
 
 def _read_whole(path: str) -> bytes | None:
