@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import numpy as np
-from util import RecordingStore
+from util import AsyncPathMemoryStore, RecordingStore
 
 import azarr
 from azarr.codecs._batcher import _loop_queue
@@ -40,7 +40,9 @@ async def test_codec_queue_is_bounded_across_concurrent_reads() -> None:
     limit = 4 * chunk_bytes
     arrays = []
     for _ in range(8):
-        arr = await azarr.array(np.ones((64, 2048)), chunks=(1, 2048), compressor=None, store=MemoryStore())
+        arr = await azarr.array(
+            np.ones((64, 2048)), chunks=(1, 2048), compressor=None, store=AsyncPathMemoryStore()
+        )
         decode = arr._pipeline._decode_into
 
         def slow_decode(*args: Any, decode: Any = decode) -> None:

@@ -18,7 +18,7 @@ from azarr.errors import (
 )
 from azarr.scheduler import IOBudget, Progress, RetryPolicy, StoreIO, retry_call, set_budget, stats_for
 from azarr.storage import ByteRange, MemoryStore, Store
-from tests.util import RecordingStore
+from tests.util import AsyncPathMemoryStore, RecordingStore
 
 FAST = RetryPolicy(max_attempts=4, initial_delay=0.001, max_delay=0.002, deadline=10)
 
@@ -233,8 +233,10 @@ async def test_hedged_reads_answer_from_the_backup_request() -> None:
 
 
 async def test_progress_callback_on_reads_and_writes() -> None:
+    """Per chunk on the async path (remote stores); per batch of chunks on blocking
+    stores (tests/test_batched_io.py)."""
     reports: list[Progress] = []
-    arr = await azarr.zeros(100, chunks=10, dtype="i4", store=MemoryStore())
+    arr = await azarr.zeros(100, chunks=10, dtype="i4", store=AsyncPathMemoryStore())
     await arr.set_basic_selection(..., np.arange(100), progress=reports.append)
     assert [r.done for r in reports] == list(range(1, 11)) and reports[-1].total == 10
     assert reports[-1].nbytes > 0

@@ -11,7 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from azarr.storage import ByteRange, Generation, Store, WrapperStore
+from azarr.storage import ByteRange, Generation, MemoryStore, Store, WrapperStore
+
+
+class AsyncPathMemoryStore(MemoryStore):
+    """A :class:`MemoryStore` without blocking access: its chunks take the per-chunk async
+    path of the chunk pipeline (the one remote stores take), for tests of that path."""
+
+    supports_blocking_io = False
 
 
 async def cancel_read_part_way(

@@ -142,6 +142,7 @@ class ChunkCodec:
         "_buffer_dtype",
         "_declared_size",
         "_limits",
+        "_plain",
         "chunks",
         "compressor",
         "dtype",
@@ -210,6 +211,9 @@ class ChunkCodec:
         self._declared_size = (
             _declared_size_reader(self.compressor) if not self.filters and not self.is_object else None
         )
+        # No compressor, no filters: a stored chunk is the chunk's memory as is (the common
+        # uncompressed case), decoded and encoded without the generic steps.
+        self._plain = self.compressor is None and not self.filters and not self.is_object and self.nbytes > 0
 
     def _check_chunk_size(self) -> None:
         limit = int(config.get("max_chunk_bytes"))
@@ -336,6 +340,12 @@ class ChunkCodec:
             )
         if out is not None:
             self._check_out(out)
+        if self._plain and type(data) is bytes and len(data) == self.nbytes:
+            plain = np.frombuffer(data, dtype=self.dtype).reshape(self.chunks, order=self.order)
+            if out is not None:
+                np.copyto(out, plain)
+                return out
+            return plain.copy(order=self.order) if writable else plain
         stage = "reading the chunk bytes"
         try:
             view = _byte_view(data)
@@ -486,6 +496,8 @@ class ChunkCodec:
                 f"chunk {key!r} must have shape {self.chunks} and dtype {self.dtype}, "
                 f"got shape {arr.shape} and dtype {arr.dtype}"
             )
+        if self._plain:
+            return arr.tobytes(order=self.order)
         # Codecs serialise memory as laid out ("A" order), so the layout *is*
         # the on-disk order.
         data: Any = np.asarray(arr, order=self.order)

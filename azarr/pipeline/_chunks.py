@@ -42,6 +42,7 @@ from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._batched import read_batched, write_batched
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -139,9 +140,12 @@ class ChunkPipeline:
             The first chunk that failed; the other in-flight chunks are cancelled
             and no codec thread writes into ``out`` after this returns.
         """
+        tracker = ProgressTracker(nchunks, progress)
+        if self.io.store.supports_blocking_io and self._partial is None:  # partial reads: the async path
+            await read_batched(self, list(projections), out, fields, tracker)
+            return
         fill = self.fill_for(fields, out.dtype)
         decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._make_fetcher()
-        tracker = ProgressTracker(nchunks, progress)
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
         chunk_key, partial = self.chunk_key, self._partial
@@ -181,6 +185,14 @@ class ChunkPipeline:
         the next ones); see ``benchmarks/README.md``.
         """
         key, fetch, partial = self.chunk_key(projection.chunk_coords), self._make_fetcher(), self._partial
+        if self.io.store.supports_blocking_io and partial is None:
+            # Read and decode in one codec-pool job (no thread hop for the file itself).
+            async with self.io.budget:
+                chunk, nbytes = await CodecBatcher().run(
+                    self._read_one_blocking, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+                )
+            ProgressTracker(1, progress).advance(nbytes)
+            return chunk
         data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
@@ -203,6 +215,23 @@ class ChunkPipeline:
         if fields is not None:
             return np.asarray(fill, dtype=self.codec.dtype)[fields]
         return fill
+
+    def _read_one_blocking(
+        self,
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+    ) -> tuple[np.ndarray[Any, Any], int]:
+        """:meth:`read_one` on a store with blocking access (runs in the codec pool): the
+        result and the bytes read."""
+        data = self.io.get_blocking(key)
+        if data is None:
+            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+            result[projection.out_selection] = self.fill_for(fields, dtype)
+            return result, 0
+        return self._decode_new(data, key, shape, dtype, projection, fields), len(data)
 
     def _decode_new(
         self,
@@ -320,23 +349,14 @@ class ChunkPipeline:
         tracker = ProgressTracker(nchunks, progress)
         chunk_key, weight = self.chunk_key, self.codec.nbytes
 
-        conditional = io.store.supports_conditional_writes
-
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
-            complete = projection.is_complete_chunk and fields is None
-            if (
-                complete
-                and conditional
-                and edges_conditional
-                and self._reaches_past_shape(projection.chunk_coords)
-            ):
-                complete = False  # its out-of-bounds part may hold a concurrent append's data
-            if conditional and not complete:
+            if self._needs_conditional_update(projection, fields, edges_conditional):
                 async with _chunk_lock(io.store.budget_key, key):
                     stored = await self._update_conditionally(key, codec, projection, values, fields)
                 tracker.advance(stored)
                 return
+            complete = projection.is_complete_chunk and fields is None
             if not complete:
                 io.check_consistency(key)  # raises if the caller requires conditional writes
             data = None if complete else await fetch(key)
@@ -352,9 +372,35 @@ class ChunkPipeline:
                 await io.set(key, encoded)
             tracker.advance(0 if encoded is None else len(encoded))
 
+        if io.store.supports_blocking_io:
+            # Chunks that need no conditional read-modify-write go in batches (codec-pool
+            # jobs that merge, encode and store); the others take the async path below.
+            batched: list[ChunkProjection] = []
+            rest: list[ChunkProjection] = []
+            for projection in projections:
+                if self._needs_conditional_update(projection, fields, edges_conditional):
+                    rest.append(projection)
+                else:
+                    if not (projection.is_complete_chunk and fields is None):
+                        io.check_consistency(chunk_key(projection.chunk_coords))
+                    batched.append(projection)
+            await write_batched(self, batched, values, fields, tracker)
+            projections = rest
         # More chunks in flight than the request budget (which still bounds store calls):
         # the codec batcher needs a queue to batch from.
         await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+
+    def _needs_conditional_update(
+        self, projection: ChunkProjection, fields: Fields, edges_conditional: bool
+    ) -> bool:
+        """Whether a chunk write must be an optimistic read-modify-write (see :meth:`write`)."""
+        if not self.io.store.supports_conditional_writes:
+            return False
+        if not (projection.is_complete_chunk and fields is None):
+            return True
+        # A whole chunk reaching past the end this writer knows: a concurrent append's
+        # block may already be stored there.
+        return edges_conditional and self._reaches_past_shape(projection.chunk_coords)
 
     def _reaches_past_shape(self, coords: tuple[int, ...]) -> bool:
         if self._shape is None:

@@ -393,6 +393,42 @@ class StoreIO:
         """Let a caching store re-fetch what it cached (called when a node is opened)."""
         await self.store.revalidate()
 
+    # ------------------------------------------------------------------ blocking access
+    # For worker threads of the chunk pipeline on stores with ``supports_blocking_io``
+    # (memory, local files), which run batches of chunk reads and writes in one codec-pool
+    # job. The caller holds a request slot of the budget for the whole job (its requests
+    # run one after another). Not retried: these stores raise no transient errors.
+    def get_blocking(self, key: str) -> bytes | None:
+        """:meth:`get` from a worker thread (timed and counted; not retried, no budget slot)."""
+        started = time.perf_counter()
+        try:
+            value = self.store.get_blocking(key)
+        except BaseException:
+            self.stats.record(time.perf_counter() - started, failed=True)
+            raise
+        self.stats.record(time.perf_counter() - started, read=0 if value is None else len(value))
+        return value
+
+    def set_blocking(self, key: str, value: bytes) -> None:
+        """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot)."""
+        started = time.perf_counter()
+        try:
+            self.store.set_blocking(key, value)
+        except BaseException:
+            self.stats.record(time.perf_counter() - started, failed=True)
+            raise
+        self.stats.record(time.perf_counter() - started, written=len(value))
+
+    def delete_blocking(self, key: str) -> None:
+        """:meth:`delete` from a worker thread (timed and counted; not retried, no budget slot)."""
+        started = time.perf_counter()
+        try:
+            self.store.delete_blocking(key)
+        except BaseException:
+            self.stats.record(time.perf_counter() - started, failed=True)
+            raise
+        self.stats.record(time.perf_counter() - started)
+
     # ------------------------------------------------------------------ machinery
     async def _retried(
         self,

@@ -28,7 +28,8 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], Any]
-"""Called after every finished chunk with a :class:`Progress`; must be cheap and never raise."""
+"""Called with a :class:`Progress` after every finished chunk (on stores with blocking access,
+memory and local files, after every finished batch of chunks); must be cheap and never raise."""
 
 
 class ProgressTracker:
@@ -47,6 +48,16 @@ class ProgressTracker:
             return
         with self._lock:
             self.done += 1
+            self.nbytes += nbytes
+            report = Progress(self.done, self.total, self.nbytes)
+        self._callback(report)
+
+    def advance_many(self, count: int, nbytes: int = 0) -> None:
+        """Count ``count`` finished units that moved ``nbytes`` stored bytes in all; one report."""
+        if self._callback is None or count == 0:
+            return
+        with self._lock:
+            self.done += count
             self.nbytes += nbytes
             report = Progress(self.done, self.total, self.nbytes)
         self._callback(report)

@@ -161,6 +161,23 @@ class Store(ABC):
     #: ranges never mixes two versions.
     supports_conditional_reads: bool = False
 
+    #: True for stores whose get/set/delete are cheap, synchronous and thread-safe
+    #: (memory, local files): :meth:`get_blocking`, :meth:`set_blocking` and
+    #: :meth:`delete_blocking` work, and the chunk pipeline reads, decodes and
+    #: scatters (or merges, encodes and stores) batches of chunks in one codec-pool
+    #: job instead of one coroutine, store call and thread hop per chunk (what
+    #: zarr-python 2's synchronous loop and TensorStore's file driver avoid too).
+    #: A subclass overriding ``_get``/``_set``/``_delete`` loses it unless it
+    #: declares it again (its blocking twins would bypass the override).
+    supports_blocking_io: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "supports_blocking_io" not in cls.__dict__ and any(
+            name in cls.__dict__ for name in ("_get", "_set", "_delete")
+        ):
+            cls.supports_blocking_io = False
+
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
         self._spec: StoreSpec | None = None
@@ -446,6 +463,64 @@ class Store(ABC):
                 f"cannot write {key!r} conditionally: {type(self).__name__} {self.url} has no "
                 "conditional writes (see docs/consistency.md)"
             )
+
+    # ------------------------------------------------------------------ blocking access
+    def get_blocking(self, key: str) -> bytes | None:
+        """:meth:`get` without the event loop, for a worker thread (``supports_blocking_io`` stores).
+
+        Raises
+        ------
+        NotImplementedError
+            The store does not declare :attr:`supports_blocking_io`.
+        InvalidKeyError, StoreError
+            As :meth:`get`.
+        """
+        self._check_blocking(key)
+        validate_key(key)
+        return self._get_blocking(key)
+
+    def set_blocking(self, key: str, value: bytes) -> None:
+        """:meth:`set` (unconditional) without the event loop, for a worker thread.
+
+        Raises
+        ------
+        NotImplementedError
+            The store does not declare :attr:`supports_blocking_io`.
+        ReadOnlyError, InvalidKeyError, StoreError
+            As :meth:`set`.
+        """
+        self._check_blocking(key)
+        self._check_writable(key)
+        validate_key(key)
+        self._set_blocking(key, value)
+
+    def delete_blocking(self, key: str) -> None:
+        """:meth:`delete` (unconditional) without the event loop, for a worker thread.
+
+        Raises
+        ------
+        NotImplementedError
+            The store does not declare :attr:`supports_blocking_io`.
+        ReadOnlyError, InvalidKeyError, StoreError
+            As :meth:`delete`.
+        """
+        self._check_blocking(key)
+        self._check_writable(key)
+        validate_key(key)
+        self._delete_blocking(key)
+
+    def _check_blocking(self, key: str) -> None:
+        if not self.supports_blocking_io:
+            raise NotImplementedError(f"{self.url} has no blocking access (for {key!r}); use the coroutines")
+
+    def _get_blocking(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        raise NotImplementedError
+
+    def _set_blocking(self, key: str, value: bytes) -> None:
+        raise NotImplementedError
+
+    def _delete_blocking(self, key: str) -> None:
+        raise NotImplementedError
 
     def _check_writable(self, key: str) -> None:
         if self.read_only or not self.supports_writes:

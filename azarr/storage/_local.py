@@ -114,6 +114,7 @@ class LocalStore(Store):
     is_local = True
     #: Conditional writes need POSIX advisory locks (fcntl.flock).
     supports_conditional_writes = fcntl is not None
+    supports_blocking_io = True
 
     def __init__(
         self,
@@ -126,9 +127,15 @@ class LocalStore(Store):
     ) -> None:
         super().__init__(read_only=read_only)
         self.root = Path(os.path.abspath(os.fspath(root)))
+        # Root and a trailing separator, for the string paths of the read hot path (only
+        # where key -> path is this class's: NestedDirectoryStore translates keys).
+        self._prefix = (
+            os.path.join(os.fspath(self.root), "") if type(self)._path is LocalStore._path else None
+        )
         self.auto_mkdir = auto_mkdir
         self.confine_writes = confine_writes
         self.confine_reads = confine_reads
+        self._confined_dirs: set[Path] = set()
 
     @property
     def url(self) -> str:
@@ -175,14 +182,17 @@ class LocalStore(Store):
         # Keys were validated by Store (no '..', no absolute paths), so this stays under root.
         return self.root.joinpath(*key.split("/"))
 
-    def _confine(self, path: Path, op: str, key: str) -> None:
+    def _confine(self, path: Path, op: str, key: str, *, directory: bool = False) -> None:
         """Refuse ``path`` if it resolves (through symlinks) to a place outside root.
 
         Checks the nearest existing ancestor (what ``mkdir`` would create below
         stays there). A link swapped in between this check and the write is not
         caught: the guard is against stores that ship hostile links, not against
-        a concurrent local attacker.
+        a concurrent local attacker; for the same reason a ``directory`` (the parent
+        of a written or deleted key) found inside the root once is not checked again.
         """
+        if directory and path in self._confined_dirs:
+            return
         real_root = os.path.realpath(self.root)
         probe = path
         while not os.path.lexists(probe) and probe != self.root and self.root in probe.parents:
@@ -193,6 +203,12 @@ class LocalStore(Store):
                 f"{op} {key!r} in {self.url} refused: the path leads outside the store root through a "
                 "symbolic link (LocalStore(confine_writes=False/confine_reads=False) allows it)"
             )
+        if directory and probe == path:
+            # An existing directory found inside the root: later writes into it skip the
+            # realpath walk (~37 µs a chunk, a third of a small chunk's write). Bounded.
+            if len(self._confined_dirs) >= _CONFINED_DIRS_MAX:
+                self._confined_dirs.clear()
+            self._confined_dirs.add(path)
 
     def _error(self, exc: OSError, op: str, key: str) -> StoreError:
         where = f"{op} {key!r} in {self.url}"
@@ -211,10 +227,10 @@ class LocalStore(Store):
     # ------------------------------------------------------------------ sync bodies (worker threads)
     @staticmethod
     def _read(path: Path, byte_range: ByteRange | None) -> bytes | None:
+        if byte_range is None:
+            return _read_whole(os.fspath(path))
         try:
             with open(path, "rb") as f:
-                if byte_range is None:
-                    return f.read()
                 if byte_range.is_suffix:
                     size = os.fstat(f.fileno()).st_size
                     f.seek(max(size + byte_range.start, 0))
@@ -398,37 +414,50 @@ class LocalStore(Store):
             self._prune(base.parent)
 
     # ------------------------------------------------------------------ primitives
-    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+    # The bodies run in a worker thread: asyncio.to_thread for the async primitives, a
+    # codec-pool thread when the chunk pipeline calls the blocking ones directly.
+    def _get_blocking(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        if byte_range is None and self._prefix is not None and not self.confine_reads:
+            # The chunk-read hot path: a string path (pathlib costs more than the read).
+            try:
+                return _read_whole(self._prefix + (key if os.sep == "/" else key.replace("/", os.sep)))
+            except OSError as exc:
+                raise self._error(exc, "get", key) from exc
         path = self._path(key)
-
-        def read() -> bytes | None:
+        try:
             if self.confine_reads:
                 self._confine(path, "get", key)
             return self._read(path, byte_range)
+        except OSError as exc:
+            raise self._error(exc, "get", key) from exc
 
-        result: bytes | None = await self._run("get", key, read)
-        return result
-
-    async def _set(self, key: str, value: bytes) -> None:
+    def _set_blocking(self, key: str, value: bytes) -> None:
         path = self._path(key)
-
-        def write() -> None:
+        try:
             if self.confine_writes:
                 # The parent: os.replace() swaps a symlink at the key itself, never its target.
-                self._confine(path.parent, "set", key)
+                self._confine(path.parent, "set", key, directory=True)
             self._write(path, value)
+        except OSError as exc:
+            raise self._error(exc, "set", key) from exc
 
-        await self._run("set", key, write)
-
-    async def _delete(self, key: str) -> None:
+    def _delete_blocking(self, key: str) -> None:
         path = self._path(key)
-
-        def delete() -> None:
+        try:
             if self.confine_writes:
                 self._confine(path.parent, "delete", key)
             self._unlink(path)
+        except OSError as exc:
+            raise self._error(exc, "delete", key) from exc
 
-        await self._run("delete", key, delete)
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        return await asyncio.to_thread(self._get_blocking, key, byte_range)
+
+    async def _set(self, key: str, value: bytes) -> None:
+        await asyncio.to_thread(self._set_blocking, key, value)
+
+    async def _delete(self, key: str) -> None:
+        await asyncio.to_thread(self._delete_blocking, key)
 
     async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         path = self._path(key)
@@ -491,6 +520,36 @@ class LocalStore(Store):
             self._rmtree(prefix)
 
         await self._run("delete_prefix", prefix, delete_prefix)
+
+
+#: Directories remembered as confined (see LocalStore._confine) at most, per store.
+_CONFINED_DIRS_MAX = 1 << 16
+
+
+def _read_whole(path: str) -> bytes | None:
+    """The whole file at ``path``; None if missing, a directory, or below a file.
+
+    ``os.open`` + ``fstat`` + ``os.read``: half the time of ``open(path, "rb").read()``
+    for the small chunk files this is called for 10,000 times a read (no buffered
+    file object; measured 4.4 against 10 µs per 1,600-byte file).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size)
+        if len(data) < size:  # a short read (very large files): read on to the end
+            parts = [data]
+            while part := os.read(fd, 1 << 20):
+                parts.append(part)
+            data = b"".join(parts)
+        return data
+    except IsADirectoryError:  # Linux opens directories O_RDONLY; reading them fails
+        return None
+    finally:
+        os.close(fd)
 
 
 def _rmtree_tolerant(path: str | os.PathLike[str]) -> None:

@@ -47,10 +47,13 @@ class MemoryStore(Store):
 
     is_local = True
     supports_conditional_writes = True
+    supports_blocking_io = True
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, *, read_only: bool = False) -> None:
         super().__init__(read_only=read_only)
         self._data: MutableMapping[str, bytes] = {} if data is None else data
+        # A caller's own mapping may not be safe to use from codec threads; a dict is.
+        self.supports_blocking_io = type(self).supports_blocking_io and type(self._data) is dict
         self._name: str | None = None
         self._anonymous_root = anonymous_root("memory")
 
@@ -103,11 +106,21 @@ class MemoryStore(Store):
         return (_unpickle_memory, (self._name, dict(self._data), self.read_only))
 
     # ------------------------------------------------------------------ primitives
-    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+    def _get_blocking(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         value = self._data.get(key)
         if value is None or byte_range is None:
             return value
         return byte_range.apply(value)
+
+    def _set_blocking(self, key: str, value: bytes) -> None:
+        self._data[key] = value
+
+    def _delete_blocking(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    # A dict operation is atomic and cheap: the async primitives run it in place.
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        return self._get_blocking(key, byte_range)
 
     async def _set(self, key: str, value: bytes) -> None:
         self._data[key] = value

@@ -439,6 +439,34 @@ class StoreTests:
             results = list(pool.map(lambda tag: asyncio.run(work(tag)), [1, 2]))
         assert results == [[bytes([tag, i]) for i in range(20)] for tag in (1, 2)]
 
+    async def test_blocking_access_matches_the_coroutines(self, store: Store) -> None:
+        """Stores declaring ``supports_blocking_io`` (the chunk pipeline then calls their
+        blocking twins from codec threads) must answer them exactly like the coroutines,
+        from several threads at once."""
+        if not store.supports_blocking_io:
+            with pytest.raises(NotImplementedError):
+                store.get_blocking("a")
+            return
+        await store.set("a/0", b"async")
+        assert store.get_blocking("a/0") == b"async"
+        assert store.get_blocking("a/missing") is None
+
+        def write_and_read(tag: int) -> list[bytes | None]:
+            for i in range(20):
+                store.set_blocking(f"b{tag}/{i}", bytes([tag, i]))
+            return [store.get_blocking(f"b{tag}/{i}") for i in range(20)]
+
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(write_and_read, [1, 2]))
+        assert results == [[bytes([tag, i]) for i in range(20)] for tag in (1, 2)]
+        assert await store.get("b2/7") == bytes([2, 7])
+        store.delete_blocking("b2/7")
+        store.delete_blocking("b2/7")  # deleting a missing key is not an error
+        assert await store.get("b2/7") is None
+        for key in UNSAFE_KEYS:
+            with pytest.raises(InvalidKeyError):
+                store.get_blocking(key)
+
     async def test_pickle_roundtrip(self, store: Store) -> None:
         await store.set("p/k", b"pickled")
         clone = pickle.loads(pickle.dumps(store))
