@@ -56,6 +56,7 @@ class _Clock:
             "batches": self.batches,
             "seconds": seconds,
             "samples_per_s": self.samples / seconds if seconds > 0 else 0.0,
+            "first_batch_s": self.first_batch - self.first,
             # After the first batch: what start-up (imports, opens, first fetch) does not weigh on.
             "steady_samples_per_s": (self.samples - self.first_samples) / (self.last - self.first_batch)
             if self.last > self.first_batch
@@ -109,6 +110,12 @@ def _azarr_array(task: dict[str, Any]) -> Any:
     return asyncio.run(_azarr_open(task))
 
 
+def _prefetch(task: dict[str, Any]) -> dict[str, Any]:
+    """``max_prefetch_bytes`` when the run sets one (``--prefetch-mib``), else the loader's default."""
+    mib = task.get("prefetch_mib")
+    return {"max_prefetch_bytes": int(mib) * 2**20} if mib else {}
+
+
 def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
     """``async for`` over ``azarr.loader.BatchLoader`` on one event loop.
 
@@ -123,7 +130,11 @@ def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
         await warm.get_basic_selection(slice(0, task["chunk_rows"]))
         arr = await _azarr_open(task)
         loader = BatchLoader(
-            arr, batch_size=task["batch_size"], seed=task["seed"], preload_chunks=task["preload_chunks"]
+            arr,
+            batch_size=task["batch_size"],
+            seed=task["seed"],
+            preload_chunks=task["preload_chunks"],
+            **_prefetch(task),
         )
         clock = _Clock(task["seconds"])
         async for batch in loader:
@@ -142,7 +153,11 @@ def run_azarr_torch(task: dict[str, Any]) -> dict[str, Any]:
 
     arr = _azarr_array(task)
     loader = BatchLoader(
-        arr, batch_size=task["batch_size"], seed=task["seed"], preload_chunks=task["preload_chunks"]
+        arr,
+        batch_size=task["batch_size"],
+        seed=task["seed"],
+        preload_chunks=task["preload_chunks"],
+        **_prefetch(task),
     )
     data = torch.utils.data.DataLoader(TorchIterableDataset(loader), batch_size=None, num_workers=2)
     clock = _Clock(task["seconds"])
@@ -267,6 +282,7 @@ def run_xbatcher(task: dict[str, Any]) -> dict[str, Any]:
 IMPLS = {
     "raw": run_raw,
     "azarr": run_azarr,
+    "azarr-baseline": run_azarr,  # importing an older azarr (bench_loader.BASELINE)
     "azarr-torch": run_azarr_torch,
     "zarr218": run_zarr218,
     "zarr3": run_zarr3,
