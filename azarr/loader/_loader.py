@@ -55,7 +55,9 @@ class BatchLoader:
         Bytes of windows held at once (fetched or being fetched), in bytes. At
         least one window is always held, whatever this says. The buffers of
         consumed windows are refilled by later ones (batches are copies), so this
-        also bounds the memory an epoch touches.
+        also bounds the memory an epoch touches. Below the store's request
+        budget in chunk bytes plus two windows, requests run in rounds with idle
+        gaps (see ``docs/recipes.md``).
 
     Raises
     ------
