@@ -121,13 +121,15 @@ def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
 
     As in bench_cloud, one untimed read first (its own store) so that first-use work
     (codec threads, lazily built state) is not timed; the timed epoch then uses a new
-    store with new connections, opened on the loop that iterates.
+    store with new connections, opened on the loop that iterates. Then a second epoch
+    (``set_epoch(1)``), again on a new store with new connections: the first epoch of
+    a fresh process pays for first-touched memory and first-use code paths that the
+    raw ceiling's timed pass (its second) does not; the second epoch is the like-for-like
+    figure, and what every epoch after the first of a training run sees.
     """
     from azarr.loader import BatchLoader
 
-    async def main() -> dict[str, Any]:
-        warm = await _azarr_open(task)
-        await warm.get_basic_selection(slice(0, task["chunk_rows"]))
+    async def epoch(number: int) -> dict[str, Any]:
         arr = await _azarr_open(task)
         loader = BatchLoader(
             arr,
@@ -136,11 +138,20 @@ def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
             preload_chunks=task["preload_chunks"],
             **_prefetch(task),
         )
+        loader.set_epoch(number)
         clock = _Clock(task["seconds"])
         async for batch in loader:
             if not clock.add(len(batch)):
                 break
+        await arr.store.close()
         return clock.result()
+
+    async def main() -> dict[str, Any]:
+        warm = await _azarr_open(task)
+        await warm.get_basic_selection(slice(0, task["chunk_rows"]))
+        first = await epoch(0)
+        second = await epoch(1)
+        return dict(first, second_epoch=second)
 
     return asyncio.run(main())
 

@@ -122,12 +122,12 @@ def test_leaving_early_cancels_prefetch(arrays: dict[str, azarr.AsyncArray], s3_
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
-def test_batches_outlive_the_window_buffers_they_came_from(
+def test_kept_batches_keep_their_samples_with_one_window_held(
     arrays: dict[str, azarr.AsyncArray], s3_fault_proxy: Any, shuffle: bool
 ) -> None:
-    # One window held at a time, so each window's buffers are refilled by a later
-    # window: every batch kept to the end must still hold its own samples (a batch
-    # that were a view of a window buffer would now show another window's rows).
+    # One window held at a time, every batch kept to the end: each must still hold
+    # its own samples, so batches are copies, never views of a window's buffers
+    # (which a later window could reuse), and x and y stay paired.
     loader = BatchLoader(
         arrays, batch_size=100, seed=2, shuffle=shuffle, preload_chunks=2, max_prefetch_bytes=1
     )

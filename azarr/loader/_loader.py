@@ -17,7 +17,6 @@ from azarr.loader._plan import EpochPlan
 from azarr.sync import iterate
 
 Batch = np.ndarray[Any, Any] | dict[str, np.ndarray[Any, Any]]
-Window = dict[str, np.ndarray[Any, Any]]
 
 DEFAULT_PREFETCH_BYTES = 256 * 2**20
 """Bytes of fetched windows a loader holds at most by default (256 MiB)."""
@@ -53,11 +52,9 @@ class BatchLoader:
         Drop the last batch of the shard's epoch if it is short.
     max_prefetch_bytes : int
         Bytes of windows held at once (fetched or being fetched), in bytes. At
-        least one window is always held, whatever this says. The buffers of
-        consumed windows are refilled by later ones (batches are copies), so this
-        also bounds the memory an epoch touches. Below the store's request
-        budget in chunk bytes plus two windows, requests run in rounds with idle
-        gaps (see ``docs/recipes.md``).
+        least one window is always held, whatever this says. Below the store's
+        request budget in chunk bytes plus two windows, requests run in rounds
+        with idle gaps (see ``docs/recipes.md``).
 
     Raises
     ------
@@ -170,8 +167,10 @@ class BatchLoader:
         plan = self.plan()
         return iterate(lambda: self._batches(plan))
 
-    async def _fetch(self, plan: EpochPlan, units: list[int], out: Window) -> Window:
-        """Read the rows of ``units`` (whole chunks) into ``out`` (one buffer per array), in unit order."""
+    async def _fetch(self, plan: EpochPlan, units: list[int]) -> dict[str, np.ndarray[Any, Any]]:
+        """Read the rows of ``units`` (whole chunks) into one buffer per array, in unit order."""
+        n = plan.nsamples_in(units)
+        out = {name: np.empty((n, *a.shape[1:]), dtype=a.dtype) for name, a in self.arrays.items()}
         reads = []
         offset = 0
         for unit in units:
@@ -188,8 +187,9 @@ class BatchLoader:
 
     async def _batches(self, plan: EpochPlan) -> AsyncIterator[Batch]:
         windows = plan.windows()
-        buffers = _WindowBuffers(self.arrays, plan.preload_chunks * plan.unit)
-        pending: collections.deque[tuple[int, asyncio.Task[Window]]] = collections.deque()
+        pending: collections.deque[tuple[int, asyncio.Task[dict[str, np.ndarray[Any, Any]]]]] = (
+            collections.deque()
+        )
         held = 0
         ahead = 0  # next window to start fetching
 
@@ -199,12 +199,11 @@ class BatchLoader:
                 nbytes = self._window_bytes(plan, windows[ahead])
                 if pending and held + nbytes > self.max_prefetch_bytes:
                     return
-                out = buffers.take(plan.nsamples_in(windows[ahead]))
-                pending.append((nbytes, asyncio.ensure_future(self._fetch(plan, windows[ahead], out))))
+                pending.append((nbytes, asyncio.ensure_future(self._fetch(plan, windows[ahead]))))
                 held += nbytes
                 ahead += 1
 
-        carry: Window | None = None
+        carry: dict[str, np.ndarray[Any, Any]] | None = None
         try:
             for index in range(len(windows)):
                 top_up()
@@ -212,8 +211,6 @@ class BatchLoader:
                 data = await task
                 order = plan.window_order(index, next(iter(data.values())).shape[0])
                 start = 0
-                # Every batch is a copy (integer-array indexing), never a view of ``data``,
-                # so the window's buffers can be refilled once its samples are out.
                 if carry is not None:  # finish the batch the previous window began
                     need = self.batch_size - len(next(iter(carry.values())))
                     take = order[:need]
@@ -228,7 +225,6 @@ class BatchLoader:
                     start += self.batch_size
                 if carry is None and start < len(order):
                     carry = {k: v[order[start:]] for k, v in data.items()}
-                buffers.give_back(data)
                 del data
                 held -= nbytes
             if carry is not None and not self.drop_last:
@@ -249,33 +245,3 @@ class BatchLoader:
             f"BatchLoader({self._show({k: a.shape for k, a in self.arrays.items()})}, "
             f"batch_size={self.batch_size}, unit={self.unit} samples, epoch={self.epoch}{shards})"
         )
-
-
-class _WindowBuffers:
-    """Buffers for fetched windows, refilled once a window's batches are out.
-
-    Why: a fresh buffer per window is memory the codec threads touch for the first
-    time while decoding into it, paying the kernel's page faults (and, for NumPy's
-    huge-page-advised buffers, possibly compaction) on the cores the network path
-    needs. Refilling consumed windows keeps the memory touched in an epoch at the
-    prefetch bound instead of the epoch's size. Measured with 16 MiB windows, 16
-    held, 64 filled (1 GiB): 16,600 minor faults and 0.13 s of CPU with fresh
-    buffers against 8,300 and 0.06 s reused; first touches of 256 MiB took from
-    0.03 s to 0.47 s of CPU on this shared VM.
-    """
-
-    def __init__(self, arrays: Mapping[str, AsyncArray], rows: int) -> None:
-        self._arrays = arrays
-        self._rows = rows
-        self._free: list[Window] = []
-
-    def take(self, rows: int) -> Window:
-        """Buffers of ``rows`` samples per array (views of a full-size buffer when reused)."""
-        if rows == self._rows and self._free:
-            return self._free.pop()
-        return {name: np.empty((rows, *a.shape[1:]), dtype=a.dtype) for name, a in self._arrays.items()}
-
-    def give_back(self, window: Window) -> None:
-        """Return a consumed window's buffers (only full-size ones are kept)."""
-        if next(iter(window.values())).shape[0] == self._rows:
-            self._free.append(window)
