@@ -18,7 +18,8 @@ way), shuffled, 256 samples per batch, in its own process
 =================  ===============================================================
 
 Throughput is samples/s from the start of iteration (DataLoader worker start-up included;
-"after 1st batch" leaves start-up out), over
+"after 1st batch" leaves start-up out; "2nd epoch" is azarr's second epoch in the same
+process on a new store, like the raw ceiling's timed pass, which is its second), over
 the whole epoch or ``--seconds`` at most (a map-style peer fetches a 1 MiB chunk per
 4 KiB sample and would take hours). Results: ``benchmarks/results/loader.md``/``.json``.
 
@@ -47,6 +48,9 @@ FEATURES, CHUNK_ROWS, BATCH = 1024, 256, 256
 
 PEER_VENVS = {"zarr218": "loader-zarr218", "zarr3": "loader-zarr3", "xbatcher": "loader-xbatcher"}
 IMPLS = ("raw", "azarr", "azarr-torch", "zarr218", "zarr3", "xbatcher")
+BASELINE = "azarr-baseline"
+"""``run_azarr`` importing the azarr in ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``,
+e.g. ``git archive <commit> azarr | tar -x -C DIR``): before/after in one interleaved run."""
 
 
 async def _write(server: Any, bucket: str, nsamples: int) -> None:
@@ -86,6 +90,11 @@ def _run(impl: str, task: dict[str, Any], timeout: float) -> dict[str, Any]:
     task = dict(task, impl=impl)
     env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")
     env["PYTHONPATH"] = str(REPO_ROOT)
+    if impl == BASELINE:
+        baseline = os.environ.get("AZARR_BASELINE")
+        if not baseline:
+            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
+        env["PYTHONPATH"] = os.pathsep.join([baseline, str(REPO_ROOT)])
     out = subprocess.run(
         [_python(impl), str(WORKER), json.dumps(task)],
         capture_output=True,
@@ -109,6 +118,10 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for impl, group in by_impl.items():
         ok = sorted((r for r in group if "error" not in r), key=lambda r: r["samples_per_s"])
         rows[impl] = dict(ok[(len(ok) - 1) // 2], rounds=len(ok)) if ok else group[-1]
+        # azarr's second epoch (loader_workers.run_azarr): its own median over the rounds
+        seconds = sorted(r["second_epoch"]["samples_per_s"] for r in ok if "second_epoch" in r)
+        if seconds:
+            rows[impl]["second_epoch_samples_per_s"] = seconds[(len(seconds) - 1) // 2]
     return rows
 
 
@@ -127,26 +140,34 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['mode']}: float32 ({results['nsamples']}, {FEATURES}) = {results['size_mib']} MiB, 4 KiB samples, "
         f"chunks of {CHUNK_ROWS} rows (1 MiB, Blosc-lz4), batch {BATCH}, shuffled; SeaweedFS behind a "
         f"{results['delay_ms']:g} ms delay proxy; at most {results['seconds']:g} s per implementation, timed from "
-        f"the start of iteration; median of {results.get('rounds', 1)} interleaved round(s). {results['machine']}.",
+        f"the start of iteration; median of {results.get('rounds', 1)} interleaved round(s)"
+        + (f"; azarr prefetch {results['prefetch_mib']} MiB" if results.get("prefetch_mib") else "")
+        + f". {results['machine']}.",
         "",
-        "| implementation | samples/s | samples read | seconds | x best peer | % of raw GETs | after 1st batch |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| implementation | samples/s | samples read | seconds | x best peer | % of raw GETs | after 1st batch"
+        " | 1st batch (s) | 2nd epoch samples/s | 2nd epoch % of raw |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for impl in IMPLS:
+    for impl in (*IMPLS, BASELINE):
         r = rows.get(impl)
         if r is None:
             continue
         if "error" in r:
-            lines.append(f"| {impl} | error | | | | | |")
+            lines.append(f"| {impl} | error | | | | | | | | |")
             continue
         sps = r["samples_per_s"]
         vs_peer = f"{sps / best_peer:.1f}x" if best_peer else ""
         vs_raw = f"{sps / ceiling:.0%}" if ceiling else ""
         steady = r.get("steady_samples_per_s")
         steady_text = f"{steady:,.0f}" if steady else ""
+        first = r.get("first_batch_s")
+        first_text = f"{first:.3f}" if first is not None else ""
+        second = r.get("second_epoch_samples_per_s")
+        second_text = f"{second:,.0f}" if second else ""
+        second_raw = f"{second / ceiling:.0%}" if second and ceiling else ""
         lines.append(
-            f"| {impl} | {sps:,.0f} | {r['samples']:,} | {r['seconds']:.1f} | {vs_peer} | {vs_raw}"
-            f" | {steady_text} |"
+            f"| {impl} | {sps:,.0f} | {r['samples']:,} | {r['seconds']:.2f} | {vs_peer} | {vs_raw}"
+            f" | {steady_text} | {first_text} | {second_text} | {second_raw} |"
         )
     errors = [
         f"- {r['impl']}: {r['error'].strip().splitlines()[-1]}" for r in results["runs"] if "error" in r
@@ -160,8 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mib", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--delay-ms", type=float, default=20.0)
-    parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument(
+        "--impls", default=",".join(IMPLS), help=f"comma-separated; also {BASELINE} (see BASELINE)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; tables show medians")
+    parser.add_argument(
+        "--prefetch-mib",
+        type=int,
+        default=None,
+        help="azarr's max_prefetch_bytes in MiB (default: the loader's 256 MiB); below the dataset's "
+        "size a reduced run has the prefetch bound of a 1 GiB run",
+    )
     parser.add_argument("--out", default="loader")
     args = parser.parse_args(argv)
     size_mib = args.size_mib or (64 if args.quick else 1024)
@@ -197,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": seconds,
             "seed": 0,
             "preload_chunks": 16,
+            "prefetch_mib": args.prefetch_mib,
         }
         for impl in [i for _ in range(args.rounds) for i in impls]:
             result = _run(impl, task, timeout=seconds * 4 + 300)
@@ -213,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": seconds,
         "delay_ms": args.delay_ms,
         "rounds": args.rounds,
+        "prefetch_mib": args.prefetch_mib,
         "runs": runs,
         "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores",
     }

@@ -662,7 +662,12 @@ ROUTING = [
     ([1, 2], 2, False, True),
     (np.array([1, 2]), 2, False, True),
     (np.array([[1, 2]]), 2, False, False),
-    (([1], Ellipsis), 2, False, False),
+    # zarr 2.18 says (False, False) and then raises; azarr routes it as ([1], slice(None))
+    (([1], Ellipsis), 2, False, True),
+    ((Ellipsis, np.array([1])), 3, False, True),
+    ((Ellipsis, 1), 2, False, False),  # no list: a basic selection, as in 2.18
+    ((Ellipsis, Ellipsis, [1]), 3, False, False),
+    ((Ellipsis, np.array([True])), 2, False, False),  # Boolean arrays are not int arrays in 2.18
     ((np.array([1]), np.array([1]), slice(None)), 3, False, False),
     ((1, [0], slice(None)), 3, False, True),
     (np.ones((2, 2), bool), 2, False, False),

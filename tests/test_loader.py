@@ -121,6 +121,27 @@ def test_leaving_early_cancels_prefetch(arrays: dict[str, azarr.AsyncArray], s3_
     assert s3_fault_proxy.counters().in_flight == 0
 
 
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_kept_batches_keep_their_samples_with_one_window_held(
+    arrays: dict[str, azarr.AsyncArray], s3_fault_proxy: Any, shuffle: bool
+) -> None:
+    # One window held at a time, every batch kept to the end: each must still hold
+    # its own samples, so batches are copies, never views of a window's buffers
+    # (which a later window could reuse), and x and y stay paired.
+    loader = BatchLoader(
+        arrays, batch_size=100, seed=2, shuffle=shuffle, preload_chunks=2, max_prefetch_bytes=1
+    )
+    kept = list(loader)
+    for batch in kept:
+        np.testing.assert_array_equal(batch["x"], X[batch["y"]])
+    labels = [int(v) for batch in kept for v in batch["y"]]
+    assert sorted(labels) == list(range(N))
+    assert (labels == sorted(labels)) is not shuffle
+    assert s3_fault_proxy.counters().methods == {"GET": NCHUNKS}
+    # one window of 2 units = 4 chunks of x and 2 of y in flight at most
+    assert s3_fault_proxy.counters().peak_in_flight <= 6
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_torch_workers(arrays: dict[str, azarr.AsyncArray], s3_fault_proxy: Any, context: str) -> None:
     torch = pytest.importorskip("torch")

@@ -83,6 +83,12 @@ class BasicIndexer:
                     f"unsupported selection item for basic indexing at axis {axis}: expected an "
                     f"integer, slice or Ellipsis, got {type(s).__name__}"
                     + (" (None / newaxis is not supported)" if s is None else "")
+                    + (
+                        "; integer or Boolean arrays select through get_orthogonal_selection "
+                        "(oindex) or get_coordinate_selection (vindex)"
+                        if isinstance(s, list) or hasattr(s, "dtype")
+                        else ""
+                    )
                 )
         keep = [i for i, d in enumerate(dims) if d.kind != "int"]
         self._product = ProjectionProduct([d.items for d in dims], keep)

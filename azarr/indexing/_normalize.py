@@ -112,8 +112,13 @@ def is_pure_orthogonal_indexing(selection: Any, ndim: int) -> bool:
 
     Same rule as zarr-python 2.18: a single 1-D integer list/array, or a tuple of
     exactly ``ndim`` items that are integers, slices or integer lists/arrays, with at
-    most one list/array. (zarr-python 2.18 accepts only Python ``int`` scalars here;
-    NumPy integer scalars are accepted too, which turns an error into a result.)
+    most one list/array. Two extensions turn zarr-python 2.18 errors into results:
+    NumPy integer scalars count as integers (2.18 accepts only Python ``int``), and a
+    tuple with one Ellipsis and one integer list/array is routed as the same tuple
+    with the Ellipsis written out as full slices, so ``z[..., [0, 3]]`` reads what
+    ``z[:, :, [0, 3]]`` (and ``z.oindex[..., [0, 3]]``) reads; 2.18 sends it to basic
+    indexing, which raises :class:`IndexError`. An Ellipsis without a list/array
+    stays a basic selection, as in 2.18.
 
     Parameters
     ----------
@@ -130,12 +135,29 @@ def is_pure_orthogonal_indexing(selection: Any, ndim: int) -> bool:
         return False
     if is_integer_list(selection) or is_integer_array(selection, ndim=1):
         return True
+    selection = _ellipsis_written_out(selection, ndim)
     return (
         isinstance(selection, tuple)
         and len(selection) == ndim
         and sum(_is_int_iterable(s) for s in selection) <= 1
         and all(_is_int_iterable(s) or is_integer(s) or isinstance(s, slice) for s in selection)
     )
+
+
+def _ellipsis_written_out(selection: Any, ndim: int) -> Any:
+    """``selection`` with its Ellipsis replaced by full slices, if it also holds an int list/array.
+
+    Anything else (no Ellipsis, several, too many items, no list/array) comes back
+    unchanged, so the basic indexer reports it as before.
+    """
+    if (
+        not isinstance(selection, tuple)
+        or sum(s is Ellipsis for s in selection) != 1
+        or len(selection) - 1 > ndim
+        or not any(_is_int_iterable(s) for s in selection)
+    ):
+        return selection
+    return expand_selection(selection, ndim)
 
 
 def is_basic_selection(selection: Any) -> bool:

@@ -52,7 +52,9 @@ class BatchLoader:
         Drop the last batch of the shard's epoch if it is short.
     max_prefetch_bytes : int
         Bytes of windows held at once (fetched or being fetched), in bytes. At
-        least one window is always held, whatever this says.
+        least one window is always held, whatever this says. Below the store's
+        request budget in chunk bytes plus two windows, requests run in rounds
+        with idle gaps (see ``docs/recipes.md``).
 
     Raises
     ------
