@@ -193,3 +193,36 @@ async def test_local_store_errors_name_the_key(tmp_path: Path) -> None:
     )
     with pytest.raises(azarr.errors.StoreError, match=r"'2'"):
         await arr.set_basic_selection(..., 3.0)  # cannot replace a non-empty directory
+
+
+@pytest.mark.parametrize("dtype", ["<i4", ">i4", "u1", "?", "<f8", ">f4", "<c16", "<i2", "<M8[ns]", "S5"])
+@pytest.mark.parametrize(
+    "blosc",
+    [
+        {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
+        {"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2, "blocksize": 0},
+        {"id": "blosc", "cname": "blosclz", "clevel": 9, "shuffle": -1, "blocksize": 256},
+        {"id": "blosc", "cname": "lz4hc", "clevel": 1, "shuffle": 0, "blocksize": 0},
+    ],
+)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_blosc_fast_paths_are_bit_exact_with_numcodecs(dtype: str, blosc: dict[str, Any], order: str) -> None:
+    """ChunkCodec calls numcodecs.blosc's compress/decompress directly for plain chunks:
+    the bytes must be exactly Blosc.encode's, and decoding must give the chunk back."""
+    import numcodecs
+
+    from azarr.codecs import ChunkCodec
+
+    rng = np.random.default_rng(3)
+    chunk = np.asarray(rng.integers(0, 200, (13, 7)).astype(np.dtype(dtype)), order=order)
+    codec = ChunkCodec(dtype, (13, 7), order, blosc, None)
+    expected = numcodecs.get_codec(blosc).encode(np.asarray(chunk, order=order))
+    encoded = codec.encode(chunk, key="k")
+    assert encoded == bytes(expected)
+    np.testing.assert_array_equal(codec.decode(encoded, key="k"), chunk)
+    np.testing.assert_array_equal(codec.decode(encoded, key="k", writable=False), chunk)
+    out = np.empty((13, 7), dtype=dtype, order=order)
+    codec.decode(encoded, key="k", out=out)
+    np.testing.assert_array_equal(out, chunk)
+    with pytest.raises(CodecError, match="'k'"):
+        codec.decode(encoded[:-3], key="k")  # a truncated frame is refused, not read past
