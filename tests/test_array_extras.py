@@ -40,6 +40,24 @@ async def test_view_overrides_only_in_memory() -> None:
         await ro.set_basic_selection(0, 1)
 
 
+async def test_pickled_view_stays_a_view_and_pickles_keep_the_recheck_policy() -> None:
+    """Dask ships arrays by pickle: a view must keep its in-memory overrides (not reread
+    .zarray) and an array its metadata recheck policy."""
+    import pickle
+
+    from azarr.storage import MemoryStore
+
+    store = MemoryStore()
+    z = await azarr.array(np.arange(12, dtype="<i4"), chunks=(4,), fill_value=0, store=store)
+    v = pickle.loads(pickle.dumps(z.view(dtype="<u4", fill_value=5)))
+    assert v.is_view and v.dtype == np.dtype("<u4") and v.fill_value == 5
+    with pytest.raises(ReadOnlyError, match="view"):
+        await v.resize(20)
+    timed = await azarr.open_array(store, mode="r", recheck_metadata=3600)
+    assert pickle.loads(pickle.dumps(timed))._recheck_metadata == 3600
+    assert not pickle.loads(pickle.dumps(z)).is_view
+
+
 async def test_view_with_a_bool_dtype_reinterprets_bytes() -> None:
     z = await azarr.array(np.array([0, 1, 1, 0, 1], dtype="u1"), chunks=(2,))
     v = z.view(dtype=bool)

@@ -826,6 +826,8 @@ class TestPicklingNodes:
             "allow_pickle",
             "write_empty_chunks",
             "partial_decompress",
+            "is_view",
+            "recheck_metadata",
         }
         clone = pickle.loads(pickle.dumps(arr))
         assert clone.shape == (14, 10) and clone.attrs["units"] == "m" and not clone.write_empty_chunks

@@ -823,6 +823,9 @@ class AsyncArray(Node):
             "metadata": self._metadata.to_json(),
             "write_empty_chunks": self._write_empty_chunks,
             "partial_decompress": self._partial_decompress,
+            # A view's metadata lives only in memory: the copy must not reread .zarray.
+            "is_view": self._is_view,
+            "recheck_metadata": self._recheck_metadata,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -838,6 +841,9 @@ class AsyncArray(Node):
             write_empty_chunks=state["write_empty_chunks"],
             partial_decompress=state.get("partial_decompress", False),
         )
+        if state.get("is_view"):
+            self._is_view = True
+        self._recheck_metadata = state.get("recheck_metadata", "open")
 
     # ---------------------------------------------------------------- sync facade
     def to_sync(self, *, timeout: float | None = None) -> Array:
