@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 
 import azarr
 from azarr.errors import CodecError, ReadOnlyError
-from azarr.pipeline._batched import split_into_jobs
+from azarr.pipeline._batched import iter_jobs, iter_write_items
 from azarr.scheduler import Progress, set_budget, stats_for
 from azarr.storage import LocalStore, MemoryStore
 from tests.util import AsyncPathMemoryStore, RecordingStore
@@ -65,14 +66,30 @@ def test_blocking_access_checks_keys_and_read_only() -> None:
         RecordingStore(MemoryStore()).get_blocking("a")
 
 
-def test_jobs_cover_every_chunk_once_in_order() -> None:
+def test_jobs_cover_every_chunk_once_in_order_drawn_lazily() -> None:
     items: list[Any] = list(range(1003))
     with azarr.config.set(codec_threads=2):
-        jobs = split_into_jobs(items, 800)
+        jobs = list(iter_jobs(items, len(items), 800))
         assert [x for job in jobs for x in job] == items
         assert len(jobs) == 8  # four per codec thread
-        big = split_into_jobs(items[:40], 8 << 20)  # chunks over the per-job byte cap: one each
+        big = list(iter_jobs(items[:40], 40, 8 << 20))  # chunks over the per-job byte cap: one each
         assert [len(job) for job in big] == [1] * 40
+        drawn = 0
+
+        def source() -> Any:
+            nonlocal drawn
+            for i in range(10_000):
+                drawn += 1
+                yield i
+
+        first = next(iter_jobs(source(), 10_000, 800))
+        assert len(first) == 1250 and drawn == 1250  # not the whole selection up front
+
+
+def test_write_items_send_conditional_chunks_alone() -> None:
+    with azarr.config.set(codec_threads=1):
+        items = list(iter_write_items(range(10), 10, 8, lambda p: p % 4 == 3))
+    assert items == [[0, 1, 2], 3, [4, 5, 6], 7, [8, 9]]  # jobs of ceil(10 / 4) chunks
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "local"])
@@ -216,8 +233,12 @@ def test_blosc_fast_paths_are_bit_exact_with_numcodecs(dtype: str, blosc: dict[s
     rng = np.random.default_rng(3)
     chunk = np.asarray(rng.integers(0, 200, (13, 7)).astype(np.dtype(dtype)), order=order)
     codec = ChunkCodec(dtype, (13, 7), order, blosc, None)
-    expected = numcodecs.get_codec(blosc).encode(np.asarray(chunk, order=order))
-    encoded = codec.encode(chunk, key="k")
+    # Off the main thread, as in the codec pool: there numcodecs uses blosc's contextual
+    # API. On the main thread it uses blosc's global context, whose state (block size)
+    # carries over between calls and makes frames depend on earlier ones.
+    with ThreadPoolExecutor(1) as pool:
+        expected = pool.submit(numcodecs.get_codec(blosc).encode, np.asarray(chunk, order=order)).result()
+        encoded = pool.submit(codec.encode, chunk, key="k").result()
     assert encoded == bytes(expected)
     np.testing.assert_array_equal(codec.decode(encoded, key="k"), chunk)
     np.testing.assert_array_equal(codec.decode(encoded, key="k", writable=False), chunk)
@@ -226,3 +247,16 @@ def test_blosc_fast_paths_are_bit_exact_with_numcodecs(dtype: str, blosc: dict[s
     np.testing.assert_array_equal(out, chunk)
     with pytest.raises(CodecError, match="'k'"):
         codec.decode(encoded[:-3], key="k")  # a truncated frame is refused, not read past
+
+
+async def test_jobs_hold_no_more_request_slots_than_codec_threads() -> None:
+    """Queued jobs would only wait for a codec thread while holding a slot others could use."""
+    from azarr.scheduler import StoreIO
+
+    store = MemoryStore()
+    with azarr.config.set(codec_threads=2):
+        arr = await azarr.array(np.arange(4000.0), chunks=10, store=store)  # 400 chunks
+        await arr.set_basic_selection(..., 1.0)
+        await arr.get_basic_selection()
+    budget = StoreIO(store).budget
+    assert 1 <= budget.peak_requests <= 2 < budget.max_requests

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from azarr.scheduler import ProgressTracker, bounded_map
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
 
-__all__ = ["read_batched", "write_batched"]
+__all__ = ["BatchedWrites", "StopFlag", "iter_jobs", "iter_write_items", "read_batched"]
 
 #: Jobs per codec thread a call is split into (>1 balances chunks of uneven cost).
 _JOBS_PER_THREAD = 4
@@ -48,7 +49,7 @@ _MAX_JOB_BYTES = 4 << 20
 _RESERVE_MIN_BYTES = 64 << 10
 
 
-class _Stop:
+class StopFlag:
     """Set on the loop when the call fails or is cancelled; read by the jobs between chunks."""
 
     __slots__ = ("stopped",)
@@ -57,16 +58,25 @@ class _Stop:
         self.stopped = False  # a plain bool: GIL-atomic
 
 
-def split_into_jobs(items: Sequence[ChunkProjection], chunk_nbytes: int) -> list[Sequence[ChunkProjection]]:
-    """``items`` cut into consecutive jobs: ``_JOBS_PER_THREAD`` per codec thread, at most
-    ``_MAX_JOB_BYTES`` of decoded chunks each (at least one chunk)."""
+def chunks_per_job(nchunks: int, chunk_nbytes: int) -> int:
+    """Chunks per job: ``_JOBS_PER_THREAD`` jobs per codec thread, at most ``_MAX_JOB_BYTES``
+    of decoded chunks each, at least one chunk."""
     threads = max(1, int(config.get("codec_threads")))
-    per_job = -(-len(items) // (threads * _JOBS_PER_THREAD))
-    per_job = max(1, min(per_job, _MAX_JOB_BYTES // max(chunk_nbytes, 1)))
-    return [items[i : i + per_job] for i in range(0, len(items), per_job)]
+    per_job = -(-nchunks // (threads * _JOBS_PER_THREAD))
+    return max(1, min(per_job, _MAX_JOB_BYTES // max(chunk_nbytes, 1)))
 
 
-async def _run_job(fn: Callable[..., int], args: tuple[Any, ...], stop: _Stop) -> int:
+def iter_jobs(
+    projections: Iterable[ChunkProjection], nchunks: int, chunk_nbytes: int
+) -> Iterator[list[ChunkProjection]]:
+    """``projections`` cut into consecutive jobs (:func:`chunks_per_job`), drawn lazily: a
+    read of millions of chunks never holds all their projections at once."""
+    per_job, source = chunks_per_job(nchunks, chunk_nbytes), iter(projections)
+    while job := list(itertools.islice(source, per_job)):
+        yield job
+
+
+async def _run_job(fn: Callable[..., int], args: tuple[Any, ...], stop: StopFlag) -> int:
     """``fn(*args)`` in the codec pool; on cancellation, stop it at its next chunk and wait for it."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[BaseException | None] = loop.create_future()
@@ -113,7 +123,8 @@ def _concurrency(pipeline: ChunkPipeline) -> int:
 # ------------------------------------------------------------------------ reads
 async def read_batched(
     pipeline: ChunkPipeline,
-    projections: Sequence[ChunkProjection],
+    projections: Iterable[ChunkProjection],
+    nchunks: int,
     out: np.ndarray[Any, Any],
     fields: Fields,
     tracker: ProgressTracker,
@@ -123,7 +134,7 @@ async def read_batched(
     Same contract as :meth:`ChunkPipeline.read`: the first failing chunk's error
     propagates (the other jobs stop at their next chunk and are waited for).
     """
-    stop = _Stop()
+    stop = StopFlag()
     fill = pipeline.fill_for(fields, out.dtype)
     direct = pipeline._can_decode_direct(out, fields)
 
@@ -132,7 +143,8 @@ async def read_batched(
             nbytes = await _run_job(_read_job, (pipeline, job, out, fields, fill, direct, stop), stop)
         tracker.advance_many(len(job), nbytes)
 
-    await bounded_map(run, split_into_jobs(projections, pipeline.codec.nbytes), _concurrency(pipeline))
+    jobs = iter_jobs(projections, nchunks, pipeline.codec.nbytes)
+    await bounded_map(run, jobs, _concurrency(pipeline))
 
 
 def _read_job(
@@ -142,7 +154,7 @@ def _read_job(
     fields: Fields,
     fill: Any,
     direct: bool,
-    stop: _Stop,
+    stop: StopFlag,
 ) -> int:
     """Read, decode and scatter each chunk of ``job`` (a codec thread); the bytes read."""
     get, chunk_key, decode = pipeline.io.get_blocking, pipeline.chunk_key, pipeline._decode_into
@@ -161,27 +173,55 @@ def _read_job(
 
 
 # ------------------------------------------------------------------------ writes
-async def write_batched(
-    pipeline: ChunkPipeline,
-    projections: Sequence[ChunkProjection],
-    values: np.ndarray[Any, Any],
-    fields: Fields,
-    tracker: ProgressTracker,
-) -> None:
-    """Write ``values`` into the chunks of ``projections``, a batch per codec-pool job.
+class BatchedWrites:
+    """The batched half of one :meth:`ChunkPipeline.write` call: runs jobs of chunks that
+    need no conditional read-modify-write (whole chunks, or partial ones on stores without
+    conditional writes, whose current bytes are read in the job) in the codec pool.
 
-    Only for chunks that need no conditional read-modify-write: whole chunks, or
-    partial ones on stores without conditional writes (their current bytes are read
-    in the job). :meth:`ChunkPipeline.write` sends the others down the async path.
+    :meth:`ChunkPipeline.write` sends the other chunks down the async path, from the
+    same stream (:func:`iter_write_items`). At most as many jobs as the reads run
+    (codec threads, within the request budget) hold a request slot at once.
     """
-    stop = _Stop()
 
-    async def run(job: Sequence[ChunkProjection]) -> None:
-        async with _job_slot(pipeline):
-            nbytes = await _run_job(_write_job, (pipeline, job, values, fields, stop), stop)
-        tracker.advance_many(len(job), nbytes)
+    def __init__(
+        self,
+        pipeline: ChunkPipeline,
+        values: np.ndarray[Any, Any],
+        fields: Fields,
+        tracker: ProgressTracker,
+    ) -> None:
+        self.pipeline, self.values, self.fields, self.tracker = pipeline, values, fields, tracker
+        self.stop = StopFlag()
+        self._jobs = asyncio.Semaphore(_concurrency(pipeline))
 
-    await bounded_map(run, split_into_jobs(projections, pipeline.codec.nbytes), _concurrency(pipeline))
+    async def run(self, job: Sequence[ChunkProjection]) -> None:
+        """Merge, encode and store the chunks of ``job`` in one codec-pool job."""
+        async with self._jobs, _job_slot(self.pipeline):
+            args = (self.pipeline, job, self.values, self.fields, self.stop)
+            nbytes = await _run_job(_write_job, args, self.stop)
+        self.tracker.advance_many(len(job), nbytes)
+
+
+def iter_write_items(
+    projections: Iterable[ChunkProjection],
+    nchunks: int,
+    chunk_nbytes: int,
+    is_conditional: Callable[[ChunkProjection], bool],
+) -> Iterator[list[ChunkProjection] | ChunkProjection]:
+    """The chunks of a write, lazily: jobs (lists) of chunks to write in batches, and
+    single projections for which ``is_conditional`` holds (the async path)."""
+    per_job = chunks_per_job(nchunks, chunk_nbytes)
+    job: list[ChunkProjection] = []
+    for projection in projections:
+        if is_conditional(projection):
+            yield projection
+            continue
+        job.append(projection)
+        if len(job) == per_job:
+            yield job
+            job = []
+    if job:
+        yield job
 
 
 def _write_job(
@@ -189,7 +229,7 @@ def _write_job(
     job: Sequence[ChunkProjection],
     values: np.ndarray[Any, Any],
     fields: Fields,
-    stop: _Stop,
+    stop: StopFlag,
 ) -> int:
     """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread); the bytes stored."""
     io, chunk_key, update = pipeline.io, pipeline.chunk_key, pipeline._update_chunk

@@ -42,7 +42,7 @@ from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
-from azarr.pipeline._batched import read_batched, write_batched
+from azarr.pipeline._batched import BatchedWrites, iter_write_items, read_batched
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -142,7 +142,7 @@ class ChunkPipeline:
         """
         tracker = ProgressTracker(nchunks, progress)
         if self.io.store.supports_blocking_io and self._partial is None:  # partial reads: the async path
-            await read_batched(self, list(projections), out, fields, tracker)
+            await read_batched(self, projections, nchunks, out, fields, tracker)
             return
         fill = self.fill_for(fields, out.dtype)
         decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._make_fetcher()
@@ -372,23 +372,30 @@ class ChunkPipeline:
                 await io.set(key, encoded)
             tracker.advance(0 if encoded is None else len(encoded))
 
-        if io.store.supports_blocking_io:
-            # Chunks that need no conditional read-modify-write go in batches (codec-pool
-            # jobs that merge, encode and store); the others take the async path below.
-            batched: list[ChunkProjection] = []
-            rest: list[ChunkProjection] = []
-            for projection in projections:
-                if self._needs_conditional_update(projection, fields, edges_conditional):
-                    rest.append(projection)
-                else:
-                    if not (projection.is_complete_chunk and fields is None):
-                        io.check_consistency(chunk_key(projection.chunk_coords))
-                    batched.append(projection)
-            await write_batched(self, batched, values, fields, tracker)
-            projections = rest
-        # More chunks in flight than the request budget (which still bounds store calls):
-        # the codec batcher needs a queue to batch from.
-        await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+        if not io.store.supports_blocking_io:
+            # More chunks in flight than the request budget (which still bounds store calls):
+            # the codec batcher needs a queue to batch from.
+            await bounded_map(write_chunk, projections, max(io.budget.max_requests, _WRITE_PIPELINE))
+            return
+        # Chunks that need no conditional read-modify-write go in batches (codec-pool jobs
+        # that merge, encode and store); the others take the async path, from one stream.
+        batched = BatchedWrites(self, values, fields, tracker)
+
+        def is_conditional(projection: ChunkProjection) -> bool:
+            if self._needs_conditional_update(projection, fields, edges_conditional):
+                return True
+            if not (projection.is_complete_chunk and fields is None):
+                io.check_consistency(chunk_key(projection.chunk_coords))  # raises if required
+            return False
+
+        async def write_item(item: list[ChunkProjection] | ChunkProjection) -> None:
+            if isinstance(item, list):
+                await batched.run(item)
+            else:
+                await write_chunk(item)
+
+        items = iter_write_items(projections, nchunks, self.codec.nbytes, is_conditional)
+        await bounded_map(write_item, items, max(io.budget.max_requests, _WRITE_PIPELINE))
 
     def _needs_conditional_update(
         self, projection: ChunkProjection, fields: Fields, edges_conditional: bool
