@@ -255,8 +255,12 @@ async def test_jobs_hold_no_more_request_slots_than_codec_threads() -> None:
 
     store = MemoryStore()
     with azarr.config.set(codec_threads=2):
-        arr = await azarr.array(np.arange(4000.0), chunks=10, store=store)  # 400 chunks
+        arr = await azarr.array(np.arange(400 * 8192.0), chunks=8192, store=store)  # 400 chunks of 64 KiB
         await arr.set_basic_selection(..., 1.0)
         await arr.get_basic_selection()
     budget = StoreIO(store).budget
     assert 1 <= budget.peak_requests <= 2 < budget.max_requests
+    small = MemoryStore()  # small chunks: one job at a time (GIL-bound work)
+    arr = await azarr.array(np.arange(4000.0), chunks=10, store=small)
+    await arr.get_basic_selection()
+    assert StoreIO(small).budget.peak_requests == 1

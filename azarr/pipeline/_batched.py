@@ -45,6 +45,8 @@ __all__ = ["BatchedWrites", "StopFlag", "iter_jobs", "iter_write_items", "read_b
 _JOBS_PER_THREAD = 4
 #: Decoded chunk bytes per job at most: large chunks go a few per job, in parallel.
 _MAX_JOB_BYTES = 4 << 20
+#: Chunks (bytes, decoded) from which jobs run on every codec thread at once (see _concurrency).
+_PARALLEL_MIN_CHUNK_BYTES = 32 << 10
 #: Chunks at least this large (bytes, decoded) reserve their size in the bytes budget.
 _RESERVE_MIN_BYTES = 64 << 10
 
@@ -117,6 +119,12 @@ async def _job_slot(pipeline: ChunkPipeline) -> AsyncIterator[None]:
 
 
 def _concurrency(pipeline: ChunkPipeline) -> int:
+    """Jobs running at once: one per codec thread for chunks of ``_PARALLEL_MIN_CHUNK_BYTES``
+    or more, else one. A small chunk's job is mostly Python holding the GIL; two such
+    jobs at once were 15-45 % slower than one (quiet host, 1.6-8 KB Blosc chunks), while
+    from 64 KB on two ran 1.2-1.8x faster (``benchmarks/README.md``)."""
+    if pipeline.codec.nbytes < _PARALLEL_MIN_CHUNK_BYTES:
+        return 1
     return max(1, min(pipeline.io.budget.max_requests, int(config.get("codec_threads"))))
 
 
