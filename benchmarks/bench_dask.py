@@ -56,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads-per-worker", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument(
+        "--zarr-chunks-per-task",
+        type=int,
+        default=1,
+        help="dask chunks of this many Zarr chunks along axis 0, for every implementation "
+        "(default 1: dask chunks = Zarr chunks)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.size_mib = 128
@@ -73,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             "url": url,
             "warmup_url": warmup,
             "threads_per_worker": args.threads_per_worker,
+            "chunks": None if args.zarr_chunks_per_task == 1 else [512 * args.zarr_chunks_per_task, 512],
             "storage_options": proxied_options(server, proxy),
         }
         for round_ in range(args.rounds):
@@ -92,12 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "delay_ms": args.delay_ms,
         "threads_per_worker": args.threads_per_worker,
+        "zarr_chunks_per_task": args.zarr_chunks_per_task,
         "seconds": medians,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "loadavg_1min_after": os.getloadavg()[0],
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / ("dask-quick.json" if args.quick else "dask.json")).write_text(json.dumps(result, indent=1))
+    stem = "dask-quick" if args.quick else "dask"
+    suffix = f"-x{args.zarr_chunks_per_task}" if args.zarr_chunks_per_task != 1 else ""
+    (RESULTS / f"{stem}{suffix}.json").write_text(json.dumps(result, indent=1))
     for impl, s in medians.items():
         ratios = ", ".join(
             f"{medians[p] / s:.2f}x {p}" for p in ("zarr218", "zarr3") if p in medians and p != impl

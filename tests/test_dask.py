@@ -34,6 +34,17 @@ def test_default_chunks_are_zarr_chunks_and_tokens_are_deterministic() -> None:
     assert ad.from_azarr(z, chunks=(5, 5)).chunks == ((5, 5), (5, 5))
 
 
+def test_auto_chunks_are_whole_zarr_chunks() -> None:
+    z = zs.zeros((1000, 64), chunks=(70, 64), dtype="f4")
+    with dask.config.set({"array.chunk-size": "64KiB"}):
+        x = ad.from_azarr(z, chunks="auto")
+        along_rows = ad.from_azarr(z, chunks={0: "auto", 1: -1})
+    for chunks in (x.chunks, along_rows.chunks):
+        assert len(chunks[0]) > 1
+        assert all(c % 70 == 0 for c in chunks[0][:-1])  # only the array's end cuts a block short
+    assert x.chunks[1] == (64,)
+
+
 def test_threaded_scheduler_sixteen_threads() -> None:
     data = np.random.default_rng(1).standard_normal((64, 32))
     z = zs.array(data, chunks=(4, 8))
@@ -132,3 +143,20 @@ def test_xarray_engine_chunks_on_the_cluster(
     assert lazy.v.data.npartitions == 4
     total = cluster_client.compute(lazy.v.sum()).result()
     assert float(total) == pytest.approx(float(ds.v.sum()))
+
+
+@pytest.mark.s3
+def test_distributed_tasks_read_chunks_only(
+    cluster_client: Any, seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    """Worker tasks neither reopen the array nor re-read metadata: one GET per Zarr chunk, per compute."""
+    url = f"s3://{s3_bucket}/counted.zarr"
+    data = np.random.default_rng(5).standard_normal((64, 30)).astype("f4")
+    zs.array(data, chunks=(8, 10), store=url, storage_options=seaweedfs.storage_options)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    x = ad.from_azarr(url, storage_options=options, chunks=(16, 30))  # 4 tasks of 6 Zarr chunks each
+    for _ in range(2):
+        s3_fault_proxy.reset_counters()
+        total = cluster_client.compute(x.sum(dtype="f8")).result()
+        assert float(total) == pytest.approx(float(data.sum(dtype="f8")))
+        assert s3_fault_proxy.counters().methods == {"GET": 24}

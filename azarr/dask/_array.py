@@ -85,7 +85,12 @@ def from_azarr(
         The array, or where it is (opened read-only).
     chunks : optional
         Dask chunks (anything ``dask.array.core.normalize_chunks`` takes). Default:
-        the Zarr chunks. Blocks that are whole multiples of Zarr chunks read best.
+        the Zarr chunks. ``"auto"`` picks whole multiples of the Zarr chunks of about
+        dask's ``array.chunk-size`` (as ``da.from_array`` for chunked sources). A block
+        spanning several Zarr chunks is read in one call that fetches them concurrently:
+        with small Zarr chunks and latency-bound storage, multiples read much faster than
+        one task per Zarr chunk, whose throughput is capped at (worker threads x chunk
+        size / request latency).
     path : str, optional
         Array path within the store.
     storage_options : dict, optional
@@ -109,7 +114,14 @@ def from_azarr(
         No array there.
     """
     array = _as_async_array(url_or_array, mode="r", path=path, storage_options=storage_options, **open_kwargs)
-    normalized = normalize_chunks(array.chunks if chunks is None else chunks, array.shape, dtype=array.dtype)
+    # previous_chunks: "auto" (or -1/None per axis) picks whole multiples of the Zarr chunks, as
+    # da.from_array does for arrays exposing .chunks, so no Zarr chunk is read by two tasks.
+    normalized = normalize_chunks(
+        array.chunks if chunks is None else chunks,
+        array.shape,
+        dtype=array.dtype,
+        previous_chunks=array.chunks,
+    )
     wrapper = _Chunked(array)
     token_name = name or f"from-azarr-{da.core.tokenize(wrapper, normalized)}"
     return da.from_array(
