@@ -83,10 +83,10 @@ def xr_load(task: dict[str, Any]) -> dict[str, Any]:
 def _dask_array(task: dict[str, Any], url: str, chunks: Any = None) -> Any:
     """The array as dask sees it; ``chunks`` None means the Zarr chunks (every implementation's default)."""
     impl, options = task["impl"], task["storage_options"]
-    if impl == "azarr":
+    if impl.startswith("azarr"):  # azarr-pool: every read keeps its worker thread (secede=False)
         import azarr.dask
 
-        return azarr.dask.from_azarr(url, chunks=chunks, storage_options=options)
+        return azarr.dask.from_azarr(url, chunks=chunks, storage_options=options, secede=impl != "azarr-pool")
     import dask.array as da
 
     return da.from_zarr(url, chunks=chunks, storage_options=options)

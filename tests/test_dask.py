@@ -10,7 +10,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from fault_proxy import FaultProxy
+from fault_proxy import CHUNK_KEYS, FaultProxy
 from servers import S3Server
 
 import azarr.dask as ad
@@ -160,3 +160,23 @@ def test_distributed_tasks_read_chunks_only(
         total = cluster_client.compute(x.sum(dtype="f8")).result()
         assert float(total) == pytest.approx(float(data.sum(dtype="f8")))
         assert s3_fault_proxy.counters().methods == {"GET": 24}
+
+
+@pytest.mark.s3
+def test_distributed_reads_leave_the_worker_pool_while_waiting(
+    cluster_client: Any, seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    """One thread per worker, yet more than one read per worker in flight: tasks secede while waiting."""
+    url = f"s3://{s3_bucket}/slow.zarr"
+    data = np.arange(16 * 4, dtype="f4").reshape(16, 4)
+    zs.array(data, chunks=(1, 4), store=url, storage_options=seaweedfs.storage_options)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    peaks = {}
+    for secede in (True, False):
+        x = ad.from_azarr(url, storage_options=options, secede=secede)
+        s3_fault_proxy.reset_counters()
+        assert float(cluster_client.compute(x.sum(dtype="f8")).result()) == float(data.sum(dtype="f8"))
+        peaks[secede] = s3_fault_proxy.counters().peak_in_flight
+    assert peaks[False] <= 2  # 2 workers x 1 thread
+    assert peaks[True] >= 4
