@@ -18,6 +18,7 @@ a worker whose executor is not distributed's thread pool) nothing changes.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,11 +44,11 @@ if hasattr(os, "register_at_fork"):  # POSIX only
 
 def _in_worker_pool_thread() -> bool:
     """True inside a task run by a dask.distributed worker's own thread pool."""
-    try:
-        from distributed import get_worker
-        from distributed.threadpoolexecutor import thread_state
-    except ImportError:  # dask without distributed
+    if "distributed" not in sys.modules:  # no worker in a process that never imported it
         return False
+    from distributed import get_worker
+    from distributed.threadpoolexecutor import thread_state
+
     try:
         get_worker()
     except ValueError:  # not in a distributed task
