@@ -97,7 +97,9 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
     chunks=, decode_times=, ...)`` reads the layout xarray's ``zarr`` engine writes
     for Zarr v2 (``_ARRAY_DIMENSIONS``, CF attributes), with decoding done by xarray
     itself. Variables are lazy; ``ds.load()`` reads each through azarr's sync facade,
-    ``await ds.load_async()`` reads them all concurrently under the store's budget.
+    one variable after another (xarray's ``Dataset.load`` offers a backend no hook to
+    do otherwise: one round-trip wave per variable); ``azarr.xarray.load(ds)`` and
+    ``await ds.load_async()`` read them all concurrently under the store's budget.
     ``chunks=`` gives dask arrays whose preferred chunks are the Zarr chunks.
     """
 
