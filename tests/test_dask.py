@@ -180,3 +180,12 @@ def test_distributed_reads_leave_the_worker_pool_while_waiting(
         peaks[secede] = s3_fault_proxy.counters().peak_in_flight
     assert peaks[False] <= 2  # 2 workers x 1 thread
     assert peaks[True] >= 4
+
+
+def test_block_size_for_the_secede_limit() -> None:
+    from azarr.dask._array import _nbytes
+    from azarr.dask._secede import MAX_BLOCK_BYTES
+
+    assert _nbytes((slice(0, 10), slice(2, 4)), (100, 100), 4) == 80
+    assert _nbytes((slice(90, 200), 3), (100, 100), 8) == 80  # clipped to the shape; an int is one
+    assert _nbytes((slice(None), slice(None)), (2048, 1024), 4) == MAX_BLOCK_BYTES
