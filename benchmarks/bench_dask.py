@@ -5,11 +5,14 @@ Same path as :mod:`benchmarks.bench_xarray` (SeaweedFS behind the delay proxy). 
 (1 MiB chunks, Blosc-lz4) is written once by azarr; each implementation, in its own interpreter
 (:mod:`benchmarks.integration_workers`), starts ``LocalCluster(n_workers=2, processes=True)``,
 makes one untimed warm-up sum of a small array (worker imports, first connections), then times
-``x.sum().compute()`` with dask chunks = Zarr chunks. Sums must agree.
+``x.sum().compute()`` with dask chunks = Zarr chunks (``--zarr-chunks-per-task N``: N Zarr chunks
+per dask chunk along axis 0, for every implementation). Sums must agree. ``--impls`` may add
+``azarr-pool``: ``from_azarr(..., secede=False)``, every read keeping its worker thread.
 
 Usage::
 
     python -m benchmarks.bench_dask --quick    # 128 MiB, 1 round
+    python -m benchmarks.bench_dask --quick --size-mib 256 --rounds 3 --impls azarr,azarr-pool,zarr218,zarr3
     python -m benchmarks.bench_dask            # 1 GiB, 3 rounds
 """
 
