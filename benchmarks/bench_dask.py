@@ -5,11 +5,14 @@ Same path as :mod:`benchmarks.bench_xarray` (SeaweedFS behind the delay proxy). 
 (1 MiB chunks, Blosc-lz4) is written once by azarr; each implementation, in its own interpreter
 (:mod:`benchmarks.integration_workers`), starts ``LocalCluster(n_workers=2, processes=True)``,
 makes one untimed warm-up sum of a small array (worker imports, first connections), then times
-``x.sum().compute()`` with dask chunks = Zarr chunks. Sums must agree.
+``x.sum().compute()`` with dask chunks = Zarr chunks (``--zarr-chunks-per-task N``: N Zarr chunks
+per dask chunk along axis 0, for every implementation). Sums must agree. ``--impls`` may add
+``azarr-pool``: ``from_azarr(..., secede=False)``, every read keeping its worker thread.
 
 Usage::
 
     python -m benchmarks.bench_dask --quick    # 128 MiB, 1 round
+    python -m benchmarks.bench_dask --quick --size-mib 256 --rounds 3 --impls azarr,azarr-pool,zarr218,zarr3
     python -m benchmarks.bench_dask            # 1 GiB, 3 rounds
 """
 
@@ -56,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads-per-worker", type=int, default=4)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--impls", default=",".join(IMPLS))
+    parser.add_argument(
+        "--zarr-chunks-per-task",
+        type=int,
+        default=1,
+        help="dask chunks of this many Zarr chunks along axis 0, for every implementation "
+        "(default 1: dask chunks = Zarr chunks)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.size_mib = 128
@@ -73,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             "url": url,
             "warmup_url": warmup,
             "threads_per_worker": args.threads_per_worker,
+            "chunks": None if args.zarr_chunks_per_task == 1 else [512 * args.zarr_chunks_per_task, 512],
             "storage_options": proxied_options(server, proxy),
         }
         for round_ in range(args.rounds):
@@ -92,12 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "delay_ms": args.delay_ms,
         "threads_per_worker": args.threads_per_worker,
+        "zarr_chunks_per_task": args.zarr_chunks_per_task,
         "seconds": medians,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "loadavg_1min_after": os.getloadavg()[0],
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / ("dask-quick.json" if args.quick else "dask.json")).write_text(json.dumps(result, indent=1))
+    stem = "dask-quick" if args.quick else "dask"
+    suffix = f"-x{args.zarr_chunks_per_task}" if args.zarr_chunks_per_task != 1 else ""
+    (RESULTS / f"{stem}{suffix}.json").write_text(json.dumps(result, indent=1))
     for impl, s in medians.items():
         ratios = ", ".join(
             f"{medians[p] / s:.2f}x {p}" for p in ("zarr218", "zarr3") if p in medians and p != impl

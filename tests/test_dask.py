@@ -10,7 +10,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from fault_proxy import FaultProxy
+from fault_proxy import CHUNK_KEYS, FaultProxy
 from servers import S3Server
 
 import azarr.dask as ad
@@ -32,6 +32,17 @@ def test_default_chunks_are_zarr_chunks_and_tokens_are_deterministic() -> None:
     other = zs.array(np.arange(100.0).reshape(10, 10), chunks=(3, 4))  # another store
     assert ad.from_azarr(other).name != x.name
     assert ad.from_azarr(z, chunks=(5, 5)).chunks == ((5, 5), (5, 5))
+
+
+def test_auto_chunks_are_whole_zarr_chunks() -> None:
+    z = zs.zeros((1000, 64), chunks=(70, 64), dtype="f4")
+    with dask.config.set({"array.chunk-size": "64KiB"}):
+        x = ad.from_azarr(z, chunks="auto")
+        along_rows = ad.from_azarr(z, chunks={0: "auto", 1: -1})
+    for chunks in (x.chunks, along_rows.chunks):
+        assert len(chunks[0]) > 1
+        assert all(c % 70 == 0 for c in chunks[0][:-1])  # only the array's end cuts a block short
+    assert x.chunks[1] == (64,)
 
 
 def test_threaded_scheduler_sixteen_threads() -> None:
@@ -132,3 +143,49 @@ def test_xarray_engine_chunks_on_the_cluster(
     assert lazy.v.data.npartitions == 4
     total = cluster_client.compute(lazy.v.sum()).result()
     assert float(total) == pytest.approx(float(ds.v.sum()))
+
+
+@pytest.mark.s3
+def test_distributed_tasks_read_chunks_only(
+    cluster_client: Any, seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    """Worker tasks neither reopen the array nor re-read metadata: one GET per Zarr chunk, per compute."""
+    url = f"s3://{s3_bucket}/counted.zarr"
+    data = np.random.default_rng(5).standard_normal((64, 30)).astype("f4")
+    zs.array(data, chunks=(8, 10), store=url, storage_options=seaweedfs.storage_options)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    x = ad.from_azarr(url, storage_options=options, chunks=(16, 30))  # 4 tasks of 6 Zarr chunks each
+    for _ in range(2):
+        s3_fault_proxy.reset_counters()
+        total = cluster_client.compute(x.sum(dtype="f8")).result()
+        assert float(total) == pytest.approx(float(data.sum(dtype="f8")))
+        assert s3_fault_proxy.counters().methods == {"GET": 24}
+
+
+@pytest.mark.s3
+def test_distributed_reads_leave_the_worker_pool_while_waiting(
+    cluster_client: Any, seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    """One thread per worker, yet more than one read per worker in flight: tasks secede while waiting."""
+    url = f"s3://{s3_bucket}/slow.zarr"
+    data = np.arange(16 * 4, dtype="f4").reshape(16, 4)
+    zs.array(data, chunks=(1, 4), store=url, storage_options=seaweedfs.storage_options)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    peaks = {}
+    for secede in (True, False):
+        x = ad.from_azarr(url, storage_options=options, secede=secede)
+        s3_fault_proxy.reset_counters()
+        assert float(cluster_client.compute(x.sum(dtype="f8")).result()) == float(data.sum(dtype="f8"))
+        peaks[secede] = s3_fault_proxy.counters().peak_in_flight
+    assert peaks[False] <= 2  # 2 workers x 1 thread
+    assert peaks[True] >= 4
+
+
+def test_block_size_for_the_secede_limit() -> None:
+    from azarr.dask._array import _nbytes
+    from azarr.dask._secede import MAX_BLOCK_BYTES
+
+    assert _nbytes((slice(0, 10), slice(2, 4)), (100, 100), 4) == 80
+    assert _nbytes((slice(90, 200), 3), (100, 100), 8) == 80  # clipped to the shape; an int is one
+    assert _nbytes((slice(None), slice(None)), (2048, 1024), 4) == MAX_BLOCK_BYTES

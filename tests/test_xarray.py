@@ -13,7 +13,7 @@ from servers import S3Server
 
 import azarr.sync as zs
 import azarr.xarray as ax
-from azarr.errors import MetadataError
+from azarr.errors import AzarrError, MetadataError
 from azarr.storage import S3Store
 
 
@@ -81,6 +81,39 @@ def test_sync_load_fetches_every_variable_in_one_wave(
     xr.testing.assert_identical(ax.load(lazy), ds)
     assert s3_fault_proxy.counters().peak_in_flight >= 12
     zs.run(store.close())
+
+
+@pytest.mark.s3
+def test_sync_load_reads_cf_bools_alongside_the_rest(
+    seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    """xarray's CF bool wrapper has no async path: its variable is read in a thread, in the same wave."""
+    ds = _dataset(n_vars=4)
+    ds["flag"] = (("t", "x"), ds.v0.values > 0)
+    ds["chunked"] = (("t", "x"), ds.v1.values * 2)
+    ax.to_zarr(ds, f"s3://{s3_bucket}/ds.zarr", mode="w", storage_options=seaweedfs.storage_options)
+    store = S3Store(
+        f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    )
+    lazy = xr.open_dataset(store, engine="azarr")
+    lazy["chunked"] = lazy.chunked.chunk({"t": 3})  # dask-backed: computed after the wave
+    with pytest.raises(NotImplementedError):  # xarray's own limit, which ax.load works around
+        zs.run(xr.open_dataset(store, engine="azarr")[["flag"]].load_async())
+    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.reset_counters()
+    loaded = ax.load(lazy)
+    xr.testing.assert_identical(loaded, ds)
+    assert isinstance(loaded.flag.variable._data, np.ndarray) and loaded.flag.dtype == bool
+    assert s3_fault_proxy.counters().peak_in_flight >= 5  # 4 floats + the bools at once
+    zs.run(store.close())
+
+
+def test_sync_load_error_names_the_chunk(tmp_path: Path) -> None:
+    ax.to_zarr(_dataset(n_vars=3), tmp_path / "a.zarr", mode="w")
+    (tmp_path / "a.zarr" / "v1" / "0.0").write_bytes(b"not a blosc frame")
+    lazy = xr.open_dataset(tmp_path / "a.zarr", engine="azarr")
+    with pytest.raises(AzarrError, match=r"v1/0\.0"):
+        ax.load(lazy)
 
 
 def test_append_dim_grows_arrays_encoded_as_stored(tmp_path: Path) -> None:

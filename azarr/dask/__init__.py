@@ -6,6 +6,15 @@
     x = azarr.dask.from_azarr("s3://bucket/era5.zarr", path="t2m")   # chunks = Zarr chunks
     azarr.dask.to_azarr(x.mean(axis=0, keepdims=True), "s3://bucket/out.zarr", path="mean")
 
+Task throughput
+---------------
+A task reading one small block mostly waits for a request round trip. On a
+dask.distributed worker, ``from_azarr`` tasks whose block is at most 8 MiB leave the
+worker's thread pool while they wait (``distributed.secede``/``rejoin``; at most 16 per
+worker process), so requests in flight follow azarr's store budget rather than
+``threads_per_worker`` (``secede=False`` turns it off). ``chunks="auto"`` picks whole
+multiples of the Zarr chunks; a block spanning several Zarr chunks is fetched in one call.
+
 Budgets per process
 -------------------
 azarr's request budget (``max_concurrency`` requests and ``max_bytes_in_flight``

@@ -11,6 +11,7 @@ from dask.array.core import normalize_chunks
 
 import azarr
 from azarr.core import AsyncArray
+from azarr.dask._secede import outside_worker_pool
 from azarr.sync import Array, run
 
 
@@ -22,14 +23,18 @@ class _Chunked:
     that process's azarr I/O loop and store sessions.
     """
 
-    def __init__(self, array: AsyncArray) -> None:
+    def __init__(self, array: AsyncArray, *, secede: bool = False) -> None:
         self.array = array
         self.shape = array.shape
         self.dtype = array.dtype
         self.ndim = array.ndim
+        self.secede = secede
 
     def __getitem__(self, selection: Any) -> Any:
-        return run(self.array.get_basic_selection(selection))
+        if not self.secede:
+            return run(self.array.get_basic_selection(selection))
+        with outside_worker_pool(_nbytes(selection, self.shape, self.dtype.itemsize)):
+            return run(self.array.get_basic_selection(selection))
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         run(self.array.set_basic_selection(selection, np.asarray(value)))
@@ -47,6 +52,14 @@ class _Chunked:
             self.array.path,
             self.array.metadata.to_json(),
         )
+
+
+def _nbytes(selection: Any, shape: tuple[int, ...], itemsize: int) -> int:
+    """Decoded bytes of a dask block: ``selection`` is a tuple of slices (``fancy=False``)."""
+    count = 1
+    for sel, n in zip(selection if isinstance(selection, tuple) else (selection,), shape, strict=False):
+        count *= len(range(*sel.indices(n))) if isinstance(sel, slice) else 1
+    return count * itemsize
 
 
 def _as_async_array(
@@ -70,6 +83,7 @@ def from_azarr(
     storage_options: dict[str, Any] | None = None,
     name: str | None = None,
     inline_array: bool = False,
+    secede: bool = True,
     **open_kwargs: Any,
 ) -> da.Array:
     """A dask array reading a Zarr v2 array through azarr (zarr-python 2 / dask ``da.from_zarr``).
@@ -85,7 +99,12 @@ def from_azarr(
         The array, or where it is (opened read-only).
     chunks : optional
         Dask chunks (anything ``dask.array.core.normalize_chunks`` takes). Default:
-        the Zarr chunks. Blocks that are whole multiples of Zarr chunks read best.
+        the Zarr chunks. ``"auto"`` picks whole multiples of the Zarr chunks of about
+        dask's ``array.chunk-size`` (as ``da.from_array`` for chunked sources). A block
+        spanning several Zarr chunks is read in one call that fetches them concurrently:
+        with small Zarr chunks and latency-bound storage, multiples read much faster than
+        one task per Zarr chunk, whose throughput is capped at (worker threads x chunk
+        size / request latency).
     path : str, optional
         Array path within the store.
     storage_options : dict, optional
@@ -95,6 +114,13 @@ def from_azarr(
         from the store URL, path and ``.zarray``.
     inline_array : bool
         Embed the array in every task instead of one graph key (as ``da.from_array``).
+    secede : bool
+        On a dask.distributed worker, a task reading a block of at most 8 MiB leaves the
+        worker's thread pool while its chunks are fetched (``distributed.secede`` /
+        ``rejoin``), so the worker runs other tasks meanwhile and requests in flight are
+        bounded by azarr's store budget rather than ``threads_per_worker``; at most 16
+        reads per worker process do so at once (:mod:`azarr.dask._secede`). No effect
+        elsewhere (dask's threaded scheduler). False keeps every read in the pool.
     **open_kwargs
         More :func:`azarr.open_array` arguments (``allow_pickle``, ...).
 
@@ -109,8 +135,15 @@ def from_azarr(
         No array there.
     """
     array = _as_async_array(url_or_array, mode="r", path=path, storage_options=storage_options, **open_kwargs)
-    normalized = normalize_chunks(array.chunks if chunks is None else chunks, array.shape, dtype=array.dtype)
-    wrapper = _Chunked(array)
+    # previous_chunks: "auto" (or -1/None per axis) picks whole multiples of the Zarr chunks, as
+    # da.from_array does for arrays exposing .chunks, so no Zarr chunk is read by two tasks.
+    normalized = normalize_chunks(
+        array.chunks if chunks is None else chunks,
+        array.shape,
+        dtype=array.dtype,
+        previous_chunks=array.chunks,
+    )
+    wrapper = _Chunked(array, secede=secede)
     token_name = name or f"from-azarr-{da.core.tokenize(wrapper, normalized)}"
     return da.from_array(
         wrapper,

@@ -5,7 +5,7 @@ Reading::
     import xarray as xr
     ds = xr.open_dataset("s3://bucket/era5.zarr", engine="azarr", storage_options={"anon": True})
     ds = await ds.load_async()        # every variable at once, under the store's budget
-    ds = azarr.xarray.load(ds)        # the same from sync code (ds.load() goes variable by variable)
+    ds = azarr.xarray.load(ds)        # the same from sync code; ds.load() waits one round trip per variable
     tree = xr.open_datatree("s3://bucket/era5.zarr", engine="azarr")
 
 Writing the Zarr v2 layout xarray + zarr-python 2 write::

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable
 from typing import Any
 
-from xarray import Dataset, DataTree
+from xarray import Dataset, DataTree, Variable
 from xarray.backends.common import BackendEntrypoint, datatree_from_dict_with_io_cleanup
 from xarray.backends.store import StoreBackendEntrypoint
 
 import azarr
 from azarr.core import AsyncGroup
-from azarr.errors import ConsolidatedMetadataNotFoundError, ContainsArrayError
+from azarr.errors import AzarrError, ConsolidatedMetadataNotFoundError, ContainsArrayError
 from azarr.storage import Store
 from azarr.sync import run
 from azarr.xarray._store import AzarrDataStore
@@ -96,7 +97,9 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
     chunks=, decode_times=, ...)`` reads the layout xarray's ``zarr`` engine writes
     for Zarr v2 (``_ARRAY_DIMENSIONS``, CF attributes), with decoding done by xarray
     itself. Variables are lazy; ``ds.load()`` reads each through azarr's sync facade,
-    ``await ds.load_async()`` reads them all concurrently under the store's budget.
+    one variable after another (xarray's ``Dataset.load`` offers a backend no hook to
+    do otherwise: one round-trip wave per variable); ``azarr.xarray.load(ds)`` and
+    ``await ds.load_async()`` read them all concurrently under the store's budget.
     ``chunks=`` gives dask arrays whose preferred chunks are the Zarr chunks.
     """
 
@@ -208,19 +211,29 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
 
 
 def load(ds: Dataset, *, timeout: float | None = None) -> Dataset:
-    """Load every variable of ``ds`` at once, blocking: ``await ds.load_async()`` on azarr's I/O loop.
+    """Load every variable of ``ds`` at once, blocking: the sync twin of ``await ds.load_async()``.
 
-    ``ds.load()`` reads variables one after another (xarray's sync path: one round-trip wave
-    per variable); this fetches all of them concurrently under the store's budget, from
-    sync code (a script, a notebook cell).
+    ``ds.load()`` reads variables one after another: xarray 2026.9's ``Dataset.load``
+    computes dask-backed variables together but loads every lazily indexed one with its
+    own ``Variable.load`` call, so each costs a full round trip, and a backend has no
+    hook to change that. This fetches every lazily indexed variable concurrently under
+    the store's budget (one round-trip wave), on azarr's I/O loop, from sync code (a
+    script, a notebook cell).
+
+    Variables whose xarray decoding has no async path (CF-encoded bools in xarray 2026.9,
+    whose ``BoolTypeArray`` lacks ``async_get_duck_array``) are read through the sync path
+    in a worker thread, still alongside the others; dask-backed variables are then computed
+    together by ``ds.load()``, as xarray does.
 
     Parameters
     ----------
     ds : xarray.Dataset
         Opened with ``engine="azarr"`` (other lazily loaded variables need an async-capable
-        backend too).
+        backend too, else they are read one at a time in the worker thread).
     timeout : float, optional
-        Seconds; on expiry the load is cancelled (:class:`azarr.sync.SyncTimeoutError`).
+        Seconds for the concurrent reads; on expiry they are cancelled
+        (:class:`azarr.sync.SyncTimeoutError`). A variable already being read through
+        the sync fallback finishes in its thread.
 
     Returns
     -------
@@ -229,11 +242,31 @@ def load(ds: Dataset, *, timeout: float | None = None) -> Dataset:
 
     Raises
     ------
-    NotImplementedError
-        A variable's xarray decoding has no async path (e.g. CF-encoded bools in xarray 2026.9).
+    azarr.sync.SyncTimeoutError
+        ``timeout`` expired.
+    AzarrError
+        A read failed (the error names the key and the cause).
     """
+    lazy = [v for v in ds.variables.values() if v.chunks is None]
 
-    async def go() -> Dataset:
-        return await ds.load_async()
+    async def one(variable: Variable) -> None:
+        try:
+            await variable.load_async()
+        except NotImplementedError as exc:  # raised before any read: a wrapper has no async method
+            if isinstance(exc, AzarrError):  # azarr's own (e.g. ConsistencyUnsupportedError)
+                raise
+            await asyncio.to_thread(variable.load)
 
-    return run(go(), timeout)
+    async def go() -> None:
+        tasks = [asyncio.ensure_future(one(v)) for v in lazy]
+        try:
+            await asyncio.gather(*tasks)
+        finally:  # one read failed (or the call was cancelled): stop the others' requests too
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    run(go(), timeout)
+    # Dask-backed variables (opened with chunks=): one dask compute, as Dataset.load does; the
+    # variables loaded above are in memory now, so their load is a no-op.
+    return ds.load()
