@@ -264,3 +264,38 @@ async def test_jobs_hold_no_more_request_slots_than_codec_threads() -> None:
     arr = await azarr.array(np.arange(4000.0), chunks=10, store=small)
     await arr.get_basic_selection()
     assert StoreIO(small).budget.peak_requests == 1
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("compressor", [None, {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}])
+async def test_whole_chunks_encoded_from_the_values_store_the_same_bytes(
+    order: str, compressor: dict[str, Any] | None
+) -> None:
+    """Whole chunks are encoded straight from the value (no merge copy): the stored bytes
+    equal those of a chunk merged into a fill_value chunk, for strided, reversed and
+    broadcast values, and chunks equal to fill_value are still dropped."""
+    data = np.arange(40 * 30, dtype="<i4").reshape(40, 30)
+    stores = [MemoryStore(), MemoryStore()]
+    arrays = [
+        await azarr.create(
+            (40, 30), chunks=(10, 10), dtype="<i4", order=order, compressor=compressor, store=s, fill_value=7
+        )
+        for s in stores
+    ]
+    strided = np.asfortranarray(data[::-1, :])[::-1, :]  # same values, not C-contiguous
+    await arrays[0].set_basic_selection(..., strided)
+    for i in range(0, 40, 10):  # row bands of partial-width writes: always merged
+        for j in range(0, 30, 5):
+            await arrays[1].set_basic_selection(
+                (slice(i, i + 10), slice(j, j + 5)), data[i : i + 10, j : j + 5]
+            )
+    assert {k: v for k, v in stores[0]._data.items() if not k.startswith(".")} == {
+        k: v for k, v in stores[1]._data.items() if not k.startswith(".")
+    }
+    await arrays[0].set_basic_selection((slice(0, 10), slice(0, 10)), np.int32(7))  # broadcast, all fill
+    dropping = await azarr.open_array(stores[0], write_empty_chunks=False)
+    await dropping.set_basic_selection((slice(10, 20), slice(0, 10)), np.int32(7))
+    assert "1.0" not in stores[0]._data and "0.0" in stores[0]._data
+    expected = data.copy()
+    expected[:20, :10] = 7
+    np.testing.assert_array_equal(await arrays[0].get_basic_selection(), expected)

@@ -475,7 +475,42 @@ class ChunkPipeline:
         ``write_empty_chunks=False``).
         """
         codec = self.codec
-        chunk = codec.fill_chunk(self.fill_value) if data is None else codec.decode(data, key=key)
+        # When the values hold the whole chunk it is encoded from them, with no merge copy.
+        chunk = self._whole_chunk_of(values, projection) if data is None and fields is None else None
+        if chunk is None:
+            chunk = codec.fill_chunk(self.fill_value) if data is None else codec.decode(data, key=key)
+            self._merge(chunk, projection, values, fields)
+        if not self.write_empty_chunks and codec.is_fill_chunk(chunk, self.fill_value):
+            return None
+        return codec.encode(chunk, key=key)
+
+    def _whole_chunk_of(
+        self, values: np.ndarray[Any, Any], projection: ChunkProjection
+    ) -> np.ndarray[Any, Any] | None:
+        """``values[out_selection]`` when it is the whole chunk (every element, in order, no
+        part beyond the array's edge), else None. zarr-python 2 encodes such chunks
+        straight from the value too (``Array._process_for_setitem``)."""
+        if not projection.is_complete_chunk or self.codec.filters or self.codec.is_object:
+            return None  # filters (object codecs among them) may need a writable, owned chunk
+        for sel, n in zip(projection.chunk_selection, self.codec.chunks, strict=True):
+            if not (
+                isinstance(sel, slice) and sel.start in (0, None) and sel.stop == n and sel.step in (1, None)
+            ):
+                return None
+        region = values[projection.out_selection]
+        if (
+            not isinstance(region, np.ndarray)
+            or region.shape != self.codec.chunks
+            or region.dtype != self.codec.dtype
+        ):
+            return None
+        return region
+
+    @staticmethod
+    def _merge(
+        chunk: np.ndarray[Any, Any], projection: ChunkProjection, values: np.ndarray[Any, Any], fields: Fields
+    ) -> None:
+        """``chunk[chunk_selection] = values[out_selection]`` (of ``fields``)."""
         if isinstance(fields, (list, tuple)):
             # Through a multi-field view NumPy's fancy-index assignment copies whole items,
             # padding included, clobbering the fields not named: assign field by field.
@@ -484,6 +519,3 @@ class ChunkPipeline:
         else:
             target = chunk if fields is None else chunk[fields]
             target[projection.chunk_selection] = values[projection.out_selection]
-        if not self.write_empty_chunks and codec.is_fill_chunk(chunk, self.fill_value):
-            return None
-        return codec.encode(chunk, key=key)
