@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,28 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds or (15.0 if args.quick else 60.0)
     nsamples = size_mib * 2**20 // (FEATURES * 4)
 
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    sys.path.insert(0, str(REPO_ROOT))
-    from servers import start_seaweedfs
-
-    from benchmarks.delay_proxy import DelayProxy
-
     impls = [i for i in args.impls.split(",") if i]
     for impl in impls:  # build peer venvs before any timing
         _python(impl)
-    server = start_seaweedfs()
-    proxy = None
     runs = []
-    try:
-        bucket = server.create_bucket()
-        asyncio.run(_write(server, bucket, nsamples))
-        proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
+    with served_dataset(nsamples, args.delay_ms) as served:
         task = {
-            "endpoint": proxy.url,
-            "key": server.key,
-            "secret": server.secret,
-            "bucket": bucket,
-            "prefix": "loader.zarr",
+            **served,
             "nsamples": nsamples,
             "features": FEATURES,
             "chunk_rows": CHUNK_ROWS,
@@ -233,10 +220,6 @@ def main(argv: list[str] | None = None) -> int:
             result = _run(impl, task, timeout=seconds * 4 + 300)
             print(json.dumps(result)[:400], flush=True)
             runs.append(result)
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        server.stop()
     results = {
         "mode": "quick" if args.quick else ("full" if size_mib >= 1024 else "reduced"),
         "size_mib": size_mib,
@@ -248,11 +231,45 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores",
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=1))
-    (RESULTS / f"{args.out}.md").write_text(markdown(results))
-    print(markdown(results))
+    save_results(args.out, results, markdown)
     return 0
+
+
+@contextlib.contextmanager
+def served_dataset(nsamples: int, delay_ms: float) -> Iterator[dict[str, Any]]:
+    """SeaweedFS holding the loader dataset (written directly), behind the delay proxy; yields
+    the task fields every worker needs to reach it, and stops both on exit."""
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    sys.path.insert(0, str(REPO_ROOT))
+    from servers import start_seaweedfs
+
+    from benchmarks.delay_proxy import DelayProxy
+
+    server = start_seaweedfs()
+    proxy = None
+    try:
+        bucket = server.create_bucket()
+        asyncio.run(_write(server, bucket, nsamples))
+        proxy = DelayProxy.start(server.endpoint_url, delay_ms=delay_ms)
+        yield {
+            "endpoint": proxy.url,
+            "key": server.key,
+            "secret": server.secret,
+            "bucket": bucket,
+            "prefix": "loader.zarr",
+        }
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        server.stop()
+
+
+def save_results(name: str, results: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> None:
+    """Write ``results/<name>.json`` and ``.md`` (``render(results)``), and print the table."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (RESULTS / f"{name}.md").write_text(render(results))
+    print(render(results))
 
 
 if __name__ == "__main__":

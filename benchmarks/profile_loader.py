@@ -29,18 +29,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import resource
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS = REPO_ROOT / "benchmarks" / "results"
 CHUNK_ROWS, BATCH, CONCURRENCY = 256, 256, 64
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -232,27 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
     nsamples = args.size_mib * 2**20 // 4096
 
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from servers import start_seaweedfs
+    from benchmarks.bench_loader import save_results, served_dataset
 
-    from benchmarks.bench_loader import _write
-    from benchmarks.delay_proxy import DelayProxy
-
-    server = start_seaweedfs()
-    proxy = None
     rounds = []
     profile = ""
-    try:
-        bucket = server.create_bucket()
-        asyncio.run(_write(server, bucket, nsamples))
-        proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
+    with served_dataset(nsamples, args.delay_ms) as served:
         task = {
-            "endpoint": proxy.url,
-            "key": server.key,
-            "secret": server.secret,
-            "bucket": bucket,
-            "prefix": "loader.zarr",
-            "url": f"{bucket}/loader.zarr",
+            **served,
+            "url": f"{served['bucket']}/loader.zarr",
             "nchunks": -(-nsamples // CHUNK_ROWS),
         }
         for i in range(args.rounds):
@@ -262,10 +245,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {i}: raw {raw['seconds']:.3f} s, azarr {az['seconds']:.3f} s", flush=True)
         if args.cprofile:
             profile = _cprofile(task, args.prefetch_mib)
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        server.stop()
     results = {
         "size_mib": args.size_mib,
         "nchunks": -(-nsamples // CHUNK_ROWS),
@@ -275,10 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         "cprofile": profile,
         "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores",
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=1))
-    (RESULTS / f"{args.out}.md").write_text(markdown(results))
-    print(markdown(results))
+    save_results(args.out, results, markdown)
     return 0
 
 

@@ -9,8 +9,6 @@ chunks, and ``write_empty_chunks``.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -174,29 +172,6 @@ async def test_write_empty_chunks_false_deletes_in_the_job() -> None:
     assert sorted([k async for k in store.list_prefix("") if not k.startswith(".")], key=int) == [
         str(i) for i in range(5, 10)
     ]
-
-
-async def test_cancelled_write_stops_storing_chunks_once_cancelled() -> None:
-    store = MemoryStore()
-    arr = await azarr.zeros((400, 10), chunks=(1, 10), store=store)  # 400 chunks
-    update = arr._pipeline._update_chunk
-
-    def slow_update(*args: Any) -> bytes | None:
-        time.sleep(0.001)  # in the codec thread
-        return update(*args)
-
-    arr._pipeline._update_chunk = slow_update  # type: ignore[method-assign]
-    stats = stats_for(store)
-    stats.reset()
-    task = asyncio.ensure_future(arr.set_basic_selection(..., 1.0))
-    await asyncio.sleep(0.05)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    written = stats.requests
-    assert 0 < written < 400
-    await asyncio.sleep(0.1)
-    assert stats.requests == written  # no job went on storing after the call returned
 
 
 async def test_local_store_errors_name_the_key(tmp_path: Path) -> None:

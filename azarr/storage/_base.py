@@ -489,9 +489,7 @@ class Store(ABC):
         ReadOnlyError, InvalidKeyError, StoreError
             As :meth:`set`.
         """
-        self._check_blocking(key)
-        self._check_writable(key)
-        validate_key(key)
+        self._check_blocking_write(key)
         self._set_blocking(key, value)
 
     def delete_blocking(self, key: str) -> None:
@@ -504,10 +502,13 @@ class Store(ABC):
         ReadOnlyError, InvalidKeyError, StoreError
             As :meth:`delete`.
         """
+        self._check_blocking_write(key)
+        self._delete_blocking(key)
+
+    def _check_blocking_write(self, key: str) -> None:
         self._check_blocking(key)
         self._check_writable(key)
         validate_key(key)
-        self._delete_blocking(key)
 
     def _check_blocking(self, key: str) -> None:
         if not self.supports_blocking_io:
