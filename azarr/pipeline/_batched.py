@@ -39,7 +39,7 @@ from azarr.scheduler import ProgressTracker, bounded_map
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
 
-__all__ = ["BatchedWrites", "StopFlag", "iter_jobs", "iter_write_items", "read_batched"]
+__all__ = ["RESERVE_MIN_BYTES", "BatchedWrites", "StopFlag", "iter_jobs", "iter_write_items", "read_batched"]
 
 #: Jobs per codec thread a call is split into (>1 balances chunks of uneven cost).
 _JOBS_PER_THREAD = 4
@@ -47,8 +47,10 @@ _JOBS_PER_THREAD = 4
 _MAX_JOB_BYTES = 4 << 20
 #: Chunks (bytes, decoded) from which jobs run on every codec thread at once (see _concurrency).
 _PARALLEL_MIN_CHUNK_BYTES = 32 << 10
-#: Chunks at least this large (bytes, decoded) reserve their size in the bytes budget.
-_RESERVE_MIN_BYTES = 64 << 10
+#: Chunks at least this large (bytes, decoded) reserve their size in the store's
+#: bytes-in-flight budget while they are fetched, decoded or stored (here and in
+#: :mod:`azarr.pipeline._chunks`); smaller ones cannot add up to much under the request limit.
+RESERVE_MIN_BYTES = 64 << 10
 
 
 class StopFlag:
@@ -111,7 +113,7 @@ async def _job_slot(pipeline: ChunkPipeline) -> AsyncIterator[None]:
     """One request slot, and one chunk's bytes when chunks are large, for a running job."""
     budget, nbytes = pipeline.io.budget, pipeline.codec.nbytes
     async with budget:
-        if nbytes >= _RESERVE_MIN_BYTES:
+        if nbytes >= RESERVE_MIN_BYTES:
             async with budget.reserve(nbytes):
                 yield
         else:

@@ -42,7 +42,7 @@ from azarr import config
 from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
-from azarr.pipeline._batched import BatchedWrites, iter_write_items, read_batched
+from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write_items, read_batched
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -50,9 +50,6 @@ __all__ = ["ChunkPipeline"]
 
 #: Chunks a write keeps in flight (read, encoded or being stored) at least.
 _WRITE_PIPELINE = 64
-#: Chunks at least this large (bytes, decoded) reserve their size in the store's
-#: bytes-in-flight budget while they are fetched or stored.
-_RESERVE_MIN_BYTES = 64 << 10
 
 # One lock per (event loop, store spec, chunk key) with a read-modify-write in
 # progress in this process; entries vanish with their last holder.
@@ -184,7 +181,7 @@ class ChunkPipeline:
         thread's malloc arena (trimmed when results are freed, page-faulted back in by
         the next ones); see ``benchmarks/README.md``.
         """
-        key, fetch, partial = self.chunk_key(projection.chunk_coords), self._make_fetcher(), self._partial
+        key, partial = self.chunk_key(projection.chunk_coords), self._partial
         if self.io.store.supports_blocking_io and partial is None:
             # Read and decode in one codec-pool job (no thread hop for the file itself).
             async with self.io.budget:
@@ -193,12 +190,11 @@ class ChunkPipeline:
                 )
             ProgressTracker(1, progress).advance(nbytes)
             return chunk
+        fetch = self._make_fetcher()
         data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
-            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
-            result[projection.out_selection] = self.fill_for(fields, dtype)
-            return result
+            return self._filled(shape, dtype, projection, fields)
         return await CodecBatcher().run(
             self._decode_new, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
         )
@@ -228,10 +224,16 @@ class ChunkPipeline:
         result and the bytes read."""
         data = self.io.get_blocking(key)
         if data is None:
-            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
-            result[projection.out_selection] = self.fill_for(fields, dtype)
-            return result, 0
+            return self._filled(shape, dtype, projection, fields), 0
         return self._decode_new(data, key, shape, dtype, projection, fields), len(data)
+
+    def _filled(
+        self, shape: tuple[int, ...], dtype: np.dtype[Any], projection: ChunkProjection, fields: Fields
+    ) -> np.ndarray[Any, Any]:
+        """:meth:`read_one`'s result for a chunk that is not stored: ``fill_value``."""
+        result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+        result[projection.out_selection] = self.fill_for(fields, dtype)
+        return result
 
     def _decode_new(
         self,
@@ -308,7 +310,7 @@ class ChunkPipeline:
                     return await io.get_large(key, expected_nbytes=nbytes)
 
             return fetch_large
-        if nbytes >= _RESERVE_MIN_BYTES:
+        if nbytes >= RESERVE_MIN_BYTES:
 
             async def fetch_reserved(key: str) -> bytes | None:
                 async with io.budget.reserve(nbytes):
@@ -345,7 +347,7 @@ class ChunkPipeline:
         """
         io, fetch = self.io, self._make_fetcher()
         codec = CodecBatcher()
-        reserve = self.codec.nbytes >= _RESERVE_MIN_BYTES
+        reserve = self.codec.nbytes >= RESERVE_MIN_BYTES
         tracker = ProgressTracker(nchunks, progress)
         chunk_key, weight = self.chunk_key, self.codec.nbytes
 
@@ -431,7 +433,7 @@ class ChunkPipeline:
         io, nbytes = self.io, self.codec.nbytes
         attempts = int(config.get("conditional_write_attempts"))
         for _ in range(attempts):
-            if nbytes >= _RESERVE_MIN_BYTES:
+            if nbytes >= RESERVE_MIN_BYTES:
                 async with io.budget.reserve(nbytes):
                     data, generation = await io.get_with_generation(key)
             else:

@@ -400,34 +400,28 @@ class StoreIO:
     # run one after another). Not retried: these stores raise no transient errors.
     def get_blocking(self, key: str) -> bytes | None:
         """:meth:`get` from a worker thread (timed and counted; not retried, no budget slot)."""
-        started = time.perf_counter()
-        try:
-            value = self.store.get_blocking(key)
-        except BaseException:
-            self.stats.record(time.perf_counter() - started, failed=True)
-            raise
-        self.stats.record(time.perf_counter() - started, read=0 if value is None else len(value))
+        value: bytes | None = self._timed_blocking(self.store.get_blocking, key)
         return value
 
     def set_blocking(self, key: str, value: bytes) -> None:
         """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot)."""
-        started = time.perf_counter()
-        try:
-            self.store.set_blocking(key, value)
-        except BaseException:
-            self.stats.record(time.perf_counter() - started, failed=True)
-            raise
-        self.stats.record(time.perf_counter() - started, written=len(value))
+        self._timed_blocking(self.store.set_blocking, key, value, written=len(value))
 
     def delete_blocking(self, key: str) -> None:
         """:meth:`delete` from a worker thread (timed and counted; not retried, no budget slot)."""
+        self._timed_blocking(self.store.delete_blocking, key)
+
+    def _timed_blocking(self, call: Callable[..., Any], *args: Any, written: int = 0) -> Any:
+        """``call(*args)`` recorded in the stats as one request (bytes read: its ``bytes`` result)."""
         started = time.perf_counter()
         try:
-            self.store.delete_blocking(key)
+            result = call(*args)
         except BaseException:
             self.stats.record(time.perf_counter() - started, failed=True)
             raise
-        self.stats.record(time.perf_counter() - started)
+        read = len(result) if isinstance(result, bytes) else 0
+        self.stats.record(time.perf_counter() - started, read=read, written=written)
+        return result
 
     # ------------------------------------------------------------------ machinery
     async def _retried(

@@ -417,14 +417,11 @@ class LocalStore(Store):
     # The bodies run in a worker thread: asyncio.to_thread for the async primitives, a
     # codec-pool thread when the chunk pipeline calls the blocking ones directly.
     def _get_blocking(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
-        if byte_range is None and self._prefix is not None and not self.confine_reads:
-            # The chunk-read hot path: a string path (pathlib costs more than the read).
-            try:
-                return _read_whole(self._prefix + (key if os.sep == "/" else key.replace("/", os.sep)))
-            except OSError as exc:
-                raise self._error(exc, "get", key) from exc
-        path = self._path(key)
         try:
+            if byte_range is None and self._prefix is not None and not self.confine_reads:
+                # The chunk-read hot path: a string path (pathlib costs more than the read).
+                return _read_whole(self._prefix + (key if os.sep == "/" else key.replace("/", os.sep)))
+            path = self._path(key)
             if self.confine_reads:
                 self._confine(path, "get", key)
             return self._read(path, byte_range)
