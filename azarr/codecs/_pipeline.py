@@ -552,6 +552,30 @@ class ChunkCodec:
                 f"cannot encode chunk {key!r}: {stage} failed: {type(exc).__name__}: {exc}"
             ) from exc
 
+    def encode_buffer(self, chunk: NDArray, *, key: str) -> bytes | memoryview:
+        """:meth:`encode`, but a chunk stored as its own memory comes back as a view of it.
+
+        With no compressor and no filters the stored value *is* the chunk's memory in
+        ``order``: when ``chunk`` is already laid out so, this returns a 1-D ``memoryview``
+        of its bytes instead of a copy (what zarr-python 2's ``DirectoryStore`` writes from
+        too). Everything else is :meth:`encode`'s ``bytes``.
+
+        The view aliases ``chunk``: write it out (``Store.set_blocking``, which copies it
+        for stores that keep values) before anything changes ``chunk``.
+
+        Raises
+        ------
+        CodecError, ValueError
+            As :meth:`encode`.
+        """
+        if self._plain:
+            arr = np.asarray(chunk)
+            contiguous = arr.flags.c_contiguous if self.order == "C" else arr.flags.f_contiguous
+            if contiguous and arr.shape == self.chunks and arr.dtype == self.dtype:
+                # A 1-D byte view in ``order`` (for any dtype, unlike memoryview.cast).
+                return arr.reshape(-1, order=self.order).view(np.uint8).data
+        return self.encode(chunk, key=key)
+
     # ------------------------------------------------------------- fill value
 
     def fill_chunk(self, fill_value: Any = None) -> NDArray:

@@ -241,8 +241,19 @@ def _write_job(
     fields: Fields,
     stop: StopFlag,
 ) -> int:
-    """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread); the bytes stored."""
-    io, chunk_key, update = pipeline.io, pipeline.chunk_key, pipeline._update_chunk
+    """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread); the bytes stored.
+
+    Chunks stored as their own memory go to the store as a view of it, not a copy
+    (:meth:`ChunkCodec.encode_buffer`): ``set_blocking`` writes it out, or copies it for
+    a store that keeps values, before the next chunk, and the call keeps ``values``
+    unchanged until its jobs have finished (:func:`_run_job` waits for them).
+    """
+    io, chunk_key, updated, encode = (
+        pipeline.io,
+        pipeline.chunk_key,
+        pipeline._updated_chunk,
+        pipeline.codec.encode_buffer,
+    )
     nbytes = 0
     for projection in job:
         if stop.stopped:
@@ -250,10 +261,11 @@ def _write_job(
         key = chunk_key(projection.chunk_coords)
         complete = projection.is_complete_chunk and fields is None
         data = None if complete else io.get_blocking(key)
-        encoded = update(data, key, projection, values, fields)
-        if encoded is None:
+        chunk = updated(data, key, projection, values, fields)
+        if chunk is None:
             io.delete_blocking(key)
         else:
+            encoded = encode(chunk, key=key)
             io.set_blocking(key, encoded)
             nbytes += len(encoded)
     return nbytes

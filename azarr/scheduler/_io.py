@@ -403,8 +403,10 @@ class StoreIO:
         value: bytes | None = self._timed_blocking(self.store.get_blocking, key)
         return value
 
-    def set_blocking(self, key: str, value: bytes) -> None:
-        """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot)."""
+    def set_blocking(self, key: str, value: bytes | memoryview) -> None:
+        """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot).
+
+        ``value`` as :meth:`Store.set_blocking`; a memoryview must be 1-D bytes (``len`` counts them)."""
         self._timed_blocking(self.store.set_blocking, key, value, written=len(value))
 
     def delete_blocking(self, key: str) -> None:
