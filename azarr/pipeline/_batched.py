@@ -167,7 +167,11 @@ def _read_job(
     stop: StopFlag,
 ) -> int:
     """Read, decode and scatter each chunk of ``job`` (a codec thread); the bytes read."""
-    get, chunk_key, decode = pipeline.io.get_blocking, pipeline.chunk_key, pipeline._decode_into
+    get, chunk_key = pipeline.io.get_blocking, pipeline.chunk_key
+    decode_into, decode = pipeline._decode_into, pipeline.codec.decode
+    # No chunk-shaped region of ``out`` is contiguous, no fields: every chunk is decoded and
+    # its selection copied out, with no per-chunk checks (``_decode_into``'s last step, inline).
+    scatter = not direct and fields is None
     nbytes = 0
     for projection in job:
         if stop.stopped:
@@ -176,9 +180,12 @@ def _read_job(
         data = get(key)
         if data is None:
             out[projection.out_selection] = fill
+            continue
+        if scatter:
+            out[projection.out_selection] = decode(data, key=key, writable=False)[projection.chunk_selection]
         else:
-            decode(data, key, out, projection, fields, direct)
-            nbytes += len(data)
+            decode_into(data, key, out, projection, fields, direct)
+        nbytes += len(data)
     return nbytes
 
 
