@@ -106,28 +106,32 @@ _FSIZE_SCRIPT = textwrap.dedent(
     # Files may grow to 64 KiB: a larger write fails part-way (EFBIG, with SIGXFSZ ignored).
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-    big = np.ones(1 << 20, dtype=np.uint8)
-    try:
-        store.set_blocking("c/0.0", big.data)
-    except StoreError as exc:
-        print("raised:", exc)
-    else:
-        print("no error")
+    contiguous = np.ones(1 << 20, dtype=np.uint8).data
+    rows = np.ones((64, 32768), dtype=np.uint8)[:, : 1 << 14].data  # strided: written by writev
+    for value in (contiguous, rows):
+        try:
+            store.set_blocking("c/0.0", value)
+        except StoreError as exc:
+            print("raised:", exc)
+        else:
+            print("no error")
     """
 )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE/SIGXFSZ as on Linux")
 def test_a_write_failing_part_way_leaves_the_old_value_and_no_partial_file(tmp_path: Path) -> None:
-    """A real short write: the file-size limit stops ``write()`` after 64 KiB of 1 MiB."""
+    """A real short write: the file-size limit stops ``write()`` (and ``writev()``, for a
+    strided view) after 64 KiB of 1 MiB."""
     root = tmp_path / "store"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(azarr.__file__).parent.parent), *sys.path])}
     proc = subprocess.run(
         [sys.executable, "-c", _FSIZE_SCRIPT, str(root)], capture_output=True, text=True, env=env, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("raised:"), proc.stdout
-    assert "'c/0.0'" in proc.stdout  # the error names the key
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("raised:") for line in lines), proc.stdout
+    assert all("'c/0.0'" in line for line in lines)  # the error names the key
     assert sorted(os.listdir(root / "c")) == ["0.0"]  # no temporary file left behind
     assert (root / "c" / "0.0").read_bytes() == b"old value"
 
@@ -220,3 +224,45 @@ def test_encode_buffer_views_plain_chunks_and_copies_otherwise(order: str) -> No
     blosc = ChunkCodec("<f8", (3, 4), order, {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}, None)
     encoded = blosc.encode_buffer(chunk, key="c/0.0")
     assert type(encoded) is bytes and encoded == blosc.encode(chunk, key="c/0.0")
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize(
+    ("order", "shape", "chunks", "layout"),
+    [
+        ("C", (64, 4096), (32, 2048), "C"),  # rows of 16 KiB: written as a row view
+        ("F", (4096, 64), (2048, 32), "F"),  # columns of 16 KiB, F order: the same, transposed
+        ("C", (4, 16, 4096), (2, 8, 2048), "C"),  # outer axes merge: one row view
+        ("C", (4, 16, 4096), (4, 8, 2048), "C"),  # outer axes do not merge: a copy
+        ("C", (64, 4096), (32, 2048), "F"),  # rows not contiguous: a copy
+    ],
+)
+async def test_regions_of_wider_values_store_the_chunk_bytes(
+    tmp_path: Path, kind: str, order: str, shape: tuple[int, ...], chunks: tuple[int, ...], layout: str
+) -> None:
+    """Whole chunks that are strided regions of the values (the common case: chunks narrower
+    than the array) store exactly the chunk's bytes in ``order``, and no reference to them."""
+    store = _stores(tmp_path)[kind]
+    arr = await azarr.create(shape, chunks=chunks, dtype="<f8", compressor=None, order=order, store=store)
+    values = np.asarray(np.random.default_rng(1).standard_normal(shape), order=layout)
+    expected = values.copy()
+    await arr.setitem(..., values)
+    values[...] = 0.0
+    first = tuple(slice(0, c) for c in chunks)
+    key = ".".join("0" * len(shape))
+    assert await store.get(key) == expected[first].tobytes(order=order)
+    np.testing.assert_array_equal(await arr.getitem(...), expected)
+
+
+def test_encode_buffer_views_the_rows_of_a_large_strided_region() -> None:
+    from azarr.codecs import ChunkCodec
+
+    codec = ChunkCodec("<f4", (64, 1024), "C", None, None)
+    values = np.arange(64 * 4096, dtype="<f4").reshape(64, 4096)
+    region = values[:, 1024:2048]
+    rows = codec.encode_buffer(region, key="c/0.1")
+    assert isinstance(rows, memoryview) and rows.shape == (64, 4096) and rows.nbytes == 64 * 4096
+    assert np.shares_memory(np.asarray(rows), values)  # no copy
+    assert bytes(rows) == region.tobytes() == codec.encode(region, key="c/0.1")
+    small = ChunkCodec("<f4", (4, 8), "C", None, None)  # below the row-view threshold: a copy
+    assert small.encode_buffer(values[:4, :8], key="c/0.0") == values[:4, :8].tobytes()

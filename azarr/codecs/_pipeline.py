@@ -572,12 +572,18 @@ class ChunkCodec:
         """:meth:`encode`, but a chunk stored as its own memory comes back as a view of it.
 
         With no compressor and no filters the stored value *is* the chunk's memory in
-        ``order``: when ``chunk`` is already laid out so, this returns a 1-D ``memoryview``
-        of its bytes instead of a copy (what zarr-python 2's ``DirectoryStore`` writes from
-        too). Everything else is :meth:`encode`'s ``bytes``.
+        ``order``. When ``chunk`` is laid out so, this returns a 1-D ``memoryview`` of its
+        bytes instead of a copy. When only its rows are (a chunk-shaped region of a wider
+        array: ``values[0:256, 0:1024]`` of an ``(n, 8192)`` array, C order), it returns a
+        2-D strided ``memoryview`` of bytes, one row of the chunk (the last axis, or the
+        first for ``order="F"``) per row of the view, whose C-order bytes are the value:
+        a file store writes the rows with one ``writev`` and no copy. zarr-python 2 copies
+        such a region to a contiguous chunk first (``Array._process_for_setitem``).
+        Everything else is :meth:`encode`'s ``bytes``.
 
-        The view aliases ``chunk``: write it out (``Store.set_blocking``, which copies it
-        for stores that keep values) before anything changes ``chunk``.
+        The view aliases ``chunk``: store it (``Store.set_blocking``, which copies it for
+        stores that keep values) before anything changes ``chunk``. Its size in bytes is
+        ``.nbytes`` (``len`` of a 2-D view counts rows).
 
         Raises
         ------
@@ -586,10 +592,16 @@ class ChunkCodec:
         """
         if self._plain:
             arr = np.asarray(chunk)
-            contiguous = arr.flags.c_contiguous if self.order == "C" else arr.flags.f_contiguous
-            if contiguous and arr.shape == self.chunks and arr.dtype == self.dtype:
-                # A 1-D byte view in ``order`` (for any dtype, unlike memoryview.cast).
-                return arr.reshape(-1, order=self.order).view(np.uint8).data
+            if arr.shape == self.chunks and arr.dtype == self.dtype:
+                # The C-order traversal of ``c_order`` is the stored byte order.
+                c_order = arr if self.order == "C" else arr.T
+                if c_order.flags.c_contiguous:
+                    # A 1-D byte view (for any dtype, unlike memoryview.cast).
+                    return c_order.reshape(-1).view(np.uint8).data
+                if self.nbytes >= _ROWS_MIN_CHUNK_BYTES:
+                    rows = _byte_rows(c_order)
+                    if rows is not None:
+                        return rows.data
         return self.encode(chunk, key=key)
 
     # ------------------------------------------------------------- fill value
@@ -720,6 +732,31 @@ def _byte_view(data: Any) -> memoryview:
     if view.ndim != 1 or view.format not in ("B", "b", "c"):
         view = view.cast("B")
     return view
+
+
+#: Chunks (bytes) from which :meth:`ChunkCodec.encode_buffer` returns a view of a chunk's
+#: rows rather than a contiguous copy: below it the copy is cheaper than building the view.
+_ROWS_MIN_CHUNK_BYTES = 64 << 10
+#: Rows of fewer bytes are copied: a ``writev`` of many tiny pieces costs more than the copy.
+_ROWS_MIN_ROW_BYTES = 1 << 10
+
+
+def _byte_rows(arr: NDArray) -> NDArray | None:
+    """``arr`` as a 2-D ``uint8`` view, one contiguous row of bytes per row (its last axis),
+    or None when its rows are not contiguous or its outer axes do not merge without a copy."""
+    if arr.ndim < 2 or arr.strides[-1] != arr.itemsize or arr.dtype.hasobject:
+        return None
+    if arr.shape[-1] * arr.itemsize < _ROWS_MIN_ROW_BYTES:
+        return None
+    outer = arr.shape[:-1]
+    # The outer axes merge into one when each steps over whole runs of the next.
+    for i in range(len(outer) - 1):
+        if arr.strides[i] != arr.strides[i + 1] * arr.shape[i + 1]:
+            return None
+    width = arr.shape[-1] * arr.itemsize
+    return np.lib.stride_tricks.as_strided(
+        arr.view(np.uint8), shape=(math.prod(outer), width), strides=(arr.strides[-2], 1), writeable=False
+    )
 
 
 def _to_bytes(data: Any) -> bytes:

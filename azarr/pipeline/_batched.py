@@ -274,5 +274,5 @@ def _write_job(
         else:
             encoded = encode(chunk, key=key)
             io.set_blocking(key, encoded)
-            nbytes += len(encoded)
+            nbytes += encoded.nbytes if type(encoded) is memoryview else len(encoded)
     return nbytes

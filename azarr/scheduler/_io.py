@@ -406,8 +406,9 @@ class StoreIO:
     def set_blocking(self, key: str, value: bytes | memoryview) -> None:
         """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot).
 
-        ``value`` as :meth:`Store.set_blocking`; a memoryview must be 1-D bytes (``len`` counts them)."""
-        self._timed_blocking(self.store.set_blocking, key, value, written=len(value))
+        ``value`` as :meth:`Store.set_blocking` (a memoryview of any shape: its ``nbytes`` are counted)."""
+        written = value.nbytes if type(value) is memoryview else len(value)
+        self._timed_blocking(self.store.set_blocking, key, value, written=written)
 
     def delete_blocking(self, key: str) -> None:
         """:meth:`delete` from a worker thread (timed and counted; not retried, no budget slot)."""

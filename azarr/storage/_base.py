@@ -496,10 +496,11 @@ class Store(ABC):
         key : str
             Store key (validated).
         value : bytes or memoryview
-            The new value. A ``memoryview`` (of a chunk's own memory, say) is
-            written without a copy where the store allows it (local files) and
-            copied to ``bytes`` where the store would keep it (memory): either
-            way, changing the buffer after this returns changes nothing stored.
+            The new value. A ``memoryview`` (of a chunk's own memory, say; any
+            shape and strides: its bytes in C order are the value) is written
+            without a copy where the store allows it (local files) and copied to
+            ``bytes`` where the store would keep it (memory): either way,
+            changing the buffer after this returns changes nothing stored.
 
         Raises
         ------

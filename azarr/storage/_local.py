@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from azarr.errors import PermissionDeniedError, PreconditionFailedError, StoreError
 from azarr.storage._base import ByteRange, Generation, Store
 from azarr.storage._spec import StoreSpec
@@ -619,22 +621,54 @@ def _read_whole(path: str) -> bytes | None:
 
 
 def _write_all(fd: int, value: bytes | memoryview) -> None:
-    """``os.write`` all of ``value`` (any C-contiguous bytes-like object) to ``fd``.
+    """``os.write`` all of ``value``, any bytes-like object, to ``fd`` in C order.
 
-    One call for the whole buffer, with no intermediate copy: a file object would copy
-    values smaller than its buffer and add an ``ioctl`` and an ``lseek`` per file.
+    A contiguous value goes in one call with no intermediate copy (a file object would
+    copy values smaller than its buffer and add an ``ioctl`` and an ``lseek`` per file).
+    A 2-D byte view with contiguous rows (:meth:`ChunkCodec.encode_buffer` of a region
+    of a wider array) goes row by row in ``writev`` calls, still with no copy.
     """
     view = memoryview(value)
     if not view.c_contiguous:
+        strides = view.strides or ()
+        if view.ndim == 2 and view.itemsize == 1 and strides[1:] == (1,) and _IOV_MAX:
+            _writev_rows(fd, np.asarray(view))
+            return
         view = memoryview(view.tobytes())
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
-    done, total = os.write(fd, view), view.nbytes
-    while done < total:  # a short write (very large values, a signal): write the rest
-        wrote = os.write(fd, view[done:])
+    _write_from(fd, view, 0)
+
+
+def _write_from(fd: int, view: memoryview, done: int) -> None:
+    """Write ``view[done:]`` (1-D bytes) to ``fd``, through short writes."""
+    total = view.nbytes
+    while done < total:
+        wrote = os.write(fd, view[done:] if done else view)
         if wrote == 0:  # never for a regular file with room; do not spin if it happens
             raise OSError(errno.EIO, f"write() stored nothing after {done} of {total} bytes")
         done += wrote
+
+
+def _writev_rows(fd: int, rows: np.ndarray[Any, Any]) -> None:
+    """Write the rows of a 2-D ``uint8`` array (contiguous rows) with ``writev``, no copy."""
+    width = rows.shape[1]
+    batch = max(1, min(_IOV_MAX, len(rows)))
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        total = width * len(part)
+        wrote = os.writev(fd, list(part))
+        if wrote < total:  # a short write: the rest of this batch, copied once (rare)
+            _write_from(fd, memoryview(part.tobytes()), wrote)
+
+
+#: Buffers per ``writev`` call (POSIX IOV_MAX; Linux allows 1024).
+#: 0 where there is no ``writev`` (the rows are then copied and written at once).
+_IOV_MAX = (
+    max(16, os.sysconf("SC_IOV_MAX"))
+    if hasattr(os, "writev") and "SC_IOV_MAX" in getattr(os, "sysconf_names", {})
+    else (16 if hasattr(os, "writev") else 0)
+)
 
 
 def _rmtree_tolerant(path: str | os.PathLike[str]) -> None:
