@@ -266,3 +266,21 @@ def test_encode_buffer_views_the_rows_of_a_large_strided_region() -> None:
     assert bytes(rows) == region.tobytes() == codec.encode(region, key="c/0.1")
     small = ChunkCodec("<f4", (4, 8), "C", None, None)  # below the row-view threshold: a copy
     assert small.encode_buffer(values[:4, :8], key="c/0.0") == values[:4, :8].tobytes()
+
+
+def test_a_subclass_overriding_set_blocking_gets_bytes(tmp_path: Path) -> None:
+    """A subclass may keep what it is given: unless it declares otherwise, its
+    ``_set_blocking`` receives an immutable copy, not the caller's buffer."""
+    kept: list[object] = []
+
+    class KeepingStore(LocalStore):
+        def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
+            kept.append(value)
+            super()._set_blocking(key, value)
+
+    store = KeepingStore(tmp_path / "s")
+    buf = bytearray(b"abc")
+    store.set_blocking("k", memoryview(buf))
+    buf[:] = b"xyz"
+    assert kept == [b"abc"] and type(kept[0]) is bytes
+    assert store.get_blocking("k") == b"abc"
