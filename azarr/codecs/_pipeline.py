@@ -602,6 +602,7 @@ class ChunkCodec:
                     rows = _byte_rows(c_order)
                     if rows is not None:
                         return rows.data
+                return c_order.tobytes()  # what encode() returns, without checking again
         return self.encode(chunk, key=key)
 
     # ------------------------------------------------------------- fill value

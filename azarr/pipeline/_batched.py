@@ -255,12 +255,9 @@ def _write_job(
     a store that keeps values, before the next chunk, and the call keeps ``values``
     unchanged until its jobs have finished (:func:`_run_job` waits for them).
     """
-    io, chunk_key, updated, encode = (
-        pipeline.io,
-        pipeline.chunk_key,
-        pipeline._updated_chunk,
-        pipeline.codec.encode_buffer,
-    )
+    io, chunk_key, updated, codec = pipeline.io, pipeline.chunk_key, pipeline._updated_chunk, pipeline.codec
+    # Only chunks with no compressor and no filters can be views; the others skip the indirection.
+    encode = codec.encode_buffer if codec.compressor is None and not codec.filters else codec.encode
     nbytes = 0
     for projection in job:
         if stop.stopped:
