@@ -34,6 +34,9 @@ _DEFAULTS: dict[str, Any] = {
     # Bytes of chunks (decoded size) queued for or being decoded/encoded in the codec
     # pool, across every call on an event loop.
     "codec_queue_bytes": 256 * 2**20,
+    # Idle capacity (bytes) of the reused buffers that chunk bodies from remote
+    # stores are read into (azarr/pipeline/_buffers.py); 0: a new bytes per body.
+    "buffer_pool_bytes": 64 * 2**20,
     # Seconds one store request may take (connect + transfer) before it is
     # abandoned as stalled and retried. None disables it.
     "request_timeout": 60.0,
@@ -150,6 +153,8 @@ def set(**settings: Any) -> Any:
         ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
         (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
+        ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
+        from remote stores, default 64 MiB; 0 reads every body into a new ``bytes``),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
@@ -175,6 +180,8 @@ def set(**settings: Any) -> Any:
         get(name)
         if name in _COUNTS and int(value) < 1:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
+        if name == "buffer_pool_bytes" and int(value) < 0:
+            raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
     with _lock:
         previous = {k: _values[k] for k in settings}
         _values.update(settings)

@@ -346,7 +346,7 @@ class ChunkCodec:
             )
         if out is not None:
             self._check_out(out)
-        if self._plain and type(data) is bytes and len(data) == self.nbytes:
+        if self._plain and type(data) in (bytes, memoryview) and len(data) == self.nbytes:
             plain = np.frombuffer(data, dtype=self.dtype).reshape(self.chunks, order=self.order)
             if out is not None:
                 np.copyto(out, plain)

@@ -43,6 +43,7 @@ from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write_items, read_batched
+from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -142,14 +143,22 @@ class ChunkPipeline:
             await read_batched(self, projections, nchunks, out, fields, tracker)
             return
         fill = self.fill_for(fields, out.dtype)
-        decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._make_fetcher()
+        nbytes = self.codec.nbytes
+        chunk_key, partial = self.chunk_key, self._partial
+        fetch_bytes = self._make_fetcher()  # partial reads fetch through this
+        fetch: Callable[[str], Awaitable[bytes | memoryview | None]] = fetch_bytes
+        decode = self._decode_into
+        pooled = None if partial is not None else self._make_pooled_fetcher()
+        if pooled is not None:
+            decode, fetch = self._decode_into_pooled, pooled
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
-        chunk_key, partial = self.chunk_key, self._partial
 
         async def read_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
-            data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
+            data = await (
+                fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch_bytes)
+            )
             if data is None:
                 out[projection.out_selection] = fill
             else:
@@ -262,7 +271,7 @@ class ChunkPipeline:
 
     def _decode_into(
         self,
-        data: bytes | PartialChunk,
+        data: bytes | memoryview | PartialChunk,
         key: str,
         out: np.ndarray[Any, Any],
         projection: ChunkProjection,
@@ -296,6 +305,41 @@ class ChunkPipeline:
         if fields is not None:
             chunk = chunk[fields]
         out[projection.out_selection] = chunk[projection.chunk_selection]
+
+    def _decode_into_pooled(
+        self,
+        data: bytes | memoryview | PartialChunk,
+        key: str,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        direct: bool = True,
+    ) -> None:
+        """:meth:`_decode_into`, then hand a pooled receive buffer back (not after a failure:
+        the traceback may still hold a view of it)."""
+        self._decode_into(data, key, out, projection, fields, direct)
+        if isinstance(data, memoryview):
+            BODY_BUFFERS.release(data)
+
+    def _make_pooled_fetcher(self) -> Callable[[str], Awaitable[bytes | memoryview | None]] | None:
+        """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for
+        whole-chunk reads from remote stores of chunks big enough to matter; None otherwise.
+        What it returns must be decoded by :meth:`_decode_into_pooled` (which frees the buffer)."""
+        io, nbytes = self.io, self.codec.nbytes
+        if (
+            io.store.is_local
+            or nbytes < RESERVE_MIN_BYTES
+            or nbytes > int(config.get("large_chunk_threshold"))
+            or not BODY_BUFFERS.enabled()
+        ):
+            return None
+        acquire = BODY_BUFFERS.acquire
+
+        async def fetch_pooled(key: str) -> bytes | memoryview | None:
+            async with io.budget.reserve(nbytes):
+                return await io.get_into(key, acquire)
+
+        return fetch_pooled
 
     def _make_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
         """How one chunk is read: retried and timed (``StoreIO``), split into parallel ranges

@@ -19,7 +19,18 @@ from azarr.storage._loops import PerLoop
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["AiohttpSessions", "ConnectionDropped", "new_session", "no_silent_resend", "unwrap_dropped"]
+__all__ = [
+    "AiohttpSessions",
+    "Allocator",
+    "ConnectionDropped",
+    "new_session",
+    "no_silent_resend",
+    "read_body",
+    "unwrap_dropped",
+]
+
+#: ``allocate(nbytes)``: a writable buffer of exactly ``nbytes`` bytes to receive a body into.
+Allocator = Callable[[int], memoryview]
 
 
 class ConnectionDropped(Exception):
@@ -84,6 +95,36 @@ def new_session(
     if _session_takes_middlewares():
         session_kwargs.setdefault("middlewares", (no_silent_resend,))
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_kwargs), **session_kwargs)
+
+
+async def read_body(resp: aiohttp.ClientResponse, allocate: Allocator | None = None) -> bytes | memoryview:
+    """The whole body of ``resp``: into ``allocate(Content-Length)`` when given and the
+    length is known (no new ``bytes`` object per body), else ``resp.read()``.
+
+    Raises
+    ------
+    aiohttp.ClientPayloadError
+        The body ended short of, or ran past, its Content-Length.
+    """
+    length = resp.content_length
+    if allocate is None or length is None or resp.headers.get("Content-Encoding"):
+        return await resp.read()
+    import aiohttp
+
+    view = allocate(length)
+    content, filled = resp.content, 0
+    while True:
+        block = await content.readany()
+        if not block:
+            break
+        end = filled + len(block)
+        if end > length:
+            raise aiohttp.ClientPayloadError(f"response body longer than its Content-Length ({length} bytes)")
+        view[filled:end] = block
+        filled = end
+    if filled != length:
+        raise aiohttp.ClientPayloadError(f"response body ended after {filled} of {length} bytes")
+    return view
 
 
 async def _close_session(session: Any) -> None:

@@ -22,7 +22,14 @@ from azarr.errors import (
     InvalidKeyError,
     StoreError,
 )
-from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
+from azarr.storage._aiohttp import (
+    AiohttpSessions,
+    Allocator,
+    ConnectionDropped,
+    new_session,
+    read_body,
+    unwrap_dropped,
+)
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._errors import error_for_status, translate_error
 from azarr.storage._options import HTTPOptions
@@ -52,6 +59,7 @@ class _Reply(NamedTuple):
     headers: CIMultiDictProxy[str]
     body: bytes
     url: URL  # after redirects
+    received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
 
 
 class HTTPStore(Store):
@@ -245,8 +253,17 @@ class HTTPStore(Store):
         await self._sessions.close()
 
     # ------------------------------------------------------------------ requests
-    async def _send(self, op: str, key: str, method: str, url: URL, headers: Mapping[str, str]) -> _Reply:
-        """One request; transport failures become azarr errors naming URL and key."""
+    async def _send(
+        self,
+        op: str,
+        key: str,
+        method: str,
+        url: URL,
+        headers: Mapping[str, str],
+        allocate: Allocator | None = None,
+    ) -> _Reply:
+        """One request; transport failures become azarr errors naming URL and key.
+        ``allocate``: where a 200 response's body goes (:func:`read_body`)."""
         import aiohttp
 
         session = await self.session()
@@ -260,8 +277,13 @@ class HTTPStore(Store):
                         # Read even error bodies (small): an unread body closes the connection
                         # instead of returning it to the keep-alive pool, and missing chunks
                         # (404) are routine in Zarr.
-                        body = await resp.read()
-                        return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
+                        received = None
+                        if allocate is not None and resp.status == 200:
+                            got = await read_body(resp, allocate)
+                            body, received = (b"", got) if isinstance(got, memoryview) else (got, None)
+                        else:
+                            body = await resp.read()
+                        return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url, received)
                     target = self._redirect_target(url, location, op, key)
                 try:
                     cross = await self._redirects.check(url, target, hops=hops)
@@ -322,19 +344,34 @@ class HTTPStore(Store):
             return b""
         if reply.status not in (200, 206):
             raise self._status_error(reply, "get", key)
+        if byte_range is None:
+            return self._whole_value(url, reply, key)
         if self._is_directory(url, reply):
             return None
-        if byte_range is None:
-            if reply.status == 206:
-                raise StoreError(
-                    f"get {key!r} in {self.url}: the server answered 206 Partial Content to a request "
-                    "without Range"
-                )
-            return reply.body
         if reply.status == 200:
             # The server ignores Range (e.g. python -m http.server): slice locally.
             return byte_range.apply(reply.body)
         self._check_content_range(reply, byte_range, key)
+        return reply.body
+
+    async def _get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
+        url = self._key_url(key)
+        reply = await self._send("get", key, "GET", url, {}, allocate)
+        if reply.status == 404:
+            return None
+        if reply.status not in (200, 206):
+            raise self._status_error(reply, "get", key)
+        value = self._whole_value(url, reply, key)
+        return value if value is None or reply.received is None else reply.received
+
+    def _whole_value(self, requested: URL, reply: _Reply, key: str) -> bytes | None:
+        """The body of a 200/206 answer to a GET without Range: None for a directory."""
+        if self._is_directory(requested, reply):
+            return None
+        if reply.status == 206:
+            raise StoreError(
+                f"get {key!r} in {self.url}: the server answered 206 Partial Content to a request without Range"
+            )
         return reply.body
 
     def _check_content_range(self, reply: _Reply, byte_range: ByteRange, key: str) -> None:

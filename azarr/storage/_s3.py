@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 import botocore.handlers
@@ -252,6 +252,11 @@ class S3Store(FsspecStore):
         if byte_range is None:
             return await self._transport.get(key)
         return await self._transport.get(key, byte_range.start, byte_range.end)
+
+    async def _get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+        if self._transport is None:
+            return await super()._get_into(key, allocate)
+        return await self._transport.get_into(key, allocate)
 
     async def _set(self, key: str, value: bytes) -> None:
         if self._transport is None:

@@ -39,7 +39,14 @@ from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import unescape
 
 from azarr.errors import PermissionDeniedError, StoreError
-from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
+from azarr.storage._aiohttp import (
+    AiohttpSessions,
+    Allocator,
+    ConnectionDropped,
+    new_session,
+    read_body,
+    unwrap_dropped,
+)
 from azarr.storage._errors import translate_error
 
 if TYPE_CHECKING:
@@ -303,6 +310,7 @@ class _Reply(NamedTuple):
     headers: CIMultiDictProxy[str]
     body: bytes
     request: str  # "METHOD url", for messages
+    received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
 
 
 def _option(options: Mapping[str, Any], name: str) -> Any:
@@ -714,10 +722,12 @@ class S3Transport:
         method: str,
         headers: dict[str, str],
         data: bytes | memoryview | None = None,
+        allocate: Allocator | None = None,
     ) -> _Reply:
         """Send one request for ``key``; transport failures become azarr errors.
 
         Follows one region redirect (``x-amz-bucket-region``), re-signing for it.
+        ``allocate``: where a 200 response's body goes (:func:`read_body`).
         """
         import aiohttp
         from yarl import URL
@@ -740,7 +750,12 @@ class S3Transport:
                 ) as resp:
                     # Read error bodies too (small): an unread body closes the connection
                     # instead of returning it to the pool, and 404s are routine in Zarr.
-                    reply = _Reply(resp.status, resp.headers, await resp.read(), f"{method} {url}")
+                    if allocate is not None and resp.status == 200:
+                        got = await read_body(resp, allocate)
+                        body, received = (b"", got) if isinstance(got, memoryview) else (got, None)
+                    else:
+                        body, received = await resp.read(), None
+                    reply = _Reply(resp.status, resp.headers, body, f"{method} {url}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
                 cause = unwrap_dropped(exc)
@@ -824,6 +839,18 @@ class S3Transport:
         if status == 404 and _error_code(reply) != "NoSuchBucket":
             return None
         raise self._error(reply, "get", key, code="412" if status == 412 else None)
+
+    async def get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
+        """The whole object at ``key``, its body received into ``allocate(size)``; None if missing.
+
+        Raises as :meth:`get` does.
+        """
+        reply = await self._request("get", key, "GET", {}, allocate=allocate)
+        if reply.status == 200:
+            return reply.body if reply.received is None else reply.received
+        if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
+            return None
+        raise self._error(reply, "get", key)
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
         """The whole object at ``key`` and its ``ETag`` (its generation); ``(None, None)`` if missing."""
