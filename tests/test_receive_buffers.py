@@ -145,7 +145,13 @@ async def test_array_reads_use_the_pool_and_match_the_plain_path(
     store = _s3(seaweedfs, s3_bucket)
     await azarr.array(DATA, chunks=CHUNKS, compressor=compressor, store=store)
     arr = await azarr.open_array(store, mode="r")
-    selections: list[Any] = [..., (slice(100, 700), slice(5, 600, 3)), (slice(256, 512), slice(0, 512))]
+    selections: list[Any] = [
+        ...,
+        (slice(100, 700), slice(5, 600, 3)),
+        (slice(256, 512), slice(0, 512)),
+        (slice(256, 512), slice(0, 256)),  # one chunk: read_one
+        (300, 7),  # one element
+    ]
     for selection in selections:
         BODY_BUFFERS.clear()
         pooled = await arr.get_basic_selection(selection)

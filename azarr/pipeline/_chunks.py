@@ -199,13 +199,19 @@ class ChunkPipeline:
                 )
             ProgressTracker(1, progress).advance(nbytes)
             return chunk
-        fetch = self._make_fetcher()
-        data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
+        pooled = None if partial is not None else self._make_pooled_fetcher()
+        if pooled is not None:
+            data: bytes | memoryview | PartialChunk | None = await pooled(key)
+            decode = self._decode_new_pooled
+        else:
+            fetch = self._make_fetcher()
+            data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
+            decode = self._decode_new
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
             return self._filled(shape, dtype, projection, fields)
         return await CodecBatcher().run(
-            self._decode_new, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+            decode, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
         )
 
     def fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
@@ -246,7 +252,7 @@ class ChunkPipeline:
 
     def _decode_new(
         self,
-        data: bytes | PartialChunk,
+        data: bytes | memoryview | PartialChunk,
         key: str,
         shape: tuple[int, ...],
         dtype: np.dtype[Any],
@@ -256,6 +262,21 @@ class ChunkPipeline:
         """A new ``shape`` result holding one chunk's selected part (runs in the codec pool)."""
         result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
         self._decode_into(data, key, result, projection, fields, self._can_decode_direct(result, fields))
+        return result
+
+    def _decode_new_pooled(
+        self,
+        data: bytes | memoryview | PartialChunk,
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+    ) -> np.ndarray[Any, Any]:
+        """:meth:`_decode_new` (a copy: never a view of ``data``), then hand a pooled buffer back."""
+        result = self._decode_new(data, key, shape, dtype, projection, fields)
+        if isinstance(data, memoryview):
+            BODY_BUFFERS.release(data)
         return result
 
     def _can_decode_direct(self, target: np.ndarray[Any, Any], fields: Fields) -> bool:
