@@ -37,6 +37,9 @@ _DEFAULTS: dict[str, Any] = {
     # Idle capacity (bytes) of the reused buffers that chunk bodies from remote
     # stores are read into (azarr/pipeline/_buffers.py); 0: a new bytes per body.
     "buffer_pool_bytes": 64 * 2**20,
+    # Seconds the pooled S3 connections of a closed store stay open for the next
+    # store with the same settings (storage/_aiohttp.py SharedSessions); 0: close at once.
+    "connection_linger": 15.0,
     # Seconds one store request may take (connect + transfer) before it is
     # abandoned as stalled and retried. None disables it.
     "request_timeout": 60.0,
@@ -155,6 +158,8 @@ def set(**settings: Any) -> Any:
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
         ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
         from remote stores, default 64 MiB; 0 reads every body into a new ``bytes``),
+        ``connection_linger`` (seconds an S3 connection pool stays open after its last
+        store closed, for the next store with the same settings; default 15, 0: at once),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),

@@ -9,11 +9,16 @@ attempt azarr's scheduler counts is exactly one request.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from azarr import config
 from azarr.storage._loops import PerLoop
 
 if TYPE_CHECKING:
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AiohttpSessions",
     "Allocator",
+    "SharedSessions",
     "ConnectionDropped",
     "new_session",
     "no_silent_resend",
@@ -154,4 +160,90 @@ class AiohttpSessions:
 
     def open_count(self) -> int:
         """Sessions currently held (one per event loop that used the owner)."""
+        return self._loops.open_count()
+
+
+@dataclass(eq=False)
+class _Pool:
+    """A shared session on one event loop, the owners using it, and its pending close."""
+
+    session: Any
+    owners: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
+    closing: asyncio.TimerHandle | None = None
+
+
+async def _close_pool(pool: _Pool) -> None:
+    if pool.closing is not None:
+        pool.closing.cancel()
+    await _close_session(pool.session)
+
+
+_SHARED: dict[Hashable, SharedSessions] = {}
+_CLOSING: set[asyncio.Task[None]] = set()
+_SHARED_LOCK = threading.Lock()
+
+
+class SharedSessions:
+    """One aiohttp session per event loop, shared by every owner with the same settings.
+
+    Connections outlive the store objects that opened them, as s3fs's cached
+    filesystem instances and TensorStore's process-wide HTTP transport do: a store
+    made per request (a service), or per read, reuses the previous one's warm
+    connections instead of paying TCP (and TLS) handshakes again.
+
+    :meth:`release` (``Store.close()``) drops an owner; when the last owner on a
+    loop has released it, the session closes after ``connection_linger`` seconds
+    (:mod:`azarr.config`; 0: at once) unless another owner takes it up first.
+    Owners that are dropped without closing free their claim too; every session
+    still closes when its loop shuts down (:class:`~azarr.storage._loops.PerLoop`).
+    """
+
+    def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
+        self._loops: PerLoop[_Pool] = PerLoop(lambda _loop: _Pool(make()), _close_pool)
+
+    @classmethod
+    def for_settings(cls, key: Hashable, make: Callable[[], aiohttp.ClientSession]) -> SharedSessions:
+        """The sessions of every owner whose settings equal ``key`` (``make`` builds one;
+        it must depend on ``key`` alone and reference no owner)."""
+        with _SHARED_LOCK:
+            shared = _SHARED.get(key)
+            if shared is None:
+                shared = _SHARED[key] = cls(make)
+            return shared
+
+    async def get(self, owner: Any) -> aiohttp.ClientSession:
+        """The running loop's session, claimed for ``owner`` (created on first use)."""
+        pool, _ = await self._loops.get()
+        if pool.closing is not None:
+            pool.closing.cancel()
+            pool.closing = None
+        pool.owners.add(owner)
+        session: aiohttp.ClientSession = pool.session
+        return session
+
+    async def release(self, owner: Any) -> None:
+        """``owner`` is done on the running loop: close the session once nobody uses it."""
+        pool = self._loops.peek()
+        if pool is None:
+            return
+        pool.owners.discard(owner)
+        if pool.owners:
+            return
+        linger = float(config.get("connection_linger"))
+        if linger <= 0:
+            await self._loops.close()
+            return
+        if pool.closing is None:
+            loop = asyncio.get_running_loop()
+            pool.closing = loop.call_later(linger, self._close_if_unclaimed, pool)
+
+    def _close_if_unclaimed(self, pool: _Pool) -> None:
+        pool.closing = None
+        if not pool.owners and self._loops.peek() is pool:
+            task = asyncio.ensure_future(self._loops.close())
+            _CLOSING.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(_CLOSING.discard)
+
+    def open_count(self) -> int:
+        """Sessions currently open (one per event loop that used them)."""
         return self._loops.open_count()

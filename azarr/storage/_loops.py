@@ -132,6 +132,13 @@ class PerLoop(Generic[T]):
         resource: T = state.fs
         return resource, created
 
+    def peek(self) -> T | None:
+        """The running loop's resource if it has one (none is made)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self.states.get(loop)
+        return None if state is None or self._pid != os.getpid() else state.fs
+
     async def close(self) -> None:
         """Close the running loop's resource (a later :meth:`get` makes a new one).
 

@@ -106,7 +106,9 @@ class S3Store(FsspecStore):
     SeaweedFS keeps reporting "folders" whose objects were all deleted.
 
     With ``transport="aiohttp"`` the connection pool holds ``max_pool_connections``
-    connections per event loop (s3fs's pool for listings is separate), ``PUT``
+    connections per event loop, shared by every ``S3Store`` with the same endpoint
+    settings and kept ``connection_linger`` seconds after the last of them closed
+    (see :class:`S3Transport`; s3fs's pool for listings is separate), ``PUT``
     bodies are sent as ``UNSIGNED-PAYLOAD`` (see :class:`S3Transport` for signing
     them), and aiohttp's silent re-send after a dropped connection is off, so every
     attempt the scheduler counts is exactly one request.
@@ -240,7 +242,9 @@ class S3Store(FsspecStore):
         return fs
 
     async def close(self) -> None:
-        """Close the running loop's connections (s3fs and the aiohttp transport); the store stays usable."""
+        """Close the running loop's s3fs session and release the aiohttp transport's pooled
+        connections (closed ``connection_linger`` seconds later unless another store with the
+        same settings uses them); the store stays usable."""
         await super().close()
         if self._transport is not None:
             await self._transport.close()
