@@ -29,7 +29,11 @@ Workloads:
 
 1. cold full read of a float32 array, (512, 512) chunks = 1 MiB, Blosc-lz4
    (zarr-python 2's default) and Zstd (level 1); ``--size-mib`` (default 256).
-   Cold: a new store/client/context and new connections each time; each
+   Cold: a new store/client/context each time (no cached data); connections
+   are whatever the library keeps across those -- TensorStore's process-wide
+   HTTP transport, azarr's pool shared by stores of equal settings, s3fs's
+   cached clients, ``raw``'s one session -- as a service reading again and
+   again would see them (the proxy's ``connections`` count shows it). Each
    worker first makes one untimed read (``warm-up``) so that no implementation
    is timed doing its first-use work (thread pools, lazily built state);
 2. full write of the same array to a fresh prefix;
@@ -342,7 +346,8 @@ def ops_for(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]
     # One untimed read first, in every worker alike: imports are done before anything runs,
     # and this warms the library's own first-use work (thread pools, lazily built state,
     # the interpreter's specialised code). Every timed operation still builds a new
-    # store/client/context, so its connections and caches are cold.
+    # store/client/context, so its caches are cold; connections are what the library
+    # keeps across those (see the module docstring).
     ops: list[dict[str, Any]] = [
         {"op": "read", "workload": "warm-up", "compressor": comp0, "prefix": f"data/{comp0}"}
     ]
