@@ -408,7 +408,7 @@ def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict
             if not runs:
                 continue
             slot["seconds"] = _median([r["seconds"] for r in runs])
-            for cpu in ("cpu_seconds", "sys_seconds"):
+            for cpu in ("cpu_seconds", "sys_seconds", "loop_seconds"):
                 if all(cpu in r for r in runs):  # results from before it was recorded have none
                     slot[cpu] = _median([r[cpu] for r in runs])
             slot["requests"] = _median([r["proxy"]["requests"] for r in runs if r.get("proxy")])
@@ -559,6 +559,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
 
+    lines += _cpu_per_gib(summary, impls, cfg)
     lines += [
         f"## Random small reads ({cfg['small_requests']} requests, {cfg['concurrency']} concurrent, "
         f"{cfg['compressors'][0]})",
@@ -641,6 +642,37 @@ def markdown(results: dict[str, Any]) -> str:
     )
     lines.append("")
     return "\n".join(lines)
+
+
+def _cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any]) -> list[str]:
+    """Markdown: client CPU seconds per GiB of array data, all threads and the main thread's
+    (the event loop's for the asyncio clients), for every full read and write."""
+    per_gib = 1024 / cfg["size_mib"]
+    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
+    rows = []
+    for impl in impls:
+        row = [LABELS[impl]]
+        for w, c in cells:
+            slot = summary.get(impl, {}).get(f"{w}/{c}", {})
+            if "loop_seconds" in slot:
+                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / {slot['loop_seconds'] * per_gib:.2f}")
+            elif "cpu_seconds" in slot:
+                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / n/a")
+            else:
+                row.append("n/a")
+        rows.append("| " + " | ".join(row) + " |")
+    return [
+        "## Client CPU per GiB",
+        "",
+        "CPU seconds per GiB of array data, medians: every thread of the client process / its main "
+        "thread (the event loop of the asyncio clients -- azarr, raw, zarr 3.1 -- and the calling "
+        "thread of zarr 2.18 and TensorStore, which wait there while native threads work).",
+        "",
+        "| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |",
+        "| --- |" + " ---: |" * len(cells),
+        *rows,
+        "",
+    ]
 
 
 def targets(

@@ -889,18 +889,26 @@ class _Requests:
         return admin_command(self.admin_port, "counters") if self.admin_port else None
 
 
-Clock = tuple[float, float, float]
+Clock = tuple[float, float, float, float]
 
 
 def clock() -> Clock:
-    """Wall, process CPU and kernel CPU seconds now (the kernel's share: ``os.times().system``)."""
-    return time.perf_counter(), time.process_time(), os.times().system
+    """Wall, process CPU, kernel CPU and calling-thread CPU seconds now (the kernel's share:
+    ``os.times().system``; the calling thread runs the worker's event loop, or zarr 2.18's
+    synchronous calls)."""
+    return time.perf_counter(), time.process_time(), os.times().system, time.thread_time()
 
 
 def elapsed(start: Clock) -> dict[str, float]:
-    """``seconds``, ``cpu_seconds`` and ``sys_seconds`` since ``start`` (from :func:`clock`)."""
+    """``seconds``, ``cpu_seconds``, ``sys_seconds`` and ``loop_seconds`` (the main thread's
+    CPU: the event loop's, for the asyncio clients) since ``start`` (from :func:`clock`)."""
     now = clock()
-    return {"seconds": now[0] - start[0], "cpu_seconds": now[1] - start[1], "sys_seconds": now[2] - start[2]}
+    return {
+        "seconds": now[0] - start[0],
+        "cpu_seconds": now[1] - start[1],
+        "sys_seconds": now[2] - start[2],
+        "loop_seconds": now[3] - start[3],
+    }
 
 
 def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any]:
