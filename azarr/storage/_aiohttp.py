@@ -2,9 +2,10 @@
 
 Both talk HTTP with aiohttp directly, and both need the same things from it:
 one ``ClientSession`` per event loop (sessions are bound to their loop, a store
-is not), closed when its loop shuts down; timeouts for connecting and for a
-stalled body; and no silent re-send after a dropped connection, so that every
-attempt azarr's scheduler counts is exactly one request.
+is not), shared by stores of equal settings and closed when its loop shuts
+down; timeouts for connecting and for a stalled body; no silent re-send after a
+dropped connection, so that every attempt azarr's scheduler counts is exactly
+one request; and bodies received into the caller's buffers (:func:`read_body`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     import aiohttp
 
 __all__ = [
-    "AiohttpSessions",
     "Allocator",
     "SharedSessions",
     "ConnectionDropped",
@@ -136,31 +136,6 @@ async def read_body(resp: aiohttp.ClientResponse, allocate: Allocator | None = N
 async def _close_session(session: Any) -> None:
     if not session.closed:
         await session.close()
-
-
-class AiohttpSessions:
-    """One aiohttp session per running event loop, made by ``make()`` on first use there.
-
-    Closed by :meth:`close` (the running loop's) or when its loop shuts down
-    (:class:`~azarr.storage._loops.PerLoop`). Not picklable: owners rebuild it.
-    """
-
-    def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
-        self._loops: PerLoop[Any] = PerLoop(lambda _loop: make(), _close_session)
-
-    async def get(self) -> aiohttp.ClientSession:
-        """The running loop's session (created on first use)."""
-        session: aiohttp.ClientSession
-        session, _ = await self._loops.get()
-        return session
-
-    async def close(self) -> None:
-        """Close the running loop's session; a later :meth:`get` makes a new one."""
-        await self._loops.close()
-
-    def open_count(self) -> int:
-        """Sessions currently held (one per event loop that used the owner)."""
-        return self._loops.open_count()
 
 
 @dataclass(eq=False)

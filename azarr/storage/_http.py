@@ -23,9 +23,9 @@ from azarr.errors import (
     StoreError,
 )
 from azarr.storage._aiohttp import (
-    AiohttpSessions,
     Allocator,
     ConnectionDropped,
+    SharedSessions,
     new_session,
     read_body,
     unwrap_dropped,
@@ -60,6 +60,16 @@ class _Reply(NamedTuple):
     body: bytes
     url: URL  # after redirects
     received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
+
+
+def _new_http_session(limit: int, timeout: float | None, kwargs: dict[str, Any]) -> aiohttp.ClientSession:
+    kwargs = dict(kwargs)
+    # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
+    if timeout is None:
+        import aiohttp
+
+        kwargs.setdefault("timeout", aiohttp.ClientTimeout())
+    return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, **kwargs)
 
 
 class HTTPStore(Store):
@@ -188,7 +198,7 @@ class HTTPStore(Store):
         if ":" in parts.hostname:  # IPv6 literal
             netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port is not None else "")
         self._display = parts._replace(netloc=netloc).geturl().rstrip("/")
-        self._sessions = AiohttpSessions(self._new_session)
+        self._sessions: SharedSessions | None = None  # chosen on first use (settings read then)
         self.supports_listing = bool(self.storage_options.get("listings", True))
 
     # ------------------------------------------------------------------ identity
@@ -228,29 +238,40 @@ class HTTPStore(Store):
         return str(URL(self._root))
 
     # ------------------------------------------------------------------ sessions
-    def _new_session(self) -> aiohttp.ClientSession:
+    def _shared_sessions(self) -> SharedSessions:
+        """The sessions of every HTTPStore with the same connection options (pool size,
+        timeout, ``client_kwargs``); a store whose ``client_kwargs`` cannot be compared
+        (unhashable values) gets its own."""
         from azarr import config
 
         kwargs = dict(self.storage_options.get("client_kwargs") or {})
         timeout = self.storage_options.get("timeout")
         limit = self.storage_options.get("max_connections") or int(config.get("max_concurrency"))
-        # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
-        if timeout is None:
-            import aiohttp
-
-            kwargs.setdefault("timeout", aiohttp.ClientTimeout())
-        return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, **kwargs)
+        make = functools.partial(_new_http_session, limit, timeout, kwargs)
+        try:
+            key = ("http", limit, timeout, tuple(sorted(kwargs.items())))
+            hash(key)
+        except TypeError:
+            return SharedSessions(make)
+        return SharedSessions.for_settings(key, make)
 
     async def session(self) -> aiohttp.ClientSession:
         """The aiohttp session serving the running event loop (created on first use).
 
-        For advanced use (requests azarr does not make); the store owns it.
+        Shared with every HTTPStore of the same connection options, as the S3
+        transport's is (:class:`~azarr.storage._aiohttp.SharedSessions`). For
+        advanced use (requests azarr does not make).
         """
-        return await self._sessions.get()
+        if self._sessions is None:
+            self._sessions = self._shared_sessions()
+        return await self._sessions.get(self)
 
     async def close(self) -> None:
-        """Close the running loop's connections; the store stays usable (a new pool is made)."""
-        await self._sessions.close()
+        """Release the running loop's connections: they close once no other HTTPStore with
+        the same options uses them, after ``connection_linger`` seconds (:mod:`azarr.config`).
+        The store stays usable."""
+        if self._sessions is not None:
+            await self._sessions.release(self)
 
     # ------------------------------------------------------------------ requests
     async def _send(
