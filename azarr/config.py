@@ -34,9 +34,10 @@ _DEFAULTS: dict[str, Any] = {
     # Bytes of chunks (decoded size) queued for or being decoded/encoded in the codec
     # pool, across every call on an event loop.
     "codec_queue_bytes": 256 * 2**20,
-    # Idle capacity (bytes) of the reused buffers that chunk bodies from remote
-    # stores are read into (azarr/pipeline/_buffers.py); 0: a new bytes per body.
-    "buffer_pool_bytes": 64 * 2**20,
+    # Idle capacity (bytes) kept, once no read runs, of the reused buffers that chunk
+    # bodies from remote stores are read into (azarr/pipeline/_buffers.py); 0: a new
+    # bytes object per body.
+    "buffer_pool_bytes": 128 * 2**20,
     # Seconds the pooled S3 connections of a closed store stay open for the next
     # store with the same settings (storage/_aiohttp.py SharedSessions); 0: close at once.
     "connection_linger": 15.0,
@@ -157,7 +158,7 @@ def set(**settings: Any) -> Any:
         (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
         ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
-        from remote stores, default 64 MiB; 0 reads every body into a new ``bytes``),
+        from remote stores once no read runs, default 128 MiB; 0 reads every body into a new ``bytes``),
         ``connection_linger`` (seconds an S3 connection pool stays open after its last
         store closed, for the next store with the same settings; default 15, 0: at once),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,

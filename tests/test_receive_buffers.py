@@ -49,26 +49,32 @@ def test_pool_reuses_buffers_by_capacity() -> None:
     assert len(view) == 100_000 and not view.readonly
     buffer = view.obj
     pool.release(view)
-    assert pool.idle_bytes() == 131_072  # capacities are powers of two
-    again = pool.acquire(70_000)  # same capacity class
-    assert again.obj is buffer and len(again) == 70_000
+    assert pool.idle_bytes() == 114_688  # 7/8 of 128 KiB: capacities come in eighths of a power of two
+    again = pool.acquire(110_000)  # same capacity class
+    assert again.obj is buffer and len(again) == 110_000
     assert pool.idle_bytes() == 0
-    assert pool.acquire(70_000).obj is not buffer  # in use: a new one
+    assert pool.acquire(110_000).obj is not buffer  # in use: a new one
+    assert len(pool.acquire(10).obj) == 65_536  # the smallest capacity
 
 
-def test_pool_keeps_at_most_buffer_pool_bytes_idle() -> None:
+def test_pool_keeps_every_buffer_while_reads_run_then_trims() -> None:
     pool = BufferPool()
-    views = [pool.acquire(65_536) for _ in range(3)]
     with azarr.config.set(buffer_pool_bytes=2 * 65_536):
-        for view in views:
-            pool.release(view)
-    assert pool.idle_bytes() == 2 * 65_536
+        views = [pool.acquire(65_536) for _ in range(5)]
+        with pool.reading():
+            with pool.reading():  # reads overlap: the pool trims when the last one ends
+                for view in views[:4]:
+                    pool.release(view)
+            assert pool.idle_bytes() == 4 * 65_536
+        assert pool.idle_bytes() == 2 * 65_536
+        pool.release(views[4])  # no read running: over the cap, dropped
+        assert pool.idle_bytes() == 2 * 65_536
 
 
 def test_pool_ignores_buffers_it_did_not_make() -> None:
     pool = BufferPool()
     pool.release(memoryview(b"immutable bytes"))
-    pool.release(memoryview(bytearray(100_000)))  # not a capacity class
+    pool.release(memoryview(bytearray(65_536)))  # a capacity class, but not the pool's
     assert pool.idle_bytes() == 0
 
 

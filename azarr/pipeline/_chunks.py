@@ -32,6 +32,7 @@ under the request limit they cannot add up to much, and skip the cost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -167,12 +168,13 @@ class ChunkPipeline:
                     await codec.submit(decode, job, nbytes)
             tracker.advance(0 if data is None else len(data))
 
-        try:
-            await bounded_map(read_chunk, projections, self.io.budget.max_requests)
-            await codec.drain()
-        except BaseException:
-            await codec.abandon()  # no codec thread may write into `out` once we return
-            raise
+        with BODY_BUFFERS.reading() if pooled is not None else contextlib.nullcontext():
+            try:
+                await bounded_map(read_chunk, projections, self.io.budget.max_requests)
+                await codec.drain()
+            except BaseException:
+                await codec.abandon()  # no codec thread may write into `out` once we return
+                raise
 
     async def read_one(
         self,
@@ -201,17 +203,35 @@ class ChunkPipeline:
             return chunk
         pooled = None if partial is not None else self._make_pooled_fetcher()
         if pooled is not None:
-            data: bytes | memoryview | PartialChunk | None = await pooled(key)
-            decode = self._decode_new_pooled
-        else:
-            fetch = self._make_fetcher()
-            data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
-            decode = self._decode_new
+            with BODY_BUFFERS.reading():  # the buffer goes back inside: kept for the next read
+                return await self._read_one_from(pooled, key, shape, dtype, projection, fields, progress)
+        fetch = self._make_fetcher()
+        return await self._read_one_from(
+            fetch if partial is None else lambda key: partial.fetch(key, projection, fields, fetch),
+            key,
+            shape,
+            dtype,
+            projection,
+            fields,
+            progress,
+        )
+
+    async def _read_one_from(
+        self,
+        fetch: Callable[[str], Awaitable[bytes | memoryview | PartialChunk | None]],
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        progress: ProgressCallback | None,
+    ) -> np.ndarray[Any, Any]:
+        data = await fetch(key)
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
             return self._filled(shape, dtype, projection, fields)
         return await CodecBatcher().run(
-            decode, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+            self._decode_new_pooled, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
         )
 
     def fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
