@@ -147,11 +147,11 @@ class ChunkPipeline:
         nbytes = self.codec.nbytes
         chunk_key, partial = self.chunk_key, self._partial
         fetch_bytes = self._make_fetcher()  # partial reads fetch through this
-        fetch: Callable[[str], Awaitable[bytes | memoryview | None]] = fetch_bytes
-        decode = self._decode_into
         pooled = None if partial is not None else self._make_pooled_fetcher()
-        if pooled is not None:
-            decode, fetch = self._decode_into_pooled, pooled
+        fetch: Callable[[str], Awaitable[bytes | memoryview | None]] = (
+            fetch_bytes if pooled is None else pooled
+        )
+        decode = self._decode_into
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
 
@@ -231,7 +231,7 @@ class ChunkPipeline:
         if data is None:
             return self._filled(shape, dtype, projection, fields)
         return await CodecBatcher().run(
-            self._decode_new_pooled, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+            self._decode_new, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
         )
 
     def fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
@@ -279,24 +279,10 @@ class ChunkPipeline:
         projection: ChunkProjection,
         fields: Fields,
     ) -> np.ndarray[Any, Any]:
-        """A new ``shape`` result holding one chunk's selected part (runs in the codec pool)."""
+        """A new ``shape`` result holding one chunk's selected part (runs in the codec pool; a
+        copy, never a view of ``data``, whose pooled buffer goes back)."""
         result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
         self._decode_into(data, key, result, projection, fields, self._can_decode_direct(result, fields))
-        return result
-
-    def _decode_new_pooled(
-        self,
-        data: bytes | memoryview | PartialChunk,
-        key: str,
-        shape: tuple[int, ...],
-        dtype: np.dtype[Any],
-        projection: ChunkProjection,
-        fields: Fields,
-    ) -> np.ndarray[Any, Any]:
-        """:meth:`_decode_new` (a copy: never a view of ``data``), then hand a pooled buffer back."""
-        result = self._decode_new(data, key, shape, dtype, projection, fields)
-        if isinstance(data, memoryview):
-            BODY_BUFFERS.release(data)
         return result
 
     def _can_decode_direct(self, target: np.ndarray[Any, Any], fields: Fields) -> bool:
@@ -319,10 +305,25 @@ class ChunkPipeline:
         fields: Fields,
         direct: bool = True,
     ) -> None:
-        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool).
+        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool),
+        then hand a pooled receive buffer back (not after a failure: the traceback may still
+        hold a view of it; other values are left alone).
 
         ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
         """
+        self._scatter_chunk(data, key, out, projection, fields, direct)
+        if type(data) is memoryview:
+            BODY_BUFFERS.release(data)
+
+    def _scatter_chunk(
+        self,
+        data: bytes | memoryview | PartialChunk,
+        key: str,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        direct: bool,
+    ) -> None:
         if isinstance(data, PartialChunk):
             data.scatter(key, out, projection)  # partial_decompress: only the blocks it needs
             return
@@ -347,25 +348,10 @@ class ChunkPipeline:
             chunk = chunk[fields]
         out[projection.out_selection] = chunk[projection.chunk_selection]
 
-    def _decode_into_pooled(
-        self,
-        data: bytes | memoryview | PartialChunk,
-        key: str,
-        out: np.ndarray[Any, Any],
-        projection: ChunkProjection,
-        fields: Fields,
-        direct: bool = True,
-    ) -> None:
-        """:meth:`_decode_into`, then hand a pooled receive buffer back (not after a failure:
-        the traceback may still hold a view of it)."""
-        self._decode_into(data, key, out, projection, fields, direct)
-        if isinstance(data, memoryview):
-            BODY_BUFFERS.release(data)
-
     def _make_pooled_fetcher(self) -> Callable[[str], Awaitable[bytes | memoryview | None]] | None:
         """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for
         whole-chunk reads from remote stores of chunks big enough to matter; None otherwise.
-        What it returns must be decoded by :meth:`_decode_into_pooled` (which frees the buffer)."""
+        What it returns must be decoded by :meth:`_decode_into` (which hands the buffer back)."""
         io, nbytes = self.io, self.codec.nbytes
         if (
             io.store.is_local

@@ -157,9 +157,11 @@ class PerLoop(Generic[T]):
             await self._close(state.fs)
 
     def open_count(self) -> int:
-        """Resources currently held (one per event loop that used the owner)."""
+        """Resources currently held (one per running or not yet closed event loop that used the owner)."""
         with self._lock:
-            return sum(1 for state in self.states.values() if not state.abandoned)
+            return sum(
+                1 for loop, state in self.states.items() if not state.abandoned and not loop.is_closed()
+            )
 
     def _pop_closed_loops(self) -> list[_LoopState]:
         # Caller holds self._lock.
