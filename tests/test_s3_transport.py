@@ -589,7 +589,9 @@ async def test_stores_with_equal_settings_share_connections(
     cached instances and TensorStore's process-wide transport do; a closed store's pool
     closes after ``connection_linger`` seconds unless another store takes it up."""
     options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
-    await S3Store(f"{s3_bucket}/share", storage_options=seaweedfs.storage_options).set("k", b"v")
+    setup = S3Store(f"{s3_bucket}/share", storage_options=seaweedfs.storage_options)
+    await setup.set("k", b"v")
+    await setup.close()  # same settings (any endpoint): an unclosed store would keep the pool
 
     async def read_with_a_new_store(prefix: str = "share") -> None:
         store = S3Store(f"{s3_bucket}/{prefix}", storage_options=options)
