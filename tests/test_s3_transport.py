@@ -572,14 +572,15 @@ async def test_sessions_per_loop_closed_when_the_loop_ends(seaweedfs: S3Server, 
     assert session.closed  # asyncio.run's shutdown closed it
     assert await store.get("k") == b"v"  # this loop gets its own session
     assert await transport.session() is not session
-    assert transport.open_sessions() == 1
+    assert transport.open_sessions() >= 1  # this loop's (stores of other tests may share the settings)
     assert store.with_read_only()._transport is transport  # the copy shares connections
+    here = await transport.session()
     await store.close()
-    assert transport.open_sessions() == 1  # lingering for the next store with these settings
-    await transport.session()
+    assert not here.closed  # lingering for the next store with these settings
+    assert await transport.session() is here
     with azarr.config.set(connection_linger=0):
         await store.close()
-    assert transport.open_sessions() == 0
+    assert here.closed
 
 
 async def test_stores_with_equal_settings_share_connections(
