@@ -573,12 +573,15 @@ def markdown(results: dict[str, Any]) -> str:
             if "raw-codec" in impls
             else ""
         )
-        + ". `p99 / raw` = the implementation's p99 over raw's p99.",
+        + ". `p99 / raw` = the implementation's p99 over raw's p99. `loop µs/req`: CPU of the "
+        "client's main thread (the event loop, for the asyncio clients) per request, warm-up included, "
+        "element / chunk.",
         "",
         "| implementation | element p50 | element p99 | chunk p50 | chunk p99 | element p99 / raw | "
-        "chunk p99 / raw | element req/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "chunk p99 / raw | element req/s | loop µs/req |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    requests = cfg["small_requests"] + cfg["concurrency"]
     raw_p99 = summary.get("raw", {}).get("small-chunk", {}).get("p99")
     for impl in impls:
         s = summary.get(impl, {})
@@ -592,6 +595,11 @@ def markdown(results: dict[str, Any]) -> str:
         for slot in (el, ch):
             row.append(f"{slot['p99'] / raw_p99:.2f}" if raw_p99 and "p99" in slot else "")
         row.append(f"{cfg['small_requests'] / el['seconds']:.0f}" if "seconds" in el else "")
+        row.append(
+            " / ".join(f"{slot['loop_seconds'] / requests * 1e6:.0f}" for slot in (el, ch))
+            if all("loop_seconds" in slot for slot in (el, ch))
+            else ""
+        )
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
 
