@@ -34,6 +34,13 @@ _DEFAULTS: dict[str, Any] = {
     # Bytes of chunks (decoded size) queued for or being decoded/encoded in the codec
     # pool, across every call on an event loop.
     "codec_queue_bytes": 256 * 2**20,
+    # Idle capacity (bytes) kept, once no read runs, of the reused buffers that chunk
+    # bodies from remote stores are read into (azarr/pipeline/_buffers.py); 0: a new
+    # bytes object per body.
+    "buffer_pool_bytes": 128 * 2**20,
+    # Seconds the pooled S3 connections of a closed store stay open for the next
+    # store with the same settings (storage/_aiohttp.py SharedSessions); 0: close at once.
+    "connection_linger": 15.0,
     # Seconds one store request may take (connect + transfer) before it is
     # abandoned as stalled and retried. None disables it.
     "request_timeout": 60.0,
@@ -150,6 +157,10 @@ def set(**settings: Any) -> Any:
         ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
         (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
+        ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
+        from remote stores once no read runs, default 128 MiB; 0 reads every body into a new ``bytes``),
+        ``connection_linger`` (seconds an S3 connection pool stays open after its last
+        store closed, for the next store with the same settings; default 15, 0: at once),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,
         ``retry_initial_delay`` / ``retry_max_delay`` / ``retry_deadline`` (seconds),
         ``large_chunk_threshold`` / ``large_chunk_part_size`` (bytes),
@@ -175,6 +186,8 @@ def set(**settings: Any) -> Any:
         get(name)
         if name in _COUNTS and int(value) < 1:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
+        if name == "buffer_pool_bytes" and int(value) < 0:
+            raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
     with _lock:
         previous = {k: _values[k] for k in settings}
         _values.update(settings)

@@ -29,7 +29,11 @@ Workloads:
 
 1. cold full read of a float32 array, (512, 512) chunks = 1 MiB, Blosc-lz4
    (zarr-python 2's default) and Zstd (level 1); ``--size-mib`` (default 256).
-   Cold: a new store/client/context and new connections each time; each
+   Cold: a new store/client/context each time (no cached data); connections
+   are whatever the library keeps across those -- TensorStore's process-wide
+   HTTP transport, azarr's pool shared by stores of equal settings, s3fs's
+   cached clients, ``raw``'s one session -- as a service reading again and
+   again would see them (the proxy's ``connections`` count shows it). Each
    worker first makes one untimed read (``warm-up``) so that no implementation
    is timed doing its first-use work (thread pools, lazily built state);
 2. full write of the same array to a fresh prefix;
@@ -342,7 +346,8 @@ def ops_for(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]
     # One untimed read first, in every worker alike: imports are done before anything runs,
     # and this warms the library's own first-use work (thread pools, lazily built state,
     # the interpreter's specialised code). Every timed operation still builds a new
-    # store/client/context, so its connections and caches are cold.
+    # store/client/context, so its caches are cold; connections are what the library
+    # keeps across those (see the module docstring).
     ops: list[dict[str, Any]] = [
         {"op": "read", "workload": "warm-up", "compressor": comp0, "prefix": f"data/{comp0}"}
     ]
@@ -403,7 +408,7 @@ def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict
             if not runs:
                 continue
             slot["seconds"] = _median([r["seconds"] for r in runs])
-            for cpu in ("cpu_seconds", "sys_seconds"):
+            for cpu in ("cpu_seconds", "sys_seconds", "loop_seconds"):
                 if all(cpu in r for r in runs):  # results from before it was recorded have none
                     slot[cpu] = _median([r[cpu] for r in runs])
             slot["requests"] = _median([r["proxy"]["requests"] for r in runs if r.get("proxy")])
@@ -554,6 +559,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
 
+    lines += _cpu_per_gib(summary, impls, cfg)
     lines += [
         f"## Random small reads ({cfg['small_requests']} requests, {cfg['concurrency']} concurrent, "
         f"{cfg['compressors'][0]})",
@@ -567,12 +573,15 @@ def markdown(results: dict[str, Any]) -> str:
             if "raw-codec" in impls
             else ""
         )
-        + ". `p99 / raw` = the implementation's p99 over raw's p99.",
+        + ". `p99 / raw` = the implementation's p99 over raw's p99. `loop µs/req`: CPU of the "
+        "client's main thread (the event loop, for the asyncio clients) per request, warm-up included, "
+        "element / chunk.",
         "",
         "| implementation | element p50 | element p99 | chunk p50 | chunk p99 | element p99 / raw | "
-        "chunk p99 / raw | element req/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "chunk p99 / raw | element req/s | loop µs/req |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    requests = cfg["small_requests"] + cfg["concurrency"]
     raw_p99 = summary.get("raw", {}).get("small-chunk", {}).get("p99")
     for impl in impls:
         s = summary.get(impl, {})
@@ -586,6 +595,11 @@ def markdown(results: dict[str, Any]) -> str:
         for slot in (el, ch):
             row.append(f"{slot['p99'] / raw_p99:.2f}" if raw_p99 and "p99" in slot else "")
         row.append(f"{cfg['small_requests'] / el['seconds']:.0f}" if "seconds" in el else "")
+        row.append(
+            " / ".join(f"{slot['loop_seconds'] / requests * 1e6:.0f}" for slot in (el, ch))
+            if all("loop_seconds" in slot for slot in (el, ch))
+            else ""
+        )
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
 
@@ -636,6 +650,37 @@ def markdown(results: dict[str, Any]) -> str:
     )
     lines.append("")
     return "\n".join(lines)
+
+
+def _cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any]) -> list[str]:
+    """Markdown: client CPU seconds per GiB of array data, all threads and the main thread's
+    (the event loop's for the asyncio clients), for every full read and write."""
+    per_gib = 1024 / cfg["size_mib"]
+    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
+    rows = []
+    for impl in impls:
+        row = [LABELS[impl]]
+        for w, c in cells:
+            slot = summary.get(impl, {}).get(f"{w}/{c}", {})
+            if "loop_seconds" in slot:
+                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / {slot['loop_seconds'] * per_gib:.2f}")
+            elif "cpu_seconds" in slot:
+                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / n/a")
+            else:
+                row.append("n/a")
+        rows.append("| " + " | ".join(row) + " |")
+    return [
+        "## Client CPU per GiB",
+        "",
+        "CPU seconds per GiB of array data, medians: every thread of the client process / its main "
+        "thread (the event loop of the asyncio clients -- azarr, raw, zarr 3.1 -- and the calling "
+        "thread of zarr 2.18 and TensorStore, which wait there while native threads work).",
+        "",
+        "| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |",
+        "| --- |" + " ---: |" * len(cells),
+        *rows,
+        "",
+    ]
 
 
 def targets(

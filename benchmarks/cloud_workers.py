@@ -294,6 +294,24 @@ class Raw(Impl):
     modules = ("aiohttp", "botocore")
     imports = ("aiohttp", "botocore.auth", "botocore.awsrequest", "numcodecs")
     concurrency = 64
+    _http: Any = None
+
+    @contextlib.asynccontextmanager
+    async def _pooled(self) -> AsyncIterator[Any]:
+        """The worker's one aiohttp session, on the runner's loop: connections are kept from
+        one operation to the next, as azarr's shared pool, TensorStore's process-wide
+        transport and s3fs's cached clients keep theirs (a ceiling must not pay handshakes
+        the clients it bounds do not)."""
+        import aiohttp
+
+        if self._http is None:
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency))
+        yield self._http
+
+    def close(self) -> None:
+        if self._http is not None:
+            self.runner.run(self._http.close())
+        super().close()
 
     def _url(self, prefix: str, key: str) -> str:
         return f"{self.task['endpoint']}/{self.bucket}/{prefix}/{key}"
@@ -311,10 +329,9 @@ class Raw(Impl):
         return self.runner.run(self._get_all(prefix, keys))
 
     async def _get_all(self, prefix: str, keys: list[str]) -> int:
-        import aiohttp
 
         sem = asyncio.Semaphore(self.concurrency)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
+        async with self._pooled() as session:
 
             async def get(key: str) -> int:
                 async with sem:
@@ -341,7 +358,6 @@ class Raw(Impl):
     @contextlib.asynccontextmanager
     async def _putter(self, prefix: str) -> AsyncIterator[Callable[[str, bytes], Awaitable[None]]]:
         """A session and ``put(key, body)``: signed PUTs under ``prefix``, ``concurrency`` at a time."""
-        import aiohttp
         from botocore.auth import S3SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
@@ -352,7 +368,7 @@ class Raw(Impl):
 
         signer = Unsigned(Credentials(self.task["key"], self.task["secret"]), "s3", "us-east-1")
         sem = asyncio.Semaphore(self.concurrency)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
+        async with self._pooled() as session:
 
             async def put(key: str, body: bytes) -> None:
                 url = self._url(prefix, key)
@@ -377,9 +393,8 @@ class Raw(Impl):
             return f"{i // rows}.{j // cols}"
 
         async def go() -> tuple[list[float], float]:
-            import aiohttp
 
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+            async with self._pooled() as session:
 
                 async def get(sel: Selection) -> Any:
                     return np.zeros(1) + len(await self._get(session, prefix, key(sel)))
@@ -431,11 +446,10 @@ class RawCodec(Raw):
         self, prefix: str, pool: ThreadPoolExecutor, decode: Callable[[bytes, int, int], None]
     ) -> list[Any]:
         """GET every chunk; hand each body to the pool as it arrives (futures, not awaited on the loop)."""
-        import aiohttp
 
         sem = asyncio.Semaphore(self.concurrency)
         futures: list[Any] = []
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.concurrency)) as session:
+        async with self._pooled() as session:
 
             async def get(i: int, j: int) -> None:
                 async with sem:
@@ -483,10 +497,9 @@ class RawCodec(Raw):
             return chunk[local]
 
         async def go(pool: ThreadPoolExecutor) -> tuple[list[float], float]:
-            import aiohttp
 
             loop = asyncio.get_running_loop()
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+            async with self._pooled() as session:
 
                 async def get(sel: Selection) -> Any:
                     i, j = (s.start if isinstance(s, slice) else s for s in sel)
@@ -876,18 +889,26 @@ class _Requests:
         return admin_command(self.admin_port, "counters") if self.admin_port else None
 
 
-Clock = tuple[float, float, float]
+Clock = tuple[float, float, float, float]
 
 
 def clock() -> Clock:
-    """Wall, process CPU and kernel CPU seconds now (the kernel's share: ``os.times().system``)."""
-    return time.perf_counter(), time.process_time(), os.times().system
+    """Wall, process CPU, kernel CPU and calling-thread CPU seconds now (the kernel's share:
+    ``os.times().system``; the calling thread runs the worker's event loop, or zarr 2.18's
+    synchronous calls)."""
+    return time.perf_counter(), time.process_time(), os.times().system, time.thread_time()
 
 
 def elapsed(start: Clock) -> dict[str, float]:
-    """``seconds``, ``cpu_seconds`` and ``sys_seconds`` since ``start`` (from :func:`clock`)."""
+    """``seconds``, ``cpu_seconds``, ``sys_seconds`` and ``loop_seconds`` (the main thread's
+    CPU: the event loop's, for the asyncio clients) since ``start`` (from :func:`clock`)."""
     now = clock()
-    return {"seconds": now[0] - start[0], "cpu_seconds": now[1] - start[1], "sys_seconds": now[2] - start[2]}
+    return {
+        "seconds": now[0] - start[0],
+        "cpu_seconds": now[1] - start[1],
+        "sys_seconds": now[2] - start[2],
+        "loop_seconds": now[3] - start[3],
+    }
 
 
 def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any]:

@@ -340,9 +340,32 @@ class TestHTTPConfiguration:
         assert other is not session and other.closed
         assert not session.closed
         await store.close()
+        assert not session.closed  # kept connection_linger seconds for the next store
+        assert await store.session() is session
+        with azarr.config.set(connection_linger=0):
+            await store.close()
         assert session.closed
         assert await store.session() is not session  # usable again after close()
         await store.close()
+
+    async def test_stores_with_equal_options_share_a_pool(self) -> None:
+        options: dict[str, Any] = {"max_connections": 5, "timeout": 3}
+        first = HTTPStore("http://127.0.0.1:9/a", storage_options=options)
+        second = HTTPStore("http://127.0.0.1:9/b", storage_options=dict(options))
+        session = await first.session()
+        assert await second.session() is session
+        other = HTTPStore("http://127.0.0.1:9/a", storage_options={**options, "timeout": 4})
+        headers = HTTPStore(
+            "http://127.0.0.1:9/a", storage_options={**options, "client_kwargs": {"headers": {"x": "1"}}}
+        )
+        assert await other.session() is not session
+        assert await headers.session() is not session  # unhashable options: its own pool
+        with azarr.config.set(connection_linger=0):
+            await first.close()
+            assert not session.closed  # the second store still uses it
+            await second.close()
+            assert session.closed
+            await asyncio.gather(other.close(), headers.close())
 
     async def test_default_pool_follows_config(self) -> None:
         store = HTTPStore("http://127.0.0.1:9/x")
@@ -356,7 +379,7 @@ class TestHTTPConfiguration:
         for op in (lambda: store.set("k", b"v"), lambda: store.delete("k"), lambda: store.delete_prefix("")):
             with pytest.raises(ReadOnlyError, match=r"http://127\.0\.0\.1:9/x"):
                 await op()
-        assert store._sessions.open_count() == 0  # no session was made
+        assert store._sessions is None  # no session was made
 
 
 class TestParseIndex:

@@ -49,7 +49,7 @@ def test_write_read_and_small_reads_on_s3(seaweedfs: S3Server, s3_bucket: str) -
             points = [(i, (i * 7) % 48) for i in range(64)]
             values = await asyncio.gather(*(again.get_basic_selection(p) for p in points))
             assert [float(v) for v in values] == [float(data[p]) for p in points]
-            assert store._transport is not None and store._transport.open_sessions() == 1
+            assert store._transport is not None and store._transport.open_sessions() >= 1
         finally:
             await store.close()
 

@@ -311,19 +311,9 @@ async def copy(
                 "source has no name, please provide the `name` parameter to indicate a name to copy to"
             )
     total = await _count_nodes(source, shallow=shallow, root=True) if progress is not None else 0
-    with _log_writer(log) as write:
-        copier = _Copier(
-            write,
-            shallow=shallow,
-            without_attrs=without_attrs,
-            if_exists=if_exists,
-            dry_run=dry_run,
-            create_kws=create_kws,
-            progress=progress,
-            total=total,
-        )
+    options = {"shallow": shallow, "without_attrs": without_attrs, "if_exists": if_exists, "dry_run": dry_run}
+    with _copier(log, options, create_kws, progress, total) as copier:
         await copier.copy(source, dest, name, root=True)
-        copier.summary()
     return copier.result()
 
 
@@ -349,20 +339,25 @@ async def copy_all(
     if progress is not None:
         async for _, child in _children(source):
             total += await _count_nodes(child, shallow=shallow, root=False)
-    with _log_writer(log) as write:
-        copier = _Copier(
-            write,
-            shallow=shallow,
-            without_attrs=without_attrs,
-            if_exists=if_exists,
-            dry_run=dry_run,
-            create_kws=create_kws,
-            progress=progress,
-            total=total,
-        )
+    options = {"shallow": shallow, "without_attrs": without_attrs, "if_exists": if_exists, "dry_run": dry_run}
+    with _copier(log, options, create_kws, progress, total) as copier:
         async for key, child in _children(source):
             await copier.copy(child, dest, key, root=False)
         if not dry_run:
             await dest.attrs.update(_attrs(source))
-        copier.summary()
     return copier.result()
+
+
+@contextlib.contextmanager
+def _copier(
+    log: LogLike,
+    options: dict[str, Any],
+    create_kws: dict[str, Any],
+    progress: ProgressCallback | None,
+    total: int,
+) -> Iterator[_Copier]:
+    """A :class:`_Copier` writing to ``log``; its summary line is logged when the copy ends."""
+    with _log_writer(log) as write:
+        copier = _Copier(write, create_kws=create_kws, progress=progress, total=total, **options)
+        yield copier
+        copier.summary()

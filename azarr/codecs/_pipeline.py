@@ -362,7 +362,7 @@ class ChunkCodec:
                     pass  # the general path decodes it again and raises with the stage named
                 else:
                     return np.frombuffer(raw, dtype=self.dtype).reshape(self.chunks, order=self.order)
-        if self._plain and type(data) is bytes and len(data) == self.nbytes:
+        if self._plain and type(data) in (bytes, memoryview) and len(data) == self.nbytes:
             plain = np.frombuffer(data, dtype=self.dtype).reshape(self.chunks, order=self.order)
             if out is not None:
                 np.copyto(out, plain)

@@ -32,6 +32,7 @@ under the request limit they cannot add up to much, and skip the cost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -43,6 +44,7 @@ from azarr.codecs import ChunkCodec, CodecBatcher
 from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write_items, read_batched
+from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -142,14 +144,22 @@ class ChunkPipeline:
             await read_batched(self, projections, nchunks, out, fields, tracker)
             return
         fill = self.fill_for(fields, out.dtype)
-        decode, nbytes, fetch = self._decode_into, self.codec.nbytes, self._make_fetcher()
+        nbytes = self.codec.nbytes
+        chunk_key, partial = self.chunk_key, self._partial
+        fetch_bytes = self._make_fetcher()  # partial reads fetch through this
+        pooled = None if partial is not None else self._make_pooled_fetcher()
+        fetch: Callable[[str], Awaitable[bytes | memoryview | None]] = (
+            fetch_bytes if pooled is None else pooled
+        )
+        decode = self._decode_into
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
-        chunk_key, partial = self.chunk_key, self._partial
 
         async def read_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
-            data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
+            data = await (
+                fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch_bytes)
+            )
             if data is None:
                 out[projection.out_selection] = fill
             else:
@@ -158,12 +168,13 @@ class ChunkPipeline:
                     await codec.submit(decode, job, nbytes)
             tracker.advance(0 if data is None else len(data))
 
-        try:
-            await bounded_map(read_chunk, projections, self.io.budget.max_requests)
-            await codec.drain()
-        except BaseException:
-            await codec.abandon()  # no codec thread may write into `out` once we return
-            raise
+        with BODY_BUFFERS.reading() if pooled is not None else contextlib.nullcontext():
+            try:
+                await bounded_map(read_chunk, projections, self.io.budget.max_requests)
+                await codec.drain()
+            except BaseException:
+                await codec.abandon()  # no codec thread may write into `out` once we return
+                raise
 
     async def read_one(
         self,
@@ -190,8 +201,32 @@ class ChunkPipeline:
                 )
             ProgressTracker(1, progress).advance(nbytes)
             return chunk
+        pooled = None if partial is not None else self._make_pooled_fetcher()
+        if pooled is not None:
+            with BODY_BUFFERS.reading():  # the buffer goes back inside: kept for the next read
+                return await self._read_one_from(pooled, key, shape, dtype, projection, fields, progress)
         fetch = self._make_fetcher()
-        data = await (fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch))
+        return await self._read_one_from(
+            fetch if partial is None else lambda key: partial.fetch(key, projection, fields, fetch),
+            key,
+            shape,
+            dtype,
+            projection,
+            fields,
+            progress,
+        )
+
+    async def _read_one_from(
+        self,
+        fetch: Callable[[str], Awaitable[bytes | memoryview | PartialChunk | None]],
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        progress: ProgressCallback | None,
+    ) -> np.ndarray[Any, Any]:
+        data = await fetch(key)
         ProgressTracker(1, progress).advance(0 if data is None else len(data))
         if data is None:
             return self._filled(shape, dtype, projection, fields)
@@ -237,14 +272,15 @@ class ChunkPipeline:
 
     def _decode_new(
         self,
-        data: bytes | PartialChunk,
+        data: bytes | memoryview | PartialChunk,
         key: str,
         shape: tuple[int, ...],
         dtype: np.dtype[Any],
         projection: ChunkProjection,
         fields: Fields,
     ) -> np.ndarray[Any, Any]:
-        """A new ``shape`` result holding one chunk's selected part (runs in the codec pool)."""
+        """A new ``shape`` result holding one chunk's selected part (runs in the codec pool; a
+        copy, never a view of ``data``, whose pooled buffer goes back)."""
         result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
         self._decode_into(data, key, result, projection, fields, self._can_decode_direct(result, fields))
         return result
@@ -262,17 +298,32 @@ class ChunkPipeline:
 
     def _decode_into(
         self,
-        data: bytes | PartialChunk,
+        data: bytes | memoryview | PartialChunk,
         key: str,
         out: np.ndarray[Any, Any],
         projection: ChunkProjection,
         fields: Fields,
         direct: bool = True,
     ) -> None:
-        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool).
+        """Decode one chunk and scatter its selected part into ``out`` (runs in the codec pool),
+        then hand a pooled receive buffer back (not after a failure: the traceback may still
+        hold a view of it; other values are left alone).
 
         ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
         """
+        self._scatter_chunk(data, key, out, projection, fields, direct)
+        if type(data) is memoryview:
+            BODY_BUFFERS.release(data)
+
+    def _scatter_chunk(
+        self,
+        data: bytes | memoryview | PartialChunk,
+        key: str,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        direct: bool,
+    ) -> None:
         if isinstance(data, PartialChunk):
             data.scatter(key, out, projection)  # partial_decompress: only the blocks it needs
             return
@@ -296,6 +347,26 @@ class ChunkPipeline:
         if fields is not None:
             chunk = chunk[fields]
         out[projection.out_selection] = chunk[projection.chunk_selection]
+
+    def _make_pooled_fetcher(self) -> Callable[[str], Awaitable[bytes | memoryview | None]] | None:
+        """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for
+        whole-chunk reads from remote stores of chunks big enough to matter; None otherwise.
+        What it returns must be decoded by :meth:`_decode_into` (which hands the buffer back)."""
+        io, nbytes = self.io, self.codec.nbytes
+        if (
+            io.store.is_local
+            or nbytes < RESERVE_MIN_BYTES
+            or nbytes > int(config.get("large_chunk_threshold"))
+            or not BODY_BUFFERS.enabled()
+        ):
+            return None
+        acquire = BODY_BUFFERS.acquire
+
+        async def fetch_pooled(key: str) -> bytes | memoryview | None:
+            async with io.budget.reserve(nbytes):
+                return await io.get_into(key, acquire)
+
+        return fetch_pooled
 
     def _make_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
         """How one chunk is read: retried and timed (``StoreIO``), split into parallel ranges

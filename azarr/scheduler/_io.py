@@ -99,14 +99,29 @@ class StoreIO:
         """
         if config.get("hedged_reads"):
             return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
+        return await self._read("get", key, lambda: self.store.get(key, byte_range))
+
+    async def get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+        """Read the whole value at ``key`` into ``allocate(size)`` where the store can
+        (:meth:`Store.get_into <azarr.storage.Store.get_into>`); None if missing.
+        Retried and timed as :meth:`get` (hedged reads use :meth:`get`).
+
+        Raises
+        ------
+        RetriesExhaustedError, StoreError
+            As :meth:`get`.
+        """
+        if config.get("hedged_reads"):
+            return await self.get(key)
+        return await self._read("get", key, lambda: self.store.get_into(key, allocate))
+
+    async def _read(self, op: str, key: str, make: Callable[[], Awaitable[T]]) -> T:
         # The first attempt is made inline: this is the per-chunk hot path, and the
         # retry machinery (policy, closures, deadline clock) is only built on failure.
         try:
-            return await self._call(lambda: self.store.get(key, byte_range), reading=True)
+            return await self._call(make, reading=True)
         except TransientStoreError as exc:
-            return await self._retried(
-                "get", key, lambda: self._call(lambda: self.store.get(key, byte_range), reading=True), exc
-            )
+            return await self._retried(op, key, lambda: self._call(make, reading=True), exc)
 
     async def get_large(self, key: str, *, expected_nbytes: int) -> bytes | None:
         """Read ``key``, splitting it into parallel byte-range requests when it is large.
@@ -476,7 +491,7 @@ class StoreIO:
             read = 0
             if reading:
                 value = result[0] if isinstance(result, tuple) else result
-                read = len(value) if isinstance(value, bytes) else 0
+                read = len(value) if isinstance(value, (bytes, memoryview)) else 0
             self.stats.record(time.perf_counter() - started, read=read, written=written)
             return result
 

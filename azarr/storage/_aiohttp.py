@@ -2,24 +2,41 @@
 
 Both talk HTTP with aiohttp directly, and both need the same things from it:
 one ``ClientSession`` per event loop (sessions are bound to their loop, a store
-is not), closed when its loop shuts down; timeouts for connecting and for a
-stalled body; and no silent re-send after a dropped connection, so that every
-attempt azarr's scheduler counts is exactly one request.
+is not), shared by stores of equal settings and closed when its loop shuts
+down; timeouts for connecting and for a stalled body; no silent re-send after a
+dropped connection, so that every attempt azarr's scheduler counts is exactly
+one request; and bodies received into the caller's buffers (:func:`read_body`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from azarr import config
 from azarr.storage._loops import PerLoop
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["AiohttpSessions", "ConnectionDropped", "new_session", "no_silent_resend", "unwrap_dropped"]
+__all__ = [
+    "Allocator",
+    "SharedSessions",
+    "ConnectionDropped",
+    "new_session",
+    "no_silent_resend",
+    "read_body",
+    "unwrap_dropped",
+]
+
+#: ``allocate(nbytes)``: a writable buffer of exactly ``nbytes`` bytes to receive a body into.
+Allocator = Callable[[int], memoryview]
 
 
 class ConnectionDropped(Exception):
@@ -86,31 +103,122 @@ def new_session(
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_kwargs), **session_kwargs)
 
 
+async def read_body(resp: aiohttp.ClientResponse, allocate: Allocator | None = None) -> bytes | memoryview:
+    """The whole body of ``resp``: into ``allocate(Content-Length)`` when given and the
+    length is known (no new ``bytes`` object per body), else ``resp.read()``.
+
+    Raises
+    ------
+    aiohttp.ClientPayloadError
+        The body ended short of, or ran past, its Content-Length.
+    """
+    length = resp.content_length
+    if allocate is None or length is None or resp.headers.get("Content-Encoding"):
+        return await resp.read()
+    import aiohttp
+
+    view = allocate(length)
+    content, filled = resp.content, 0
+    while True:
+        block = await content.readany()
+        if not block:
+            break
+        end = filled + len(block)
+        if end > length:
+            raise aiohttp.ClientPayloadError(f"response body longer than its Content-Length ({length} bytes)")
+        view[filled:end] = block
+        filled = end
+    if filled != length:
+        raise aiohttp.ClientPayloadError(f"response body ended after {filled} of {length} bytes")
+    return view
+
+
 async def _close_session(session: Any) -> None:
     if not session.closed:
         await session.close()
 
 
-class AiohttpSessions:
-    """One aiohttp session per running event loop, made by ``make()`` on first use there.
+@dataclass(eq=False)
+class _Pool:
+    """A shared session on one event loop, the owners using it, and its pending close."""
 
-    Closed by :meth:`close` (the running loop's) or when its loop shuts down
-    (:class:`~azarr.storage._loops.PerLoop`). Not picklable: owners rebuild it.
+    session: Any
+    owners: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
+    closing: asyncio.TimerHandle | None = None
+
+
+async def _close_pool(pool: _Pool) -> None:
+    if pool.closing is not None:
+        pool.closing.cancel()
+    await _close_session(pool.session)
+
+
+_SHARED: dict[Hashable, SharedSessions] = {}
+_CLOSING: set[asyncio.Task[None]] = set()
+_SHARED_LOCK = threading.Lock()
+
+
+class SharedSessions:
+    """One aiohttp session per event loop, shared by every owner with the same settings.
+
+    Connections outlive the store objects that opened them, as s3fs's cached
+    filesystem instances and TensorStore's process-wide HTTP transport do: a store
+    made per request (a service), or per read, reuses the previous one's warm
+    connections instead of paying TCP (and TLS) handshakes again.
+
+    :meth:`release` (``Store.close()``) drops an owner; when the last owner on a
+    loop has released it, the session closes after ``connection_linger`` seconds
+    (:mod:`azarr.config`; 0: at once) unless another owner takes it up first.
+    Owners that are dropped without closing free their claim too; every session
+    still closes when its loop shuts down (:class:`~azarr.storage._loops.PerLoop`).
     """
 
     def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
-        self._loops: PerLoop[Any] = PerLoop(lambda _loop: make(), _close_session)
+        self._loops: PerLoop[_Pool] = PerLoop(lambda _loop: _Pool(make()), _close_pool)
 
-    async def get(self) -> aiohttp.ClientSession:
-        """The running loop's session (created on first use)."""
-        session: aiohttp.ClientSession
-        session, _ = await self._loops.get()
+    @classmethod
+    def for_settings(cls, key: Hashable, make: Callable[[], aiohttp.ClientSession]) -> SharedSessions:
+        """The sessions of every owner whose settings equal ``key`` (``make`` builds one;
+        it must depend on ``key`` alone and reference no owner)."""
+        with _SHARED_LOCK:
+            shared = _SHARED.get(key)
+            if shared is None:
+                shared = _SHARED[key] = cls(make)
+            return shared
+
+    async def get(self, owner: Any) -> aiohttp.ClientSession:
+        """The running loop's session, claimed for ``owner`` (created on first use)."""
+        pool, _ = await self._loops.get()
+        if pool.closing is not None:
+            pool.closing.cancel()
+            pool.closing = None
+        pool.owners.add(owner)
+        session: aiohttp.ClientSession = pool.session
         return session
 
-    async def close(self) -> None:
-        """Close the running loop's session; a later :meth:`get` makes a new one."""
-        await self._loops.close()
+    async def release(self, owner: Any) -> None:
+        """``owner`` is done on the running loop: close the session once nobody uses it."""
+        pool = self._loops.peek()
+        if pool is None:
+            return
+        pool.owners.discard(owner)
+        if pool.owners:
+            return
+        linger = float(config.get("connection_linger"))
+        if linger <= 0:
+            await self._loops.close()
+            return
+        if pool.closing is None:
+            loop = asyncio.get_running_loop()
+            pool.closing = loop.call_later(linger, self._close_if_unclaimed, pool)
+
+    def _close_if_unclaimed(self, pool: _Pool) -> None:
+        pool.closing = None
+        if not pool.owners and self._loops.peek() is pool:
+            task = asyncio.ensure_future(self._loops.close())
+            _CLOSING.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(_CLOSING.discard)
 
     def open_count(self) -> int:
-        """Sessions currently held (one per event loop that used the owner)."""
+        """Sessions currently open (one per event loop that used them)."""
         return self._loops.open_count()

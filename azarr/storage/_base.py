@@ -9,7 +9,7 @@ zarr-python 3's ``zarr.abc.store.Store`` with zarr-python 2's key rules.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeAlias
@@ -180,6 +180,9 @@ class Store(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "_get" in cls.__dict__ and "_get_into" not in cls.__dict__:
+            # An inherited _get_into would bypass this class's own reads.
+            cls._get_into = Store._get_into  # type: ignore[method-assign]
         if "supports_blocking_io" not in cls.__dict__ and any(
             name in cls.__dict__ for name in ("_get", "_set", "_delete")
         ):
@@ -289,6 +292,35 @@ class Store(ABC):
                 f"cannot read {key!r} pinned to a generation: {self.url} has no conditional reads"
             )
         return await self._get_if_match(key, byte_range, if_generation_match)
+
+    async def get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+        """Read the whole value at ``key``, received into ``allocate(size)`` where the driver can.
+
+        For callers that reuse receive buffers (the chunk pipeline's
+        :data:`~azarr.pipeline._buffers.BODY_BUFFERS`): a driver that knows the size
+        before the body arrives (S3's ``Content-Length``) writes the body into the
+        buffer ``allocate`` returns, instead of a new ``bytes`` object. Other drivers,
+        and subclasses that override ``_get``, return ``bytes`` as :meth:`get` does.
+
+        Parameters
+        ----------
+        key : str
+            Store key (validated, see :func:`validate_key`).
+        allocate : callable
+            ``allocate(nbytes)`` -> a writable ``memoryview`` of exactly ``nbytes`` bytes.
+
+        Returns
+        -------
+        bytes, memoryview or None
+            The value (a view returned by ``allocate``, or ``bytes``); None if missing.
+
+        Raises
+        ------
+        InvalidKeyError, StoreError
+            As :meth:`get`.
+        """
+        validate_key(key)
+        return await self._get_into(key, allocate)
 
     async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         """Read ``key`` and the generation of the value read (one request).
@@ -552,6 +584,10 @@ class Store(ABC):
     # ------------------------------------------------------------------ primitives
     @abstractmethod
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None: ...
+
+    async def _get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+        """Drivers that can receive a body into a given buffer override this."""
+        return await self._get(key, None)
 
     @abstractmethod
     async def _set(self, key: str, value: bytes) -> None: ...

@@ -22,7 +22,14 @@ from azarr.errors import (
     InvalidKeyError,
     StoreError,
 )
-from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
+from azarr.storage._aiohttp import (
+    Allocator,
+    ConnectionDropped,
+    SharedSessions,
+    new_session,
+    read_body,
+    unwrap_dropped,
+)
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._errors import error_for_status, translate_error
 from azarr.storage._options import HTTPOptions
@@ -52,6 +59,17 @@ class _Reply(NamedTuple):
     headers: CIMultiDictProxy[str]
     body: bytes
     url: URL  # after redirects
+    received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
+
+
+def _new_http_session(limit: int, timeout: float | None, kwargs: dict[str, Any]) -> aiohttp.ClientSession:
+    kwargs = dict(kwargs)
+    # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
+    if timeout is None:
+        import aiohttp
+
+        kwargs.setdefault("timeout", aiohttp.ClientTimeout())
+    return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, **kwargs)
 
 
 class HTTPStore(Store):
@@ -180,7 +198,7 @@ class HTTPStore(Store):
         if ":" in parts.hostname:  # IPv6 literal
             netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port is not None else "")
         self._display = parts._replace(netloc=netloc).geturl().rstrip("/")
-        self._sessions = AiohttpSessions(self._new_session)
+        self._sessions: SharedSessions | None = None  # chosen on first use (settings read then)
         self.supports_listing = bool(self.storage_options.get("listings", True))
 
     # ------------------------------------------------------------------ identity
@@ -220,33 +238,53 @@ class HTTPStore(Store):
         return str(URL(self._root))
 
     # ------------------------------------------------------------------ sessions
-    def _new_session(self) -> aiohttp.ClientSession:
+    def _shared_sessions(self) -> SharedSessions:
+        """The sessions of every HTTPStore with the same connection options (pool size,
+        timeout, ``client_kwargs``); a store whose ``client_kwargs`` cannot be compared
+        (unhashable values) gets its own."""
         from azarr import config
 
         kwargs = dict(self.storage_options.get("client_kwargs") or {})
         timeout = self.storage_options.get("timeout")
         limit = self.storage_options.get("max_connections") or int(config.get("max_concurrency"))
-        # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
-        if timeout is None:
-            import aiohttp
-
-            kwargs.setdefault("timeout", aiohttp.ClientTimeout())
-        return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, **kwargs)
+        make = functools.partial(_new_http_session, limit, timeout, kwargs)
+        try:
+            key = ("http", limit, timeout, tuple(sorted(kwargs.items())))
+            hash(key)
+        except TypeError:
+            return SharedSessions(make)
+        return SharedSessions.for_settings(key, make)
 
     async def session(self) -> aiohttp.ClientSession:
         """The aiohttp session serving the running event loop (created on first use).
 
-        For advanced use (requests azarr does not make); the store owns it.
+        Shared with every HTTPStore of the same connection options, as the S3
+        transport's is (:class:`~azarr.storage._aiohttp.SharedSessions`). For
+        advanced use (requests azarr does not make).
         """
-        return await self._sessions.get()
+        if self._sessions is None:
+            self._sessions = self._shared_sessions()
+        return await self._sessions.get(self)
 
     async def close(self) -> None:
-        """Close the running loop's connections; the store stays usable (a new pool is made)."""
-        await self._sessions.close()
+        """Release the running loop's connections: they close once no other HTTPStore with
+        the same options uses them, after ``connection_linger`` seconds (:mod:`azarr.config`).
+        The store stays usable."""
+        if self._sessions is not None:
+            await self._sessions.release(self)
 
     # ------------------------------------------------------------------ requests
-    async def _send(self, op: str, key: str, method: str, url: URL, headers: Mapping[str, str]) -> _Reply:
-        """One request; transport failures become azarr errors naming URL and key."""
+    async def _send(
+        self,
+        op: str,
+        key: str,
+        method: str,
+        url: URL,
+        headers: Mapping[str, str],
+        allocate: Allocator | None = None,
+    ) -> _Reply:
+        """One request; transport failures become azarr errors naming URL and key.
+        ``allocate``: where a 200 response's body goes (:func:`read_body`)."""
         import aiohttp
 
         session = await self.session()
@@ -260,8 +298,13 @@ class HTTPStore(Store):
                         # Read even error bodies (small): an unread body closes the connection
                         # instead of returning it to the keep-alive pool, and missing chunks
                         # (404) are routine in Zarr.
-                        body = await resp.read()
-                        return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url)
+                        received = None
+                        if allocate is not None and resp.status == 200:
+                            got = await read_body(resp, allocate)
+                            body, received = (b"", got) if isinstance(got, memoryview) else (got, None)
+                        else:
+                            body = await resp.read()
+                        return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url, received)
                     target = self._redirect_target(url, location, op, key)
                 try:
                     cross = await self._redirects.check(url, target, hops=hops)
@@ -322,19 +365,34 @@ class HTTPStore(Store):
             return b""
         if reply.status not in (200, 206):
             raise self._status_error(reply, "get", key)
+        if byte_range is None:
+            return self._whole_value(url, reply, key)
         if self._is_directory(url, reply):
             return None
-        if byte_range is None:
-            if reply.status == 206:
-                raise StoreError(
-                    f"get {key!r} in {self.url}: the server answered 206 Partial Content to a request "
-                    "without Range"
-                )
-            return reply.body
         if reply.status == 200:
             # The server ignores Range (e.g. python -m http.server): slice locally.
             return byte_range.apply(reply.body)
         self._check_content_range(reply, byte_range, key)
+        return reply.body
+
+    async def _get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
+        url = self._key_url(key)
+        reply = await self._send("get", key, "GET", url, {}, allocate)
+        if reply.status == 404:
+            return None
+        if reply.status not in (200, 206):
+            raise self._status_error(reply, "get", key)
+        value = self._whole_value(url, reply, key)
+        return value if value is None or reply.received is None else reply.received
+
+    def _whole_value(self, requested: URL, reply: _Reply, key: str) -> bytes | None:
+        """The body of a 200/206 answer to a GET without Range: None for a directory."""
+        if self._is_directory(requested, reply):
+            return None
+        if reply.status == 206:
+            raise StoreError(
+                f"get {key!r} in {self.url}: the server answered 206 Partial Content to a request without Range"
+            )
         return reply.body
 
     def _check_content_range(self, reply: _Reply, byte_range: ByteRange, key: str) -> None:

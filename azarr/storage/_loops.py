@@ -132,6 +132,13 @@ class PerLoop(Generic[T]):
         resource: T = state.fs
         return resource, created
 
+    def peek(self) -> T | None:
+        """The running loop's resource if it has one (none is made)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            state = self.states.get(loop)
+        return None if state is None or self._pid != os.getpid() else state.fs
+
     async def close(self) -> None:
         """Close the running loop's resource (a later :meth:`get` makes a new one).
 
@@ -150,9 +157,11 @@ class PerLoop(Generic[T]):
             await self._close(state.fs)
 
     def open_count(self) -> int:
-        """Resources currently held (one per event loop that used the owner)."""
+        """Resources currently held (one per running or not yet closed event loop that used the owner)."""
         with self._lock:
-            return sum(1 for state in self.states.values() if not state.abandoned)
+            return sum(
+                1 for loop, state in self.states.items() if not state.abandoned and not loop.is_closed()
+            )
 
     def _pop_closed_loops(self) -> list[_LoopState]:
         # Caller holds self._lock.

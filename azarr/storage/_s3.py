@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 import botocore.handlers
@@ -106,7 +106,9 @@ class S3Store(FsspecStore):
     SeaweedFS keeps reporting "folders" whose objects were all deleted.
 
     With ``transport="aiohttp"`` the connection pool holds ``max_pool_connections``
-    connections per event loop (s3fs's pool for listings is separate), ``PUT``
+    connections per event loop, shared by every ``S3Store`` with the same endpoint
+    settings and kept ``connection_linger`` seconds after the last of them closed
+    (see :class:`S3Transport`; s3fs's pool for listings is separate), ``PUT``
     bodies are sent as ``UNSIGNED-PAYLOAD`` (see :class:`S3Transport` for signing
     them), and aiohttp's silent re-send after a dropped connection is off, so every
     attempt the scheduler counts is exactly one request.
@@ -240,7 +242,9 @@ class S3Store(FsspecStore):
         return fs
 
     async def close(self) -> None:
-        """Close the running loop's connections (s3fs and the aiohttp transport); the store stays usable."""
+        """Close the running loop's s3fs session and release the aiohttp transport's pooled
+        connections (closed ``connection_linger`` seconds later unless another store with the
+        same settings uses them); the store stays usable."""
         await super().close()
         if self._transport is not None:
             await self._transport.close()
@@ -252,6 +256,11 @@ class S3Store(FsspecStore):
         if byte_range is None:
             return await self._transport.get(key)
         return await self._transport.get(key, byte_range.start, byte_range.end)
+
+    async def _get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+        if self._transport is None:
+            return await super()._get_into(key, allocate)
+        return await self._transport.get_into(key, allocate)
 
     async def _set(self, key: str, value: bytes) -> None:
         if self._transport is None:

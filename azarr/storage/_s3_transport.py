@@ -39,7 +39,14 @@ from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import unescape
 
 from azarr.errors import PermissionDeniedError, StoreError
-from azarr.storage._aiohttp import AiohttpSessions, ConnectionDropped, new_session, unwrap_dropped
+from azarr.storage._aiohttp import (
+    Allocator,
+    ConnectionDropped,
+    SharedSessions,
+    new_session,
+    read_body,
+    unwrap_dropped,
+)
 from azarr.storage._errors import translate_error
 
 if TYPE_CHECKING:
@@ -298,11 +305,36 @@ class _Resolved:
     aws: bool  # the endpoint is AWS's own (derived from the region)
 
 
+@dataclass(frozen=True)
+class _SessionSettings:
+    """The connection settings of an S3 session (hashable: the key transports share it by)."""
+
+    limit: int
+    connect_timeout: float | None
+    read_timeout: float | None
+    tls: bool | str  # False: no verification; True: default trust; str: a CA bundle path
+
+    def new_session(self) -> aiohttp.ClientSession:
+        tls = self.tls
+        return new_session(
+            limit=self.limit,
+            keepalive_timeout=_KEEPALIVE_TIMEOUT,
+            ssl=ssl.create_default_context(cafile=tls) if isinstance(tls, str) else tls,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            # Stored bytes, as botocore returns them: S3 never compresses on the fly,
+            # and an object stored with Content-Encoding must not be decoded here.
+            auto_decompress=False,
+            skip_auto_headers=("Accept-Encoding", "Content-Type"),
+        )
+
+
 class _Reply(NamedTuple):
     status: int
     headers: CIMultiDictProxy[str]
     body: bytes
     request: str  # "METHOD url", for messages
+    received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
 
 
 def _option(options: Mapping[str, Any], name: str) -> Any:
@@ -402,8 +434,12 @@ class S3Transport:
       :class:`~azarr.errors.StoreError`. Missing keys are ``None``.
     * **Connections.** One :class:`aiohttp.ClientSession` with a
       ``TCPConnector(limit=max_pool_connections)`` per event loop, created on first
-      use in that loop and closed by :meth:`close` or when the loop shuts down
-      (``asyncio.run``), like :class:`~azarr.storage.FsspecStore`. Responses are
+      use in that loop and shared by every transport with the same connection
+      settings (pool size, timeouts, TLS verification; any bucket or prefix), as
+      s3fs's cached filesystem instances share one client. :meth:`close` releases
+      it; it closes ``connection_linger`` seconds after the last transport released
+      it (:mod:`azarr.config`, default 15; a new store in the meantime reuses the
+      warm connections), or when the loop shuts down (``asyncio.run``). Responses are
       returned as stored (no ``Accept-Encoding``, no automatic decompression), like
       botocore. Pickling keeps only the configuration.
     """
@@ -455,7 +491,7 @@ class S3Transport:
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._sessions = AiohttpSessions(self._new_session)
+        self._sessions: SharedSessions | None = None  # chosen on first use (needs the endpoint's scheme)
         self._resolve_lock = threading.Lock()
         self._resolved: _Resolved | None = None
         self._keys = _SigningKeys()
@@ -627,44 +663,42 @@ class S3Transport:
             return updated
 
     # ------------------------------------------------------------------ sessions
-    def _ssl(self) -> ssl.SSLContext | bool:
+    def _session_settings(self, resolved: _Resolved) -> _SessionSettings:
+        """Everything the aiohttp session depends on: transports with equal settings share one."""
         verify = self._verify
         if verify is False:
-            return False
-        resolved = self._resolved
-        if resolved is not None and resolved.origin.startswith("http://"):
+            tls: bool | str = False
+        elif resolved.origin.startswith("http://"):
             # Plain HTTP (a local or private endpoint): no TLS, so no CA bundle to load
             # (building a context from one costs ~20 ms, on the first request's path).
-            return True
-        cafile = verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE")
-        if cafile:
-            return ssl.create_default_context(cafile=cafile)
-        return True
-
-    def _new_session(self) -> aiohttp.ClientSession:
-        return new_session(
-            limit=self.max_pool_connections,
-            keepalive_timeout=_KEEPALIVE_TIMEOUT,
-            ssl=self._ssl(),
-            connect_timeout=self.connect_timeout,
-            read_timeout=self.read_timeout,
-            # Stored bytes, as botocore returns them: S3 never compresses on the fly,
-            # and an object stored with Content-Encoding must not be decoded here.
-            auto_decompress=False,
-            skip_auto_headers=("Accept-Encoding", "Content-Type"),
-        )
+            tls = True
+        else:
+            cafile = verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE")
+            tls = cafile or True
+        return _SessionSettings(self.max_pool_connections, self.connect_timeout, self.read_timeout, tls)
 
     async def session(self) -> aiohttp.ClientSession:
-        """The aiohttp session serving the running event loop (created on first use)."""
-        return await self._sessions.get()
+        """The aiohttp session serving the running event loop (created on first use).
+
+        Shared with every transport of equal settings (:class:`SharedSessions`):
+        connections outlive the store that opened them.
+        """
+        sessions = self._sessions
+        if sessions is None:
+            settings = self._session_settings(await self._environment())
+            sessions = self._sessions = SharedSessions.for_settings(settings, settings.new_session)
+        return await sessions.get(self)
 
     async def close(self) -> None:
-        """Close the running loop's connections; the transport stays usable (a new pool is made)."""
-        await self._sessions.close()
+        """Release the running loop's connections: they close once no other transport with
+        the same settings uses them, after ``connection_linger`` seconds (:mod:`azarr.config`).
+        The transport stays usable."""
+        if self._sessions is not None:
+            await self._sessions.release(self)
 
     def open_sessions(self) -> int:
-        """Sessions currently held (one per event loop that used the transport)."""
-        return self._sessions.open_count()
+        """Sessions currently open for this transport's settings (one per event loop)."""
+        return 0 if self._sessions is None else self._sessions.open_count()
 
     # ------------------------------------------------------------------ requests
     async def _payload_hash(self, data: bytes | memoryview | None) -> str:
@@ -714,10 +748,12 @@ class S3Transport:
         method: str,
         headers: dict[str, str],
         data: bytes | memoryview | None = None,
+        allocate: Allocator | None = None,
     ) -> _Reply:
         """Send one request for ``key``; transport failures become azarr errors.
 
         Follows one region redirect (``x-amz-bucket-region``), re-signing for it.
+        ``allocate``: where a 200 response's body goes (:func:`read_body`).
         """
         import aiohttp
         from yarl import URL
@@ -740,7 +776,12 @@ class S3Transport:
                 ) as resp:
                     # Read error bodies too (small): an unread body closes the connection
                     # instead of returning it to the pool, and 404s are routine in Zarr.
-                    reply = _Reply(resp.status, resp.headers, await resp.read(), f"{method} {url}")
+                    if allocate is not None and resp.status == 200:
+                        got = await read_body(resp, allocate)
+                        body, received = (b"", got) if isinstance(got, memoryview) else (got, None)
+                    else:
+                        body, received = await resp.read(), None
+                    reply = _Reply(resp.status, resp.headers, body, f"{method} {url}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
                 cause = unwrap_dropped(exc)
@@ -824,6 +865,18 @@ class S3Transport:
         if status == 404 and _error_code(reply) != "NoSuchBucket":
             return None
         raise self._error(reply, "get", key, code="412" if status == 412 else None)
+
+    async def get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
+        """The whole object at ``key``, its body received into ``allocate(size)``; None if missing.
+
+        Raises as :meth:`get` does.
+        """
+        reply = await self._request("get", key, "GET", {}, allocate=allocate)
+        if reply.status == 200:
+            return reply.body if reply.received is None else reply.received
+        if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
+            return None
+        raise self._error(reply, "get", key)
 
     async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
         """The whole object at ``key`` and its ``ETag`` (its generation); ``(None, None)`` if missing."""

@@ -159,6 +159,23 @@ class StoreTests:
     async def test_get_missing(self, store: Store) -> None:
         await check_missing_key(store)
 
+    @pytest.mark.parametrize("value", [VALUE, b"", bytes(range(256)) * 300], ids=["small", "empty", "76800b"])
+    async def test_get_into(self, store: Store, value: bytes) -> None:
+        """``get_into`` returns what ``get`` does: in the allocated buffer, or as bytes."""
+        await store.set("k", value)
+        sizes: list[int] = []
+
+        def allocate(nbytes: int) -> memoryview:
+            sizes.append(nbytes)
+            return memoryview(bytearray(nbytes))
+
+        got = await store.get_into("k", allocate)
+        assert got is not None and bytes(got) == value
+        assert sizes in ([], [len(value)])
+        assert await store.get_into("missing", allocate) is None
+        with pytest.raises(InvalidKeyError):
+            await store.get_into("../k", allocate)
+
     async def test_overwrite(self, store: Store) -> None:
         await store.set("k", b"first value, longer")
         await store.set("k", b"second")
