@@ -22,6 +22,9 @@ kvstore, and ``azarr-baseline`` (``$AZARR_BASELINE/azarr``) for before/after. Te
 ``file`` kvstore fsyncs each chunk and its directory by default (the others write a temporary
 file and rename it without fsync); ``--ts-no-fsync`` sets its ``file_io_sync`` context
 resource to false so the writes compare like for like. The default keeps TensorStore's default.
+``--sync`` runs ``sync`` before each timed write: without it a write can be throttled by the
+previous worker's dirty pages still going to disk (which implementation follows which then
+matters).
 
 Each row reports wall seconds (median over ``--rounds``, implementations interleaved within a
 round), throughput, and the worker's CPU seconds (user + system over all its threads,
@@ -361,6 +364,7 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
         f"(20, 20)-chunk case; median of {meta['rounds']} round(s), implementations interleaved. "
         f"Page cache {'dropped before every read' if meta['dropped'] else 'NOT dropped (files written fresh and read once: warm reads)'}. "
         f"TensorStore fsync: {'off (--ts-no-fsync)' if meta['ts_no_fsync'] else 'on (its default; fsync is nearly free on this VM)'}.",
+        *(["`sync` before every write (--sync)."] if meta.get("sync") else []),
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}. "
         f"Load average (1 min) before / after: {meta['load'][0]:.1f} / {meta['load'][1]:.1f}. Versions: {versions}.",
         "Cells: wall seconds (client CPU seconds, user + system, all threads). Ratio = peer wall / azarr "
@@ -395,6 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", default="zarr218,zarr3,tensorstore", help="comma-separated peers")
     parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before reads (root)")
     parser.add_argument("--ts-no-fsync", action="store_true", help="TensorStore file_io_sync=false")
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="os.sync() before each write, so dirty pages of the previous worker do not throttle it",
+    )
     parser.add_argument("--workdir", type=Path, default=WORKDIR, help="directory for the arrays")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results stem (.md and .json)")
     parser.add_argument("--note", default="", help="a line put under the title")
@@ -428,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
+                if args.sync:
+                    os.sync()
                 w = run_one(impl, "write", case, args.mib, path, opts)
                 if args.drop_caches:
                     dropped = drop_caches() and dropped
@@ -450,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         "ts_no_fsync": args.ts_no_fsync,
         "load": (load_before, os.getloadavg()[0]),
         "note": args.note,
+        "sync": args.sync,
         "versions": {i: results[cases[0]]["write"][i]["version"] for i in impls},
     }
     text = markdown(results, meta)

@@ -1061,13 +1061,15 @@ async def test_cancelled_write_stops_storing_chunks_once_cancelled(batched: bool
 
     store = MemoryStore() if batched else RecordingStore(MemoryStore())
     arr = await azarr.zeros((400, 10), chunks=(1, 10), store=store)  # 400 chunks
-    update = arr._pipeline._update_chunk
+    # The merge step both paths share (the async path's _update_chunk and the batched
+    # jobs call it before encoding).
+    update = arr._pipeline._updated_chunk
 
-    def slow_update(*args: Any) -> bytes | None:
+    def slow_update(*args: Any) -> np.ndarray[Any, Any] | None:
         time.sleep(0.001)  # in the codec thread
         return update(*args)
 
-    arr._pipeline._update_chunk = slow_update  # type: ignore[method-assign]
+    arr._pipeline._updated_chunk = slow_update  # type: ignore[method-assign]
     stats = stats_for(store)
     stats.reset()
     task = asyncio.ensure_future(arr.set_basic_selection(..., 1.0))

@@ -346,6 +346,22 @@ class ChunkCodec:
             )
         if out is not None:
             self._check_out(out)
+        elif not writable and self._blosc_direct and type(data) is bytes:
+            # The scatter-only read of a plain Blosc chunk (every small chunk of a read): the
+            # frame and size checks below in one look at the header, then the C call. Any
+            # frame that fails them takes the general path, which says what is wrong.
+            size = len(data)
+            if (
+                size >= 16
+                and int.from_bytes(data[12:16], "little") <= size
+                and int.from_bytes(data[4:8], "little") == self.nbytes
+            ):
+                try:
+                    raw = blosc_decompress(data)
+                except Exception:
+                    pass  # the general path decodes it again and raises with the stage named
+                else:
+                    return np.frombuffer(raw, dtype=self.dtype).reshape(self.chunks, order=self.order)
         if self._plain and type(data) in (bytes, memoryview) and len(data) == self.nbytes:
             plain = np.frombuffer(data, dtype=self.dtype).reshape(self.chunks, order=self.order)
             if out is not None:
@@ -552,6 +568,43 @@ class ChunkCodec:
                 f"cannot encode chunk {key!r}: {stage} failed: {type(exc).__name__}: {exc}"
             ) from exc
 
+    def encode_buffer(self, chunk: NDArray, *, key: str) -> bytes | memoryview:
+        """:meth:`encode`, but a chunk stored as its own memory comes back as a view of it.
+
+        With no compressor and no filters the stored value *is* the chunk's memory in
+        ``order``. When ``chunk`` is laid out so, this returns a 1-D ``memoryview`` of its
+        bytes instead of a copy. When only its rows are (a chunk-shaped region of a wider
+        array: ``values[0:256, 0:1024]`` of an ``(n, 8192)`` array, C order), it returns a
+        2-D strided ``memoryview`` of bytes, one row of the chunk (the last axis, or the
+        first for ``order="F"``) per row of the view, whose C-order bytes are the value:
+        a file store writes the rows with one ``writev`` and no copy. zarr-python 2 copies
+        such a region to a contiguous chunk first (``Array._process_for_setitem``).
+        Everything else is :meth:`encode`'s ``bytes``.
+
+        The view aliases ``chunk``: store it (``Store.set_blocking``, which copies it for
+        stores that keep values) before anything changes ``chunk``. Its size in bytes is
+        ``.nbytes`` (``len`` of a 2-D view counts rows).
+
+        Raises
+        ------
+        CodecError, ValueError
+            As :meth:`encode`.
+        """
+        if self._plain:
+            arr = np.asarray(chunk)
+            if arr.shape == self.chunks and arr.dtype == self.dtype:
+                # The C-order traversal of ``c_order`` is the stored byte order.
+                c_order = arr if self.order == "C" else arr.T
+                if c_order.flags.c_contiguous:
+                    # A 1-D byte view (for any dtype, unlike memoryview.cast).
+                    return c_order.reshape(-1).view(np.uint8).data
+                if self.nbytes >= _ROWS_MIN_CHUNK_BYTES:
+                    rows = _byte_rows(c_order)
+                    if rows is not None:
+                        return rows.data
+                return c_order.tobytes()  # what encode() returns, without checking again
+        return self.encode(chunk, key=key)
+
     # ------------------------------------------------------------- fill value
 
     def fill_chunk(self, fill_value: Any = None) -> NDArray:
@@ -680,6 +733,31 @@ def _byte_view(data: Any) -> memoryview:
     if view.ndim != 1 or view.format not in ("B", "b", "c"):
         view = view.cast("B")
     return view
+
+
+#: Chunks (bytes) from which :meth:`ChunkCodec.encode_buffer` returns a view of a chunk's
+#: rows rather than a contiguous copy: below it the copy is cheaper than building the view.
+_ROWS_MIN_CHUNK_BYTES = 64 << 10
+#: Rows of fewer bytes are copied: a ``writev`` of many tiny pieces costs more than the copy.
+_ROWS_MIN_ROW_BYTES = 1 << 10
+
+
+def _byte_rows(arr: NDArray) -> NDArray | None:
+    """``arr`` as a 2-D ``uint8`` view, one contiguous row of bytes per row (its last axis),
+    or None when its rows are not contiguous or its outer axes do not merge without a copy."""
+    if arr.ndim < 2 or arr.strides[-1] != arr.itemsize or arr.dtype.hasobject:
+        return None
+    if arr.shape[-1] * arr.itemsize < _ROWS_MIN_ROW_BYTES:
+        return None
+    outer = arr.shape[:-1]
+    # The outer axes merge into one when each steps over whole runs of the next.
+    for i in range(len(outer) - 1):
+        if arr.strides[i] != arr.strides[i + 1] * arr.shape[i + 1]:
+            return None
+    width = arr.shape[-1] * arr.itemsize
+    return np.lib.stride_tricks.as_strided(
+        arr.view(np.uint8), shape=(math.prod(outer), width), strides=(arr.strides[-2], 1), writeable=False
+    )
 
 
 def _to_bytes(data: Any) -> bytes:

@@ -167,7 +167,11 @@ def _read_job(
     stop: StopFlag,
 ) -> int:
     """Read, decode and scatter each chunk of ``job`` (a codec thread); the bytes read."""
-    get, chunk_key, decode = pipeline.io.get_blocking, pipeline.chunk_key, pipeline._decode_into
+    get, chunk_key = pipeline.io.get_blocking, pipeline.chunk_key
+    decode_into, decode = pipeline._decode_into, pipeline.codec.decode
+    # No chunk-shaped region of ``out`` is contiguous, no fields: every chunk is decoded and
+    # its selection copied out, with no per-chunk checks (``_decode_into``'s last step, inline).
+    scatter = not direct and fields is None
     nbytes = 0
     for projection in job:
         if stop.stopped:
@@ -176,9 +180,12 @@ def _read_job(
         data = get(key)
         if data is None:
             out[projection.out_selection] = fill
+            continue
+        if scatter:
+            out[projection.out_selection] = decode(data, key=key, writable=False)[projection.chunk_selection]
         else:
-            decode(data, key, out, projection, fields, direct)
-            nbytes += len(data)
+            decode_into(data, key, out, projection, fields, direct)
+        nbytes += len(data)
     return nbytes
 
 
@@ -241,8 +248,16 @@ def _write_job(
     fields: Fields,
     stop: StopFlag,
 ) -> int:
-    """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread); the bytes stored."""
-    io, chunk_key, update = pipeline.io, pipeline.chunk_key, pipeline._update_chunk
+    """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread); the bytes stored.
+
+    Chunks stored as their own memory go to the store as a view of it, not a copy
+    (:meth:`ChunkCodec.encode_buffer`): ``set_blocking`` writes it out, or copies it for
+    a store that keeps values, before the next chunk, and the call keeps ``values``
+    unchanged until its jobs have finished (:func:`_run_job` waits for them).
+    """
+    io, chunk_key, updated, codec = pipeline.io, pipeline.chunk_key, pipeline._updated_chunk, pipeline.codec
+    # Only chunks with no compressor and no filters can be views; the others skip the indirection.
+    encode = codec.encode_buffer if codec.compressor is None and not codec.filters else codec.encode
     nbytes = 0
     for projection in job:
         if stop.stopped:
@@ -250,10 +265,11 @@ def _write_job(
         key = chunk_key(projection.chunk_coords)
         complete = projection.is_complete_chunk and fields is None
         data = None if complete else io.get_blocking(key)
-        encoded = update(data, key, projection, values, fields)
-        if encoded is None:
+        chunk = updated(data, key, projection, values, fields)
+        if chunk is None:
             io.delete_blocking(key)
         else:
+            encoded = encode(chunk, key=key)
             io.set_blocking(key, encoded)
-            nbytes += len(encoded)
+            nbytes += encoded.nbytes if type(encoded) is memoryview else len(encoded)
     return nbytes

@@ -547,6 +547,19 @@ class ChunkPipeline:
         Returns None when the chunk should be deleted (all fill_value with
         ``write_empty_chunks=False``).
         """
+        chunk = self._updated_chunk(data, key, projection, values, fields)
+        return None if chunk is None else self.codec.encode(chunk, key=key)
+
+    def _updated_chunk(
+        self,
+        data: bytes | None,
+        key: str,
+        projection: ChunkProjection,
+        values: np.ndarray[Any, Any],
+        fields: Fields,
+    ) -> np.ndarray[Any, Any] | None:
+        """The chunk with new values merged in, not yet encoded (None: delete it, as
+        :meth:`_update_chunk`). Whole chunks are views of ``values``, not copies."""
         codec = self.codec
         # When the values hold the whole chunk it is encoded from them, with no merge copy.
         chunk = self._whole_chunk_of(values, projection) if data is None and fields is None else None
@@ -555,7 +568,7 @@ class ChunkPipeline:
             self._merge(chunk, projection, values, fields)
         if not self.write_empty_chunks and codec.is_fill_chunk(chunk, self.fill_value):
             return None
-        return codec.encode(chunk, key=key)
+        return chunk
 
     def _whole_chunk_of(
         self, values: np.ndarray[Any, Any], projection: ChunkProjection

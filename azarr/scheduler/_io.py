@@ -418,9 +418,12 @@ class StoreIO:
         value: bytes | None = self._timed_blocking(self.store.get_blocking, key)
         return value
 
-    def set_blocking(self, key: str, value: bytes) -> None:
-        """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot)."""
-        self._timed_blocking(self.store.set_blocking, key, value, written=len(value))
+    def set_blocking(self, key: str, value: bytes | memoryview) -> None:
+        """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot).
+
+        ``value`` as :meth:`Store.set_blocking` (a memoryview of any shape: its ``nbytes`` are counted)."""
+        written = value.nbytes if type(value) is memoryview else len(value)
+        self._timed_blocking(self.store.set_blocking, key, value, written=written)
 
     def delete_blocking(self, key: str) -> None:
         """:meth:`delete` from a worker thread (timed and counted; not retried, no budget slot)."""

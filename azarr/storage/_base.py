@@ -170,6 +170,13 @@ class Store(ABC):
     #: A subclass overriding ``_get``/``_set``/``_delete`` loses it unless it
     #: declares it again (its blocking twins would bypass the override).
     supports_blocking_io: bool = False
+    #: True when ``_set_blocking`` is done with ``value`` when it returns (it writes the
+    #: bytes somewhere, as a file store does, and keeps no reference): :meth:`set_blocking`
+    #: then passes a caller's ``memoryview`` through with no copy. Otherwise (a memory
+    #: store keeps the object) the value is copied to ``bytes`` first, so a later change
+    #: to the caller's buffer never changes what was stored. A subclass overriding
+    #: ``_set_blocking`` loses it unless it declares it again.
+    _set_blocking_takes_buffers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -180,6 +187,8 @@ class Store(ABC):
             name in cls.__dict__ for name in ("_get", "_set", "_delete")
         ):
             cls.supports_blocking_io = False
+        if "_set_blocking_takes_buffers" not in cls.__dict__ and "_set_blocking" in cls.__dict__:
+            cls._set_blocking_takes_buffers = False
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -511,8 +520,19 @@ class Store(ABC):
         validate_key(key)
         return self._get_blocking(key)
 
-    def set_blocking(self, key: str, value: bytes) -> None:
+    def set_blocking(self, key: str, value: bytes | memoryview) -> None:
         """:meth:`set` (unconditional) without the event loop, for a worker thread.
+
+        Parameters
+        ----------
+        key : str
+            Store key (validated).
+        value : bytes or memoryview
+            The new value. A ``memoryview`` (of a chunk's own memory, say; any
+            shape and strides: its bytes in C order are the value) is written
+            without a copy where the store allows it (local files) and copied to
+            ``bytes`` where the store would keep it (memory): either way,
+            changing the buffer after this returns changes nothing stored.
 
         Raises
         ------
@@ -522,6 +542,8 @@ class Store(ABC):
             As :meth:`set`.
         """
         self._check_blocking_write(key)
+        if type(value) is not bytes and not self._set_blocking_takes_buffers:
+            value = bytes(value)
         self._set_blocking(key, value)
 
     def delete_blocking(self, key: str) -> None:
@@ -549,7 +571,7 @@ class Store(ABC):
     def _get_blocking(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         raise NotImplementedError
 
-    def _set_blocking(self, key: str, value: bytes) -> None:
+    def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
         raise NotImplementedError
 
     def _delete_blocking(self, key: str) -> None:

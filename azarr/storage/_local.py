@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import itertools
 import os
 import re
+import secrets
 import shutil
 import sys
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+
+import numpy as np
 
 from azarr.errors import PermissionDeniedError, PreconditionFailedError, StoreError
 from azarr.storage._base import ByteRange, Generation, Store
@@ -25,12 +29,41 @@ _TMP_MARK = ".azarr-tmp-"
 _TMP_RE = re.compile(r"^\..*\.azarr-tmp-[0-9a-f]{32}$", re.DOTALL)
 # Leave room for the marker within the usual 255-byte NAME_MAX.
 _TMP_NAME_KEEP = 180
+# Names of at most this many characters fit _TMP_NAME_KEEP bytes whatever their UTF-8 (<= 4 bytes each).
+_TMP_NAME_SHORT = _TMP_NAME_KEEP // 4
 # set() retries when a concurrent delete() pruned the directory it had just created.
 _MKDIR_RETRIES = 8
 
 
 def _is_tmp(name: str) -> bool:
     return _TMP_MARK in name and _TMP_RE.match(name) is not None
+
+
+class _TmpTokens:
+    """The 32 hex digits that make temporary names unique: 8 random per process, 24 of a counter.
+
+    ``uuid.uuid4()`` cost a ``getrandom`` call per chunk written; a counter is free. The random
+    part is drawn again in a forked child, so parent and child do not count through the same
+    names. Uniqueness is a convenience, not the safety: the file is created with ``O_EXCL``
+    and a name already taken is skipped (:meth:`LocalStore._open_tmp`).
+    """
+
+    def __init__(self) -> None:
+        self._reseed()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        self._prefix = secrets.token_hex(4)
+        self._count = itertools.count()  # next() on it is atomic under the GIL
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._count) & ((1 << 96) - 1):024x}"
+
+
+_tmp_tokens = _TmpTokens()
+#: Attempts at a fresh temporary name when one is taken (another process's counter met ours).
+_TMP_NAME_RETRIES = 16
 
 
 try:
@@ -64,7 +97,7 @@ class _FileGeneration:
 
 
 @contextlib.contextmanager
-def _directory_lock(directory: Path) -> Any:
+def _directory_lock(directory: str | Path) -> Any:
     """An exclusive ``flock`` on ``directory`` itself: conditional replaces of its files
     check and rename under it, across threads and processes (no lock files to leave behind)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -115,6 +148,8 @@ class LocalStore(Store):
     #: Conditional writes need POSIX advisory locks (fcntl.flock).
     supports_conditional_writes = fcntl is not None
     supports_blocking_io = True
+    # _set_blocking writes a buffer to its file and keeps no reference to it.
+    _set_blocking_takes_buffers = True
 
     def __init__(
         self,
@@ -135,7 +170,8 @@ class LocalStore(Store):
         self.auto_mkdir = auto_mkdir
         self.confine_writes = confine_writes
         self.confine_reads = confine_reads
-        self._confined_dirs: set[Path] = set()
+        # Directories (as strings) found inside the root by _confine; see there.
+        self._confined_dirs: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -191,7 +227,7 @@ class LocalStore(Store):
         a concurrent local attacker; for the same reason a ``directory`` (the parent
         of a written or deleted key) found inside the root once is not checked again.
         """
-        if directory and path in self._confined_dirs:
+        if directory and os.fspath(path) in self._confined_dirs:
             return
         real_root = os.path.realpath(self.root)
         probe = path
@@ -208,7 +244,7 @@ class LocalStore(Store):
             # realpath walk (~37 µs a chunk, a third of a small chunk's write). Bounded.
             if len(self._confined_dirs) >= _CONFINED_DIRS_MAX:
                 self._confined_dirs.clear()
-            self._confined_dirs.add(path)
+            self._confined_dirs.add(os.fspath(path))
 
     def _error(self, exc: OSError, op: str, key: str) -> StoreError:
         where = f"{op} {key!r} in {self.url}"
@@ -243,24 +279,23 @@ class LocalStore(Store):
             # Missing file, a "directory" key, or a parent that is a file: no value here.
             return None
 
-    def _write(self, path: Path, value: bytes, commit: Callable[[Path, Path], None] | None = None) -> None:
-        parent = path.parent
-        # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
-        stem = path.name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
-        tmp = parent / f".{stem}{_TMP_MARK}{uuid.uuid4().hex}"
-        for attempt in range(_MKDIR_RETRIES):
-            if self.auto_mkdir:
-                parent.mkdir(parents=True, exist_ok=True)
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                break
-            except FileNotFoundError:
-                # A concurrent delete pruned the freshly made directory: make it again.
-                if not self.auto_mkdir or attempt == _MKDIR_RETRIES - 1:
-                    raise
+    def _write(
+        self, path: str, value: bytes | memoryview, commit: Callable[[str, str], None] | None = None
+    ) -> None:
+        """Write ``value`` to a new temporary file beside ``path``, then put it in place.
+
+        ``commit(tmp, path)`` puts it in place (default ``os.replace``). On any error the
+        temporary file is removed and ``path`` keeps its old value. ``value`` is written
+        from its own memory (``os.write``, no copy), so it must not change until this returns.
+        No ``fsync``, as in zarr-python 2's ``DirectoryStore``.
+        """
+        parent, _, name = path.rpartition(os.sep)
+        fd, tmp = self._open_tmp(parent, name)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(value)
+            try:
+                _write_all(fd, value)
+            finally:
+                os.close(fd)
             if commit is None:
                 os.replace(tmp, path)
             else:
@@ -269,6 +304,34 @@ class LocalStore(Store):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+    def _open_tmp(self, parent: str, name: str) -> tuple[int, str]:
+        """A new temporary file in ``parent`` for the key file ``name``: its descriptor and path.
+
+        The directory is made only when the create fails for want of it (one ``open`` a chunk
+        where there were a ``mkdir`` and a ``stat`` before), and again if a concurrent
+        ``delete()`` pruned it in between.
+        """
+        # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
+        stem = (
+            name if len(name) <= _TMP_NAME_SHORT else name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
+        )
+        head = f"{parent}{os.sep}.{stem}{_TMP_MARK}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        mkdirs = taken = 0
+        while True:
+            tmp = head + _tmp_tokens.next()
+            try:
+                return os.open(tmp, flags, 0o666), tmp
+            except FileNotFoundError:
+                if not self.auto_mkdir or mkdirs == _MKDIR_RETRIES:
+                    raise
+                mkdirs += 1
+                os.makedirs(parent, exist_ok=True)
+            except FileExistsError:
+                if taken == _TMP_NAME_RETRIES:
+                    raise
+                taken += 1
 
     # ------------------------------------------------------------------ conditional bodies
     @staticmethod
@@ -290,11 +353,11 @@ class LocalStore(Store):
     def _conflict(self, key: str, wanted: str) -> PreconditionFailedError:
         return PreconditionFailedError(f"{key!r} in {self.url} is not {wanted}: another writer changed it")
 
-    def _commit_if(self, key: str, generation: Generation | None) -> Callable[[Path, Path], None]:
+    def _commit_if(self, key: str, generation: Generation | None) -> Callable[[str, str], None]:
         """How a conditional write puts its temporary file in place."""
         if generation is None:
 
-            def create(tmp: Path, path: Path) -> None:
+            def create(tmp: str, path: str) -> None:
                 # link() fails atomically if the name exists: O_EXCL for a finished file.
                 try:
                     os.link(tmp, path)
@@ -306,8 +369,8 @@ class LocalStore(Store):
 
             return create
 
-        def replace(tmp: Path, path: Path) -> None:
-            with _directory_lock(path.parent):
+        def replace(tmp: str, path: str) -> None:
+            with _directory_lock(os.path.dirname(path)):
                 try:
                     current = os.stat(path)
                 except FileNotFoundError:
@@ -428,15 +491,23 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._error(exc, "get", key) from exc
 
-    def _set_blocking(self, key: str, value: bytes) -> None:
-        path = self._path(key)
+    def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
         try:
+            path = self._file_path(key)
             if self.confine_writes:
                 # The parent: os.replace() swaps a symlink at the key itself, never its target.
-                self._confine(path.parent, "set", key, directory=True)
+                parent = os.path.dirname(path)
+                if parent not in self._confined_dirs:
+                    self._confine(Path(parent), "set", key, directory=True)
             self._write(path, value)
         except OSError as exc:
             raise self._error(exc, "set", key) from exc
+
+    def _file_path(self, key: str) -> str:
+        """:meth:`_path` as a string, without pathlib where key -> path is this class's."""
+        if self._prefix is None:
+            return os.fspath(self._path(key))
+        return self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
 
     def _delete_blocking(self, key: str) -> None:
         path = self._path(key)
@@ -476,7 +547,7 @@ class LocalStore(Store):
         def write() -> None:
             if self.confine_writes:
                 self._confine(path.parent, "set", key)
-            self._write(path, value, commit)
+            self._write(os.fspath(path), value, commit)
 
         await self._run("set", key, write)
 
@@ -547,6 +618,57 @@ def _read_whole(path: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, value: bytes | memoryview) -> None:
+    """``os.write`` all of ``value``, any bytes-like object, to ``fd`` in C order.
+
+    A contiguous value goes in one call with no intermediate copy (a file object would
+    copy values smaller than its buffer and add an ``ioctl`` and an ``lseek`` per file).
+    A 2-D byte view with contiguous rows (:meth:`ChunkCodec.encode_buffer` of a region
+    of a wider array) goes row by row in ``writev`` calls, still with no copy.
+    """
+    view = memoryview(value)
+    if not view.c_contiguous:
+        strides = view.strides or ()
+        if view.ndim == 2 and view.itemsize == 1 and strides[1:] == (1,) and _IOV_MAX:
+            _writev_rows(fd, np.asarray(view))
+            return
+        view = memoryview(view.tobytes())
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    _write_from(fd, view, 0)
+
+
+def _write_from(fd: int, view: memoryview, done: int) -> None:
+    """Write ``view[done:]`` (1-D bytes) to ``fd``, through short writes."""
+    total = view.nbytes
+    while done < total:
+        wrote = os.write(fd, view[done:] if done else view)
+        if wrote == 0:  # never for a regular file with room; do not spin if it happens
+            raise OSError(errno.EIO, f"write() stored nothing after {done} of {total} bytes")
+        done += wrote
+
+
+def _writev_rows(fd: int, rows: np.ndarray[Any, Any]) -> None:
+    """Write the rows of a 2-D ``uint8`` array (contiguous rows) with ``writev``, no copy."""
+    width = rows.shape[1]
+    batch = max(1, min(_IOV_MAX, len(rows)))
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        total = width * len(part)
+        wrote = os.writev(fd, list(part))
+        if wrote < total:  # a short write: the rest of this batch, copied once (rare)
+            _write_from(fd, memoryview(part.tobytes()), wrote)
+
+
+#: Buffers per ``writev`` call (POSIX IOV_MAX; Linux allows 1024).
+#: 0 where there is no ``writev`` (the rows are then copied and written at once).
+_IOV_MAX = (
+    max(16, os.sysconf("SC_IOV_MAX"))
+    if hasattr(os, "writev") and "SC_IOV_MAX" in getattr(os, "sysconf_names", {})
+    else (16 if hasattr(os, "writev") else 0)
+)
 
 
 def _rmtree_tolerant(path: str | os.PathLike[str]) -> None:

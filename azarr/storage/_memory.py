@@ -112,8 +112,10 @@ class MemoryStore(Store):
             return value
         return byte_range.apply(value)
 
-    def _set_blocking(self, key: str, value: bytes) -> None:
-        self._data[key] = value
+    def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
+        # Store.set_blocking copied any buffer to bytes already (the dict keeps the object);
+        # bytes(x) of an exact bytes object is that object.
+        self._data[key] = bytes(value)
 
     def _delete_blocking(self, key: str) -> None:
         self._data.pop(key, None)
