@@ -105,6 +105,37 @@ def test_compressor_round_trip(compressor: dict[str, Any] | None, order: Order) 
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize(
+    "compressor",
+    [{"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}, {"id": "zstd", "level": 1}],
+    ids=_cid,
+)
+def test_decode_for_copy_reuses_a_thread_buffer(compressor: dict[str, Any], order: Order) -> None:
+    """Compressed chunks of 64 KiB or more decode into one buffer per thread (no fresh memory
+    per chunk); the values are right each time, and another thread gets its own buffer."""
+    codec = ChunkCodec("<f4", (128, 256), order, compressor, None)  # 128 KiB
+    a, b = np.arange(128 * 256, dtype="<f4").reshape(128, 256), -np.ones((128, 256), "<f4")
+    first = codec.decode_for_copy(codec.encode(a, key="k"), key="k")
+    np.testing.assert_array_equal(first, a)
+    assert first.flags.c_contiguous if order == "C" else first.flags.f_contiguous
+    second = codec.decode_for_copy(codec.encode(b, key="k"), key="k")
+    assert second is first  # reused: callers copy out before their next call
+    np.testing.assert_array_equal(second, b)
+    other: list[np.ndarray] = []
+    worker = threading.Thread(
+        target=lambda: other.append(codec.decode_for_copy(codec.encode(a, key="k"), key="k"))
+    )
+    worker.start()
+    worker.join()
+    assert other[0] is not first
+    np.testing.assert_array_equal(other[0], a)
+    small = ChunkCodec("<f4", (16, 16), order, compressor, None)  # 1 KiB: malloc's free lists serve it
+    assert small.decode_for_copy(small.encode(a[:16, :16], key="k"), key="k") is not small.decode_for_copy(
+        small.encode(a[:16, :16], key="k"), key="k"
+    )
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
 def test_uncompressed_bytes_are_the_layout_in_order(order: Order) -> None:
     x = sample("<f8", shape=(3, 4, 5))
     codec = ChunkCodec("<f8", (3, 4, 5), order, None, None)

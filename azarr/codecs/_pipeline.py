@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
@@ -68,6 +69,27 @@ __all__ = ["ChunkCodec", "decode_chunk_async", "encode_chunk_async"]
 BytesLike: TypeAlias = bytes | bytearray | memoryview
 Order: TypeAlias = Literal["C", "F"]
 NDArray: TypeAlias = npt.NDArray[Any]
+
+
+# decode_for_copy's per-thread chunk buffers: big enough chunks only (small ones come from
+# malloc's free lists, no page faults), and not so big that a thread keeps much memory.
+_SCRATCH_MIN_BYTES = 64 * 1024
+_SCRATCH_MAX_BYTES = 16 * 2**20
+_scratch = threading.local()
+
+
+def _scratch_chunk(dtype: np.dtype[Any], chunks: tuple[int, ...], order: str) -> NDArray:
+    """A chunk-shaped array this thread reuses (contents undefined; two shapes kept at most)."""
+    cache: dict[Any, NDArray] | None = getattr(_scratch, "chunks", None)
+    if cache is None:
+        cache = _scratch.chunks = {}
+    key = (dtype, chunks, order)
+    buffer = cache.get(key)
+    if buffer is None:
+        if len(cache) >= 2:
+            cache.clear()
+        buffer = cache[key] = np.empty(chunks, dtype=dtype, order=order)  # type: ignore[call-overload]
+    return buffer
 
 
 class ChunkCodec:
@@ -448,6 +470,18 @@ class ChunkCodec:
         contiguous = out.flags.c_contiguous if self.order == "C" else out.flags.f_contiguous
         if not contiguous:
             raise ValueError(f"out must be {self.order}-contiguous (the chunk's order)")
+
+    def decode_for_copy(self, data: BytesLike, *, key: str) -> NDArray:
+        """:meth:`decode` for a caller that only copies out of the result, before its next
+        call on this thread: compressed chunks of 64 KiB to 16 MiB are decoded into a
+        chunk buffer the thread reuses, instead of fresh memory each time (a new chunk-sized
+        allocation is page-faulted in, 4 KiB at a time, on every call).
+
+        Raises as :meth:`decode`.
+        """
+        if self._declared_size is not None and _SCRATCH_MIN_BYTES <= self.nbytes <= _SCRATCH_MAX_BYTES:
+            return self.decode(data, key=key, out=_scratch_chunk(self.dtype, self.chunks, self.order))
+        return self.decode(data, key=key, writable=False)
 
     def _empty(self) -> NDArray:
         return np.empty(self.chunks, dtype=self.dtype, order=self.order)

@@ -11,7 +11,8 @@ CPU"). Bodies read into buffers from this pool touch memory that is already
 mapped; the decoder hands each buffer back when it has copied the chunk out.
 
 A buffer is handed out as a ``memoryview`` of exactly the requested length over a
-pool-owned ``bytearray`` whose capacity is rounded up to one of eight steps per
+pool-owned uninitialised NumPy byte array (a ``bytearray`` would be zero-filled:
+one more pass over fresh memory on the event loop) whose capacity is rounded up to one of eight steps per
 power of two (under a quarter unused, at least 64 KiB), and is taken back only
 after the code that read it has finished with it. While reads are in progress
 (:meth:`BufferPool.reading`) every buffer handed back is kept for the next body:
@@ -25,6 +26,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 
 from azarr import config
 
@@ -40,8 +44,8 @@ def _capacity(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
-class _PoolBuffer(bytearray):
-    """A receive buffer the pool made (only these are taken back)."""
+class _PoolBuffer(np.ndarray[Any, np.dtype[np.uint8]]):
+    """A receive buffer the pool made (only these are taken back): 1-D ``uint8``."""
 
 
 class BufferPool:
@@ -81,8 +85,9 @@ class BufferPool:
             if buffer is not None:
                 self._idle_bytes -= capacity
         if buffer is None:
-            buffer = _PoolBuffer(capacity)
-        return memoryview(buffer)[:nbytes]
+            buffer = np.empty(capacity, dtype=np.uint8).view(_PoolBuffer)
+        exported: Any = buffer
+        return memoryview(exported)[:nbytes]
 
     def release(self, view: memoryview) -> None:
         """Take back the buffer under ``view``; its contents may be overwritten from now on.
@@ -90,7 +95,7 @@ class BufferPool:
         Only call this once nothing refers to the data any more (not after a failed
         decode: a traceback may still hold a view of it). Views of other buffers are ignored.
         """
-        buffer = view.obj
+        buffer: Any = view.obj  # (numpy's stubs do not declare ndarray a Buffer on Python 3.11)
         if type(buffer) is not _PoolBuffer:
             return
         capacity = len(buffer)

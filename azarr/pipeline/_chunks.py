@@ -343,7 +343,7 @@ class ChunkPipeline:
             ):
                 codec.decode(data, key=key, out=region)
                 return
-        chunk = codec.decode(data, key=key, writable=False)  # only copied out of
+        chunk = codec.decode_for_copy(data, key=key)  # only copied out of, right here
         if fields is not None:
             chunk = chunk[fields]
         out[projection.out_selection] = chunk[projection.chunk_selection]
