@@ -202,37 +202,21 @@ class ChunkPipeline:
             ProgressTracker(1, progress).advance(nbytes)
             return chunk
         pooled = None if partial is not None else self._make_pooled_fetcher()
-        if pooled is not None:
-            with BODY_BUFFERS.reading():  # the buffer goes back inside: kept for the next read
-                return await self._read_one_from(pooled, key, shape, dtype, projection, fields, progress)
-        fetch = self._make_fetcher()
-        return await self._read_one_from(
-            fetch if partial is None else lambda key: partial.fetch(key, projection, fields, fetch),
-            key,
-            shape,
-            dtype,
-            projection,
-            fields,
-            progress,
-        )
-
-    async def _read_one_from(
-        self,
-        fetch: Callable[[str], Awaitable[bytes | memoryview | PartialChunk | None]],
-        key: str,
-        shape: tuple[int, ...],
-        dtype: np.dtype[Any],
-        projection: ChunkProjection,
-        fields: Fields,
-        progress: ProgressCallback | None,
-    ) -> np.ndarray[Any, Any]:
-        data = await fetch(key)
-        ProgressTracker(1, progress).advance(0 if data is None else len(data))
-        if data is None:
-            return self._filled(shape, dtype, projection, fields)
-        return await CodecBatcher().run(
-            self._decode_new, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
-        )
+        fetch = self._make_fetcher()  # partial reads fetch through this
+        # While pooled: the buffer goes back inside, kept for the next read.
+        with BODY_BUFFERS.reading() if pooled is not None else contextlib.nullcontext():
+            if partial is not None:
+                data: bytes | memoryview | PartialChunk | None = await partial.fetch(
+                    key, projection, fields, fetch
+                )
+            else:
+                data = await (fetch if pooled is None else pooled)(key)
+            ProgressTracker(1, progress).advance(0 if data is None else len(data))
+            if data is None:
+                return self._filled(shape, dtype, projection, fields)
+            return await CodecBatcher().run(
+                self._decode_new, data, key, shape, dtype, projection, fields, weight=self.codec.nbytes
+            )
 
     def fill_for(self, fields: Fields, dtype: np.dtype[Any]) -> Any:
         """Value for elements of chunks that are not stored.
@@ -311,42 +295,42 @@ class ChunkPipeline:
 
         ``direct=False`` says no chunk-shaped region of ``out`` is contiguous (skips the checks).
         """
-        self._scatter_chunk(data, key, out, projection, fields, direct)
-        if type(data) is memoryview:
-            BODY_BUFFERS.release(data)
-
-    def _scatter_chunk(
-        self,
-        data: bytes | memoryview | PartialChunk,
-        key: str,
-        out: np.ndarray[Any, Any],
-        projection: ChunkProjection,
-        fields: Fields,
-        direct: bool,
-    ) -> None:
         if isinstance(data, PartialChunk):
             data.scatter(key, out, projection)  # partial_decompress: only the blocks it needs
             return
         codec = self.codec
-        if direct and fields is None and projection.is_complete_chunk:
-            region = out[projection.out_selection]
-            # Decode straight into the output when the chunk, unpermuted (step-1 slices, not a
-            # reversed slice or index arrays that cover it), is exactly a contiguous view of it.
-            # (A 0-d selection yields a scalar, not a view: np.void for structured dtypes.)
-            if (
-                isinstance(region, np.ndarray)
-                and all(isinstance(s, slice) and s.step in (None, 1) for s in projection.chunk_selection)
-                and region.shape == codec.chunks
-                and region.dtype == codec.dtype
-                and np.shares_memory(region, out)
-                and (region.flags.c_contiguous if codec.order == "C" else region.flags.f_contiguous)
-            ):
-                codec.decode(data, key=key, out=region)
-                return
-        chunk = codec.decode_for_copy(data, key=key)  # only copied out of, right here
-        if fields is not None:
-            chunk = chunk[fields]
-        out[projection.out_selection] = chunk[projection.chunk_selection]
+        region = self._direct_region(out, projection) if direct and fields is None else None
+        if region is not None:
+            codec.decode(data, key=key, out=region)
+        else:
+            chunk = codec.decode_for_copy(data, key=key)  # only copied out of, right here
+            if fields is not None:
+                chunk = chunk[fields]
+            out[projection.out_selection] = chunk[projection.chunk_selection]
+        if type(data) is memoryview:
+            BODY_BUFFERS.release(data)
+
+    def _direct_region(
+        self, out: np.ndarray[Any, Any], projection: ChunkProjection
+    ) -> np.ndarray[Any, Any] | None:
+        """The region of ``out`` a whole chunk can be decoded straight into: the chunk,
+        unpermuted (step-1 slices, not a reversed slice or index arrays that cover it), is
+        exactly a contiguous view of it. None otherwise (a 0-d selection yields a scalar,
+        not a view: np.void for structured dtypes)."""
+        if not projection.is_complete_chunk:
+            return None
+        codec = self.codec
+        region = out[projection.out_selection]
+        if (
+            isinstance(region, np.ndarray)
+            and all(isinstance(s, slice) and s.step in (None, 1) for s in projection.chunk_selection)
+            and region.shape == codec.chunks
+            and region.dtype == codec.dtype
+            and np.shares_memory(region, out)
+            and (region.flags.c_contiguous if codec.order == "C" else region.flags.f_contiguous)
+        ):
+            return region
+        return None
 
     def _make_pooled_fetcher(self) -> Callable[[str], Awaitable[bytes | memoryview | None]] | None:
         """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for

@@ -103,9 +103,13 @@ def new_session(
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(**connector_kwargs), **session_kwargs)
 
 
-async def read_body(resp: aiohttp.ClientResponse, allocate: Allocator | None = None) -> bytes | memoryview:
-    """The whole body of ``resp``: into ``allocate(Content-Length)`` when given and the
-    length is known (no new ``bytes`` object per body), else ``resp.read()``.
+async def read_body(
+    resp: aiohttp.ClientResponse, allocate: Allocator | None = None
+) -> tuple[bytes, memoryview | None]:
+    """The whole body of ``resp`` as ``(body, received)``: a 200 body of known length
+    (and no ``Content-Encoding``) goes into ``allocate(Content-Length)`` when given and
+    comes back as ``(b"", view)``, with no new ``bytes`` object; every other body is
+    ``(resp.read(), None)``.
 
     Raises
     ------
@@ -113,8 +117,8 @@ async def read_body(resp: aiohttp.ClientResponse, allocate: Allocator | None = N
         The body ended short of, or ran past, its Content-Length.
     """
     length = resp.content_length
-    if allocate is None or length is None or resp.headers.get("Content-Encoding"):
-        return await resp.read()
+    if allocate is None or resp.status != 200 or length is None or resp.headers.get("Content-Encoding"):
+        return await resp.read(), None
     import aiohttp
 
     view = allocate(length)
@@ -130,7 +134,7 @@ async def read_body(resp: aiohttp.ClientResponse, allocate: Allocator | None = N
         filled = end
     if filled != length:
         raise aiohttp.ClientPayloadError(f"response body ended after {filled} of {length} bytes")
-    return view
+    return b"", view
 
 
 async def _close_session(session: Any) -> None:

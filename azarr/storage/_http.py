@@ -298,12 +298,7 @@ class HTTPStore(Store):
                         # Read even error bodies (small): an unread body closes the connection
                         # instead of returning it to the keep-alive pool, and missing chunks
                         # (404) are routine in Zarr.
-                        received = None
-                        if allocate is not None and resp.status == 200:
-                            got = await read_body(resp, allocate)
-                            body, received = (b"", got) if isinstance(got, memoryview) else (got, None)
-                        else:
-                            body = await resp.read()
+                        body, received = await read_body(resp, allocate)
                         return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url, received)
                     target = self._redirect_target(url, location, op, key)
                 try:

@@ -776,11 +776,7 @@ class S3Transport:
                 ) as resp:
                     # Read error bodies too (small): an unread body closes the connection
                     # instead of returning it to the pool, and 404s are routine in Zarr.
-                    if allocate is not None and resp.status == 200:
-                        got = await read_body(resp, allocate)
-                        body, received = (b"", got) if isinstance(got, memoryview) else (got, None)
-                    else:
-                        body, received = await resp.read(), None
+                    body, received = await read_body(resp, allocate)
                     reply = _Reply(resp.status, resp.headers, body, f"{method} {url}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
