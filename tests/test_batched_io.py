@@ -19,7 +19,7 @@ import pytest
 import azarr
 from azarr.errors import CodecError, ReadOnlyError
 from azarr.pipeline._batched import iter_jobs, iter_write_items
-from azarr.scheduler import Progress, set_budget, stats_for
+from azarr.scheduler import Progress, StoreIO, set_budget, stats_for
 from azarr.storage import LocalStore, MemoryStore
 from tests.util import AsyncPathMemoryStore, RecordingStore
 
@@ -127,6 +127,7 @@ async def test_requests_are_counted_and_progress_reported() -> None:
     assert stats.bytes_read == 300 * 32
     assert reports[-1].done == reports[-1].total == 300
     assert reports[-1].nbytes == 300 * 32
+    assert sum(stats.latency) == 300  # every read in the histogram (recorded a job at a time)
     assert 1 <= len(reports) < 300  # one report per batch, not per chunk
     stats.reset()
     reports.clear()
@@ -134,6 +135,25 @@ async def test_requests_are_counted_and_progress_reported() -> None:
     assert stats.requests == 300
     assert stats.bytes_written == 300 * 32
     assert reports[-1].done == 300
+
+
+def test_get_many_blocking_records_what_was_read_when_closed_or_failing() -> None:
+    store = MemoryStore()
+    for i in range(5):
+        store.set_blocking(f"k{i}", b"x" * (i + 1))
+    io, stats = StoreIO(store), stats_for(store)
+    stats.reset()
+    values = io.get_many_blocking(["k0", "k1", "missing", "k2", "k3"])
+    assert [next(values), next(values), next(values)] == [b"x", b"xx", None]
+    assert stats.requests == 0  # recorded a job at a time, not per read
+    values.close()  # a job that stops early still counts what it read
+    assert (stats.requests, stats.bytes_read, stats.errors, sum(stats.latency)) == (3, 3, 0, 3)
+    stats.reset()
+    failing = io.get_many_blocking(["k4", "../escape", "k0"])
+    assert next(failing) == b"xxxxx"
+    with pytest.raises(azarr.errors.InvalidKeyError, match=r"\.\./escape"):
+        next(failing)
+    assert (stats.requests, stats.bytes_read, stats.errors) == (2, 5, 1)  # the good read and the failure
 
 
 async def test_a_budget_of_one_request_still_completes() -> None:
@@ -226,7 +246,6 @@ def test_blosc_fast_paths_are_bit_exact_with_numcodecs(dtype: str, blosc: dict[s
 
 async def test_jobs_hold_no_more_request_slots_than_codec_threads() -> None:
     """Queued jobs would only wait for a codec thread while holding a slot others could use."""
-    from azarr.scheduler import StoreIO
 
     store = MemoryStore()
     with azarr.config.set(codec_threads=2):

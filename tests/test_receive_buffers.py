@@ -57,6 +57,20 @@ def test_pool_reuses_buffers_by_capacity() -> None:
     assert len(pool.acquire(10).obj) == 65_536  # the smallest capacity
 
 
+def test_pool_serves_a_body_from_an_idle_buffer_up_to_twice_its_capacity() -> None:
+    pool = BufferPool()
+    large = pool.acquire(900_000)  # capacity 917,504 (7/8 of 1 MiB)
+    pool.release(large)
+    small = pool.acquire(400_000)  # capacity 458,752: the idle 917,504 is within 2x
+    assert small.obj is large.obj and len(small) == 400_000
+    assert pool.idle_bytes() == 0
+    pool.release(small)  # back in its own class
+    assert pool.idle_bytes() == 917_504
+    assert pool.acquire(300_000).obj is not large.obj  # 327,680: more than 2x smaller, a new one
+    assert pool.acquire(2_000_000).obj is not large.obj  # larger than any idle buffer: a new one
+    assert pool.acquire(600_000).obj is large.obj
+
+
 def test_pool_keeps_every_buffer_while_reads_run_then_trims() -> None:
     pool = BufferPool()
     with azarr.config.set(buffer_pool_bytes=2 * 65_536):

@@ -16,7 +16,7 @@ hop the same way.
 Each job holds one request slot of the store's budget (its requests run one after
 another) and, for chunks of 64 KiB or more, one chunk's decoded size of its bytes
 budget (one chunk is alive in a job at a time). Requests are still timed and counted
-in the store's :class:`~azarr.scheduler.StoreStats` (``StoreIO.get_blocking``).
+in the store's :class:`~azarr.scheduler.StoreStats` (``StoreIO.get_many_blocking``).
 A failed or cancelled call stops the other jobs at their next chunk and waits for
 them: no codec thread writes into the caller's output after the call returns.
 """
@@ -167,25 +167,27 @@ def _read_job(
     stop: StopFlag,
 ) -> int:
     """Read, decode and scatter each chunk of ``job`` (a codec thread); the bytes read."""
-    get, chunk_key = pipeline.io.get_blocking, pipeline.chunk_key
-    decode_into, decode = pipeline._decode_into, pipeline.codec.decode
+    chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, pipeline.codec.decode
     # No chunk-shaped region of ``out`` is contiguous, no fields: every chunk is decoded and
     # its selection copied out, with no per-chunk checks (``_decode_into``'s last step, inline).
     scatter = not direct and fields is None
     nbytes = 0
-    for projection in job:
-        if stop.stopped:
-            break
-        key = chunk_key(projection.chunk_coords)
-        data = get(key)
-        if data is None:
-            out[projection.out_selection] = fill
-            continue
-        if scatter:
-            out[projection.out_selection] = decode(data, key=key, writable=False)[projection.chunk_selection]
-        else:
-            decode_into(data, key, out, projection, fields, direct)
-        nbytes += len(data)
+    keys = [chunk_key(projection.chunk_coords) for projection in job]
+    values = pipeline.io.get_many_blocking(keys)
+    with contextlib.closing(values):
+        for projection, key, data in zip(job, keys, values, strict=True):
+            if stop.stopped:
+                break
+            if data is None:
+                out[projection.out_selection] = fill
+                continue
+            if scatter:
+                out[projection.out_selection] = decode(data, key=key, writable=False)[
+                    projection.chunk_selection
+                ]
+            else:
+                decode_into(data, key, out, projection, fields, direct)
+            nbytes += len(data)
     return nbytes
 
 

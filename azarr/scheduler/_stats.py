@@ -83,6 +83,26 @@ class StoreStats:
                 if len(self._recent) > 512:
                     del self._recent[:256]
 
+    def record_many(self, latencies: list[float], *, read: int = 0, written: int = 0) -> None:
+        """Count finished successful attempts, one per entry of ``latencies`` (seconds), that
+        moved ``read``/``written`` bytes in all: :meth:`record` of each under one lock, for
+        the chunk jobs of blocking stores (a lock round per 1,600-byte chunk read cost as
+        much as a fifth of the read)."""
+        if not latencies:
+            return
+        bucket, buckets = bisect.bisect_left, LATENCY_BUCKETS
+        with self._lock:
+            self.requests += len(latencies)
+            self.bytes_read += read
+            self.bytes_written += written
+            histogram = self.latency
+            for seconds in latencies:
+                histogram[bucket(buckets, seconds)] += 1
+            recent = self._recent
+            recent.extend(latencies[-512:])
+            if len(recent) > 512:
+                del recent[: len(recent) - 256]
+
     def count_retry(self) -> None:
         """Count one retry."""
         with self._lock:
