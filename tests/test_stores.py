@@ -112,6 +112,20 @@ class TestLocalStore(StoreTests):
         assert not (tmp_path / "s" / "a").exists()
         assert (tmp_path / "s").is_dir()
 
+    def test_blocking_reads_of_files_around_the_small_file_size(self, tmp_path: Path) -> None:
+        # After a small file the read path tries one 64 KiB read with no fstat; files of
+        # that size or larger must still come back whole, and small ones after them.
+        store = LocalStore(tmp_path / "s")
+        sizes = [10, 65_535, 65_536, 65_537, 3, 200_000, 0, 1 << 21, 64, 65_536, 7]
+        values = {f"k/{i}": os.urandom(size) for i, size in enumerate(sizes)}
+        for key, value in values.items():
+            store.set_blocking(key, value)
+        for _ in range(2):
+            for key, value in values.items():
+                assert store.get_blocking(key) == value, key
+            assert store.get_blocking("k/missing") is None
+            assert store.get_blocking("k") is None  # a directory
+
     async def test_atomic_writes_leave_no_temp_files(self, tmp_path: Path) -> None:
         store = LocalStore(tmp_path / "s")
         await asyncio.gather(*(store.set(f"k/{i % 10}", bytes(1000 * i)) for i in range(100)))

@@ -172,6 +172,9 @@ class LocalStore(Store):
         self.confine_reads = confine_reads
         # Directories (as strings) found inside the root by _confine; see there.
         self._confined_dirs: set[str] = set()
+        # Whether the last file the read hot path read was small (_read_whole's ``small``).
+        # Shared by threads without a lock: a stale value only costs one fstat or one copy.
+        self._small_files = False
 
     @property
     def url(self) -> str:
@@ -483,7 +486,10 @@ class LocalStore(Store):
         try:
             if byte_range is None and self._prefix is not None and not self.confine_reads:
                 # The chunk-read hot path: a string path (pathlib costs more than the read).
-                return _read_whole(self._prefix + (key if os.sep == "/" else key.replace("/", os.sep)))
+                file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
+                data = _read_whole(file, small=self._small_files)
+                self._small_files = data is not None and len(data) < _SMALL_FILE
+                return data
             path = self._path(key)
             if self.confine_reads:
                 self._confine(path, "get", key)
@@ -594,30 +600,45 @@ class LocalStore(Store):
 _CONFINED_DIRS_MAX = 1 << 16
 
 
-def _read_whole(path: str) -> bytes | None:
+#: Files below this size count as small for :func:`_read_whole` (bytes).
+_SMALL_FILE = 64 * 1024
+
+
+def _read_whole(path: str, *, small: bool = False) -> bytes | None:
     """The whole file at ``path``; None if missing, a directory, or below a file.
 
     ``os.open`` + ``fstat`` + ``os.read``: half the time of ``open(path, "rb").read()``
     for the small chunk files this is called for 10,000 times a read (no buffered
-    file object; measured 4.4 against 10 µs per 1,600-byte file).
+    file object; measured 4.4 against 10 µs per 1,600-byte file). With ``small`` (the
+    caller's previous file was under ``_SMALL_FILE``), one ``os.read`` of up to
+    ``_SMALL_FILE`` bytes comes first, with no ``fstat``: 2.7 against 3.6 µs per
+    1,600-byte file; a file that turns out larger is read on and joined (one copy).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, _O_RDONLY)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     try:
-        size = os.fstat(fd).st_size
+        head = b""
+        if small:
+            head = os.read(fd, _SMALL_FILE)
+            if len(head) < _SMALL_FILE:  # regular files read short only at the end
+                return head
+        size = os.fstat(fd).st_size - len(head)
         data = os.read(fd, size)
         if len(data) < size:  # a short read (very large files): read on to the end
             parts = [data]
             while part := os.read(fd, 1 << 20):
                 parts.append(part)
             data = b"".join(parts)
-        return data
+        return head + data if head else data
     except IsADirectoryError:  # Linux opens directories O_RDONLY; reading them fails
         return None
     finally:
         os.close(fd)
+
+
+_O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def _write_all(fd: int, value: bytes | memoryview) -> None:
