@@ -311,10 +311,12 @@ class ProjectionProduct:
         self.nchunks: int = n
 
     def __iter__(self) -> Iterator[ChunkProjection]:
-        make = ChunkProjection._make
+        # tuple.__new__ on the class: what ChunkProjection._make does, without its
+        # Python-level call (a fifth of the time per projection of 10,000 small chunks).
+        new, cls = tuple.__new__, ChunkProjection
         product = itertools.product
         return map(
-            lambda coords, csel, osel, comp: make((coords, csel, osel, False not in comp)),
+            lambda coords, csel, osel, comp: new(cls, (coords, csel, osel, False not in comp)),
             product(*self._coords),
             product(*self._csels),
             product(*self._osels),
