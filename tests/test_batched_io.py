@@ -9,6 +9,8 @@ chunks, and ``write_empty_chunks``.
 
 from __future__ import annotations
 
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 
 import azarr
 from azarr.errors import CodecError, ReadOnlyError
-from azarr.pipeline._batched import iter_jobs, iter_write_items
+from azarr.pipeline._batched import JobResult, _JobGate, iter_jobs, iter_write_items
 from azarr.scheduler import Progress, StoreIO, set_budget, stats_for
 from azarr.storage import LocalStore, MemoryStore
 from tests.util import AsyncPathMemoryStore, RecordingStore
@@ -137,23 +139,82 @@ async def test_requests_are_counted_and_progress_reported() -> None:
     assert reports[-1].done == 300
 
 
-def test_get_many_blocking_records_what_was_read_when_closed_or_failing() -> None:
+def test_blocking_batch_records_its_calls_when_it_closes() -> None:
     store = MemoryStore()
-    for i in range(5):
-        store.set_blocking(f"k{i}", b"x" * (i + 1))
     io, stats = StoreIO(store), stats_for(store)
     stats.reset()
-    values = io.get_many_blocking(["k0", "k1", "missing", "k2", "k3"])
-    assert [next(values), next(values), next(values)] == [b"x", b"xx", None]
-    assert stats.requests == 0  # recorded a job at a time, not per read
-    values.close()  # a job that stops early still counts what it read
-    assert (stats.requests, stats.bytes_read, stats.errors, sum(stats.latency)) == (3, 3, 0, 3)
+    with io.blocking_batch() as batch:
+        batch.set("k0", b"x")
+        batch.set("k1", memoryview(b"xyz"))
+        assert [batch.get("k0"), batch.get("k1"), batch.get("missing")] == [b"x", b"xyz", None]
+        batch.delete("k0")
+        assert stats.requests == 0  # recorded a job at a time, not per call
+        assert batch.store_seconds > 0
+    assert (stats.requests, stats.bytes_read, stats.bytes_written, stats.errors) == (6, 4, 4, 0)
+    assert sum(stats.latency) == 6
     stats.reset()
-    failing = io.get_many_blocking(["k4", "../escape", "k0"])
-    assert next(failing) == b"xxxxx"
-    with pytest.raises(azarr.errors.InvalidKeyError, match=r"\.\./escape"):
-        next(failing)
-    assert (stats.requests, stats.bytes_read, stats.errors) == (2, 5, 1)  # the good read and the failure
+    with pytest.raises(azarr.errors.InvalidKeyError, match=r"\.\./escape"), io.blocking_batch() as batch:
+        assert batch.get("k1") == b"xyz"
+        batch.get("../escape")
+    assert (stats.requests, stats.bytes_read, stats.errors) == (2, 3, 1)  # the good read and the failure
+
+
+class _SlowFileLikeStore(MemoryStore):
+    """A memory store whose blocking calls wait in a system call, as file creation on a disk
+    does (``time.sleep`` releases the GIL); counts how many run at once."""
+
+    supports_blocking_io = True
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay, self.running, self.most = delay, 0, 0
+        self._lock = threading.Lock()
+
+    def _call(self) -> None:
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        if self.delay:
+            time.sleep(self.delay)
+        with self._lock:
+            self.running -= 1
+
+    def _get_blocking(self, key: str, byte_range: Any = None) -> bytes | None:
+        self._call()
+        return super()._get_blocking(key, byte_range)
+
+    def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
+        self._call()
+        super()._set_blocking(key, value)
+
+
+async def test_small_chunk_jobs_run_on_every_codec_thread_when_store_calls_dominate() -> None:
+    store = _SlowFileLikeStore(0.002)
+    data = np.arange(160 * 100, dtype="i4").reshape(160, 100)
+    with azarr.config.set(codec_threads=2):  # 40 Blosc chunks of 1,600 B: 8 jobs of 5
+        arr = await azarr.array(np.zeros_like(data), chunks=(20, 20), store=store)
+        store.most = 0
+        await arr.set_basic_selection(..., data)
+        writers = store.most
+        store.most = 0
+        np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+        readers = store.most
+    assert (writers, readers) == (2, 2)
+
+
+async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() -> None:
+    with azarr.config.set(codec_threads=3):
+        small = await azarr.create(shape=(100,), chunks=(10,), dtype="i4", store=MemoryStore())
+        large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
+        gate = _JobGate(small._pipeline)
+        assert (gate.limit, gate.threads) == (1, 3)
+        await gate.finished(JobResult(nbytes=1, store_seconds=0.75, seconds=1.0))  # Python-bound
+        assert gate.limit == 1
+        await gate.finished(JobResult(nbytes=1, store_seconds=0.0, seconds=0.0))  # nothing to learn
+        assert gate.limit == 1
+        await gate.finished(JobResult(nbytes=1, store_seconds=0.85, seconds=1.0))  # waits on the store
+        assert gate.limit == 3
+        assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
 
 
 async def test_a_budget_of_one_request_still_completes() -> None:

@@ -16,7 +16,7 @@ hop the same way.
 Each job holds one request slot of the store's budget (its requests run one after
 another) and, for chunks of 64 KiB or more, one chunk's decoded size of its bytes
 budget (one chunk is alive in a job at a time). Requests are still timed and counted
-in the store's :class:`~azarr.scheduler.StoreStats` (``StoreIO.get_many_blocking``).
+in the store's :class:`~azarr.scheduler.StoreStats` (``StoreIO.blocking_batch``).
 A failed or cancelled call stops the other jobs at their next chunk and waits for
 them: no codec thread writes into the caller's output after the call returns.
 """
@@ -26,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -45,8 +46,11 @@ __all__ = ["RESERVE_MIN_BYTES", "BatchedWrites", "StopFlag", "iter_jobs", "iter_
 _JOBS_PER_THREAD = 4
 #: Decoded chunk bytes per job at most: large chunks go a few per job, in parallel.
 _MAX_JOB_BYTES = 4 << 20
-#: Chunks (bytes, decoded) from which jobs run on every codec thread at once (see _concurrency).
+#: Chunks (bytes, decoded) from which jobs run on every codec thread at once (see _JobGate).
 _PARALLEL_MIN_CHUNK_BYTES = 32 << 10
+#: Share of a job's time in the store's calls from which jobs of small chunks run on every
+#: codec thread too (see _JobGate).
+_STORE_BOUND_SHARE = 0.8
 #: Chunks at least this large (bytes, decoded) reserve their size in the store's
 #: bytes-in-flight budget while they are fetched, decoded or stored (here and in
 #: :mod:`azarr.pipeline._chunks`); smaller ones cannot add up to much under the request limit.
@@ -80,11 +84,19 @@ def iter_jobs(
         yield job
 
 
-async def _run_job(fn: Callable[..., int], args: tuple[Any, ...], stop: StopFlag) -> int:
+class JobResult(NamedTuple):
+    """What a job reports: bytes read or stored, and seconds in the store's calls and in all."""
+
+    nbytes: int
+    store_seconds: float
+    seconds: float
+
+
+async def _run_job(fn: Callable[..., JobResult], args: tuple[Any, ...], stop: StopFlag) -> JobResult:
     """``fn(*args)`` in the codec pool; on cancellation, stop it at its next chunk and wait for it."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[BaseException | None] = loop.create_future()
-    result: list[int] = []
+    result: list[JobResult] = []
 
     def body() -> None:
         result.append(fn(*args))
@@ -120,14 +132,48 @@ async def _job_slot(pipeline: ChunkPipeline) -> AsyncIterator[None]:
             yield
 
 
-def _concurrency(pipeline: ChunkPipeline) -> int:
-    """Jobs running at once: one per codec thread for chunks of ``_PARALLEL_MIN_CHUNK_BYTES``
-    or more, else one. A small chunk's job is mostly Python holding the GIL; two such
-    jobs at once were 15-45 % slower than one (quiet host, 1.6-8 KB Blosc chunks), while
-    from 64 KB on two ran 1.2-1.8x faster (``benchmarks/README.md``)."""
-    if pipeline.codec.nbytes < _PARALLEL_MIN_CHUNK_BYTES:
-        return 1
-    return max(1, min(pipeline.io.budget.max_requests, int(config.get("codec_threads"))))
+class _JobGate:
+    """How many of one call's jobs run at once.
+
+    Jobs of chunks of ``_PARALLEL_MIN_CHUNK_BYTES`` or more run on every codec thread
+    (within the request budget): their decoding and encoding release the GIL. A small
+    chunk's job is mostly Python holding the GIL, and two at once were 15-45 % slower
+    than one (quiet host, 1.6-8 KB Blosc chunks, memory, tmpfs or cached files), so
+    such jobs run one at a time -- until a finished job shows that the store's calls
+    took ``_STORE_BOUND_SHARE`` of its time or more: system calls that run without the
+    GIL, such as creating files on a disk file system or a network one. Measured with
+    10,000 1.6 KB Blosc chunks: written to ext4 the store's share of a job was 0.81-0.99
+    and two jobs took 0.43-0.48 s against 0.57-0.62 s for one; on tmpfs the share was
+    0.59-0.73 and two jobs were slower (0.31 against 0.25 s); reads from the page
+    cache 0.3-0.59 (``benchmarks/README.md``). From then on the call's jobs run on every
+    codec thread.
+    """
+
+    def __init__(self, pipeline: ChunkPipeline) -> None:
+        self.threads = max(1, min(pipeline.io.budget.max_requests, int(config.get("codec_threads"))))
+        self.limit = self.threads if pipeline.codec.nbytes >= _PARALLEL_MIN_CHUNK_BYTES else 1
+        self._running = 0
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Wait until fewer than :attr:`limit` jobs run, and hold the place while one runs."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._running < self.limit)
+            self._running += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._running -= 1
+                self._changed.notify()
+
+    async def finished(self, result: JobResult) -> None:
+        """Learn from a finished job whether its store's calls leave the GIL to the others."""
+        if self.limit < self.threads and result.store_seconds >= _STORE_BOUND_SHARE * result.seconds > 0:
+            async with self._changed:
+                self.limit = self.threads
+                self._changed.notify_all()
 
 
 # ------------------------------------------------------------------------ reads
@@ -148,13 +194,16 @@ async def read_batched(
     fill = pipeline.fill_for(fields, out.dtype)
     direct = pipeline._can_decode_direct(out, fields)
 
+    gate = _JobGate(pipeline)
+
     async def run(job: Sequence[ChunkProjection]) -> None:
-        async with _job_slot(pipeline):
-            nbytes = await _run_job(_read_job, (pipeline, job, out, fields, fill, direct, stop), stop)
-        tracker.advance_many(len(job), nbytes)
+        async with gate.slot(), _job_slot(pipeline):
+            result = await _run_job(_read_job, (pipeline, job, out, fields, fill, direct, stop), stop)
+        await gate.finished(result)
+        tracker.advance_many(len(job), result.nbytes)
 
     jobs = iter_jobs(projections, nchunks, pipeline.codec.nbytes)
-    await bounded_map(run, jobs, _concurrency(pipeline))
+    await bounded_map(run, jobs, gate.threads)
 
 
 def _read_job(
@@ -165,19 +214,21 @@ def _read_job(
     fill: Any,
     direct: bool,
     stop: StopFlag,
-) -> int:
-    """Read, decode and scatter each chunk of ``job`` (a codec thread); the bytes read."""
+) -> JobResult:
+    """Read, decode and scatter each chunk of ``job`` (a codec thread)."""
+    started = time.perf_counter()
     chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, pipeline.codec.decode
     # No chunk-shaped region of ``out`` is contiguous, no fields: every chunk is decoded and
     # its selection copied out, with no per-chunk checks (``_decode_into``'s last step, inline).
     scatter = not direct and fields is None
     nbytes = 0
-    keys = [chunk_key(projection.chunk_coords) for projection in job]
-    values = pipeline.io.get_many_blocking(keys)
-    with contextlib.closing(values):
-        for projection, key, data in zip(job, keys, values, strict=True):
+    with pipeline.io.blocking_batch() as store:
+        get = store.get
+        for projection in job:
             if stop.stopped:
                 break
+            key = chunk_key(projection.chunk_coords)
+            data = get(key)
             if data is None:
                 out[projection.out_selection] = fill
                 continue
@@ -188,7 +239,7 @@ def _read_job(
             else:
                 decode_into(data, key, out, projection, fields, direct)
             nbytes += len(data)
-    return nbytes
+        return JobResult(nbytes, store.store_seconds, time.perf_counter() - started)
 
 
 # ------------------------------------------------------------------------ writes
@@ -211,14 +262,15 @@ class BatchedWrites:
     ) -> None:
         self.pipeline, self.values, self.fields, self.tracker = pipeline, values, fields, tracker
         self.stop = StopFlag()
-        self._jobs = asyncio.Semaphore(_concurrency(pipeline))
+        self._gate = _JobGate(pipeline)
 
     async def run(self, job: Sequence[ChunkProjection]) -> None:
         """Merge, encode and store the chunks of ``job`` in one codec-pool job."""
-        async with self._jobs, _job_slot(self.pipeline):
+        async with self._gate.slot(), _job_slot(self.pipeline):
             args = (self.pipeline, job, self.values, self.fields, self.stop)
-            nbytes = await _run_job(_write_job, args, self.stop)
-        self.tracker.advance_many(len(job), nbytes)
+            result = await _run_job(_write_job, args, self.stop)
+        await self._gate.finished(result)
+        self.tracker.advance_many(len(job), result.nbytes)
 
 
 def iter_write_items(
@@ -249,29 +301,31 @@ def _write_job(
     values: np.ndarray[Any, Any],
     fields: Fields,
     stop: StopFlag,
-) -> int:
-    """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread); the bytes stored.
+) -> JobResult:
+    """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread).
 
     Chunks stored as their own memory go to the store as a view of it, not a copy
     (:meth:`ChunkCodec.encode_buffer`): ``set_blocking`` writes it out, or copies it for
     a store that keeps values, before the next chunk, and the call keeps ``values``
     unchanged until its jobs have finished (:func:`_run_job` waits for them).
     """
-    io, chunk_key, updated, codec = pipeline.io, pipeline.chunk_key, pipeline._updated_chunk, pipeline.codec
+    started = time.perf_counter()
+    chunk_key, updated, codec = pipeline.chunk_key, pipeline._updated_chunk, pipeline.codec
     # Only chunks with no compressor and no filters can be views; the others skip the indirection.
     encode = codec.encode_buffer if codec.compressor is None and not codec.filters else codec.encode
     nbytes = 0
-    for projection in job:
-        if stop.stopped:
-            break
-        key = chunk_key(projection.chunk_coords)
-        complete = projection.is_complete_chunk and fields is None
-        data = None if complete else io.get_blocking(key)
-        chunk = updated(data, key, projection, values, fields)
-        if chunk is None:
-            io.delete_blocking(key)
-        else:
-            encoded = encode(chunk, key=key)
-            io.set_blocking(key, encoded)
-            nbytes += encoded.nbytes if type(encoded) is memoryview else len(encoded)
-    return nbytes
+    with pipeline.io.blocking_batch() as store:
+        for projection in job:
+            if stop.stopped:
+                break
+            key = chunk_key(projection.chunk_coords)
+            complete = projection.is_complete_chunk and fields is None
+            data = None if complete else store.get(key)
+            chunk = updated(data, key, projection, values, fields)
+            if chunk is None:
+                store.delete(key)
+            else:
+                encoded = encode(chunk, key=key)
+                store.set(key, encoded)
+                nbytes += encoded.nbytes if type(encoded) is memoryview else len(encoded)
+        return JobResult(nbytes, store.store_seconds, time.perf_counter() - started)

@@ -1,0 +1,95 @@
+"""``BlockingBatch``: the blocking store calls of one codec-pool job, timed and counted.
+
+The chunk pipeline's batched path (``pipeline/_batched.py``) reads or writes chunk after
+chunk in a codec thread on stores with blocking access (memory, local files). Each call is
+timed on its own like any request, and the job's calls go into the store's
+:class:`~azarr.scheduler.StoreStats` under one lock when the batch closes: a lock round
+per 1,600-byte chunk cost as much as a fifth of the read. The batch also says how long
+the store's calls took in all (:attr:`BlockingBatch.store_seconds`), which tells the
+pipeline whether its jobs wait on the store (system calls, run without the GIL) or on
+Python.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from azarr.scheduler._io import StoreIO
+
+__all__ = ["BlockingBatch"]
+
+
+class BlockingBatch:
+    """Blocking store calls of one job (one thread): use as a context manager.
+
+    Not retried and holding no budget slot of its own, as
+    :meth:`StoreIO.get_blocking`: the job holds one slot for all its calls.
+    """
+
+    __slots__ = ("_io", "_latencies", "_read", "_written")
+
+    def __init__(self, io: StoreIO) -> None:
+        self._io = io
+        self._latencies: list[float] = []
+        self._read = 0
+        self._written = 0
+
+    def __enter__(self) -> BlockingBatch:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def store_seconds(self) -> float:
+        """Seconds spent in the store's calls so far (successful ones)."""
+        return sum(self._latencies)
+
+    def get(self, key: str) -> bytes | None:
+        """``store.get_blocking(key)``, timed."""
+        started = time.perf_counter()
+        try:
+            value = self._io.store.get_blocking(key)
+        except BaseException:
+            self._failed(started)
+            raise
+        self._latencies.append(time.perf_counter() - started)
+        if value is not None:
+            self._read += len(value)
+        return value
+
+    def set(self, key: str, value: bytes | memoryview) -> None:
+        """``store.set_blocking(key, value)``, timed (``value`` as :meth:`Store.set_blocking`)."""
+        started = time.perf_counter()
+        try:
+            self._io.store.set_blocking(key, value)
+        except BaseException:
+            self._failed(started)
+            raise
+        self._latencies.append(time.perf_counter() - started)
+        self._written += value.nbytes if type(value) is memoryview else len(value)
+
+    def delete(self, key: str) -> None:
+        """``store.delete_blocking(key)``, timed."""
+        started = time.perf_counter()
+        try:
+            self._io.store.delete_blocking(key)
+        except BaseException:
+            self._failed(started)
+            raise
+        self._latencies.append(time.perf_counter() - started)
+
+    def close(self) -> None:
+        """Record the batch's successful calls in the store's stats (once; later calls add nothing)."""
+        latencies, self._latencies = self._latencies, []
+        read, written, self._read, self._written = self._read, self._written, 0, 0
+        self._io.stats.record_many(latencies, read=read, written=written)
+
+    def _failed(self, started: float) -> None:
+        # Recorded at once, so an error shows in the stats even if the job's close is never reached.
+        self._io.stats.record(time.perf_counter() - started, failed=True)
