@@ -361,7 +361,7 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
         *([meta["note"], ""] if meta["note"] else []),
         f"{meta['mib']} MiB float32 arrays in 1 MiB (256, 1024) chunks, plus the (2000, 2000) int32 "
-        f"(20, 20)-chunk case; median of {meta['rounds']} round(s), implementations interleaved. "
+        f"(20, 20)-chunk case; median of {meta['rounds']} round(s), implementations interleaved (each round starts with the next one). "
         f"Page cache {'dropped before every read' if meta['dropped'] else 'NOT dropped (files written fresh and read once: warm reads)'}. "
         f"TensorStore fsync: {'off (--ts-no-fsync)' if meta['ts_no_fsync'] else 'on (its default; fsync is nearly free on this VM)'}.",
         *(["`sync` before every write (--sync)."] if meta.get("sync") else []),
@@ -428,8 +428,13 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
     dropped = args.drop_caches
     for round_ in range(args.rounds):
+        # Each round starts with the next implementation: what ran just before (deleting
+        # 10,000 files, 256 MiB of dirty pages still being written back) slows the next
+        # one's write and read, and a fixed order gave it to azarr every time.
+        shift = round_ % len(impls)
+        order = impls[shift:] + impls[:shift]
         for case in cases:
-            for impl in impls:
+            for impl in order:
                 path = args.workdir / f"{impl}-{case}.zarr"
                 shutil.rmtree(path, ignore_errors=True)
                 print(
