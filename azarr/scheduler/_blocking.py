@@ -13,8 +13,9 @@ Python.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from azarr.scheduler._io import StoreIO
@@ -52,37 +53,19 @@ class BlockingBatch:
 
     def get(self, key: str) -> bytes | None:
         """``store.get_blocking(key)``, timed."""
-        started = time.perf_counter()
-        try:
-            value = self._io.store.get_blocking(key)
-        except BaseException:
-            self._failed(started)
-            raise
-        self._latencies.append(time.perf_counter() - started)
+        value: bytes | None = self._timed(self._io.store.get_blocking, key)
         if value is not None:
             self._read += len(value)
         return value
 
     def set(self, key: str, value: bytes | memoryview) -> None:
         """``store.set_blocking(key, value)``, timed (``value`` as :meth:`Store.set_blocking`)."""
-        started = time.perf_counter()
-        try:
-            self._io.store.set_blocking(key, value)
-        except BaseException:
-            self._failed(started)
-            raise
-        self._latencies.append(time.perf_counter() - started)
+        self._timed(self._io.store.set_blocking, key, value)
         self._written += value.nbytes if type(value) is memoryview else len(value)
 
     def delete(self, key: str) -> None:
         """``store.delete_blocking(key)``, timed."""
-        started = time.perf_counter()
-        try:
-            self._io.store.delete_blocking(key)
-        except BaseException:
-            self._failed(started)
-            raise
-        self._latencies.append(time.perf_counter() - started)
+        self._timed(self._io.store.delete_blocking, key)
 
     def close(self) -> None:
         """Record the batch's successful calls in the store's stats (once; later calls add nothing)."""
@@ -90,6 +73,13 @@ class BlockingBatch:
         read, written, self._read, self._written = self._read, self._written, 0, 0
         self._io.stats.record_many(latencies, read=read, written=written)
 
-    def _failed(self, started: float) -> None:
-        # Recorded at once, so an error shows in the stats even if the job's close is never reached.
-        self._io.stats.record(time.perf_counter() - started, failed=True)
+    def _timed(self, call: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            result = call(*args)
+        except BaseException:
+            # Recorded at once, so an error shows in the stats even if the job's close is never reached.
+            self._io.stats.record(time.perf_counter() - started, failed=True)
+            raise
+        self._latencies.append(time.perf_counter() - started)
+        return result

@@ -416,36 +416,25 @@ class StoreIO:
     # run one after another). Not retried: these stores raise no transient errors.
     def get_blocking(self, key: str) -> bytes | None:
         """:meth:`get` from a worker thread (timed and counted; not retried, no budget slot)."""
-        value: bytes | None = self._timed_blocking(self.store.get_blocking, key)
-        return value
-
-    def blocking_batch(self) -> BlockingBatch:
-        """The blocking calls of one codec-pool job, each timed, recorded in the stats
-        at once when the batch closes (:class:`~azarr.scheduler._blocking.BlockingBatch`)."""
-        return BlockingBatch(self)
+        with BlockingBatch(self) as batch:
+            return batch.get(key)
 
     def set_blocking(self, key: str, value: bytes | memoryview) -> None:
         """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot).
 
         ``value`` as :meth:`Store.set_blocking` (a memoryview of any shape: its ``nbytes`` are counted)."""
-        written = value.nbytes if type(value) is memoryview else len(value)
-        self._timed_blocking(self.store.set_blocking, key, value, written=written)
+        with BlockingBatch(self) as batch:
+            batch.set(key, value)
 
     def delete_blocking(self, key: str) -> None:
         """:meth:`delete` from a worker thread (timed and counted; not retried, no budget slot)."""
-        self._timed_blocking(self.store.delete_blocking, key)
+        with BlockingBatch(self) as batch:
+            batch.delete(key)
 
-    def _timed_blocking(self, call: Callable[..., Any], *args: Any, written: int = 0) -> Any:
-        """``call(*args)`` recorded in the stats as one request (bytes read: its ``bytes`` result)."""
-        started = time.perf_counter()
-        try:
-            result = call(*args)
-        except BaseException:
-            self.stats.record(time.perf_counter() - started, failed=True)
-            raise
-        read = len(result) if isinstance(result, bytes) else 0
-        self.stats.record(time.perf_counter() - started, read=read, written=written)
-        return result
+    def blocking_batch(self) -> BlockingBatch:
+        """The blocking calls of one codec-pool job, each timed, recorded in the stats
+        at once when the batch closes (:class:`~azarr.scheduler._blocking.BlockingBatch`)."""
+        return BlockingBatch(self)
 
     # ------------------------------------------------------------------ machinery
     async def _retried(

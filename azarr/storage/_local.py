@@ -602,6 +602,7 @@ _CONFINED_DIRS_MAX = 1 << 16
 
 #: Files below this size count as small for :func:`_read_whole` (bytes).
 _SMALL_FILE = 64 * 1024
+_O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def _read_whole(path: str, *, small: bool = False) -> bytes | None:
@@ -636,9 +637,6 @@ def _read_whole(path: str, *, small: bool = False) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-_O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 def _write_all(fd: int, value: bytes | memoryview) -> None:
