@@ -71,6 +71,20 @@ def test_pool_serves_a_body_from_an_idle_buffer_up_to_twice_its_capacity() -> No
     assert pool.acquire(600_000).obj is large.obj
 
 
+def test_pool_sizes_a_body_by_at_least() -> None:
+    """Bodies of one chunk size share a class whatever they compressed to (``at_least``)."""
+    pool = BufferPool()
+    chunk = 1 << 20
+    compressed = pool.acquire(700_000, at_least=chunk)
+    assert len(compressed) == 700_000 and len(compressed.obj) == chunk
+    pool.release(compressed)
+    raw = pool.acquire(chunk, at_least=chunk)  # an uncompressed body of a same-chunked array
+    assert raw.obj is compressed.obj and len(raw) == chunk
+    pool.release(raw)
+    past = pool.acquire(chunk + 16, at_least=chunk)  # a header past the chunk: the next class
+    assert past.obj is not raw.obj and len(past.obj) == 1_310_720
+
+
 def test_pool_keeps_every_buffer_while_reads_run_then_trims() -> None:
     pool = BufferPool()
     with azarr.config.set(buffer_pool_bytes=2 * 65_536):
@@ -182,6 +196,20 @@ async def test_array_reads_use_the_pool_and_match_the_plain_path(
             assert BODY_BUFFERS.idle_bytes() == 0
         np.testing.assert_array_equal(pooled, plain)
         np.testing.assert_array_equal(pooled, DATA[selection])
+    await store.close()
+
+
+@pytest.mark.s3
+async def test_compressed_bodies_take_buffers_of_the_chunk_size(seaweedfs: Any, s3_bucket: str) -> None:
+    """Blosc bodies of ``DATA`` are a few KiB; their buffers are of the chunk's class (256 KiB),
+    so a later uncompressed (or otherwise compressed) read of that chunk size reuses them."""
+    store = _s3(seaweedfs, s3_bucket)
+    await azarr.array(DATA, chunks=CHUNKS, compressor=numcodecs.Blosc("lz4", 5, 1), store=store)
+    assert max([await store.getsize(f"{i}.{j}") for i in range(4) for j in range(3)]) < 65_536
+    arr = await azarr.open_array(store, mode="r")
+    np.testing.assert_array_equal(await arr.get_basic_selection(...), DATA)
+    chunk_bytes = CHUNKS[0] * CHUNKS[1] * 4
+    assert BODY_BUFFERS.idle_bytes() > 0 and BODY_BUFFERS.idle_bytes() % chunk_bytes == 0
     await store.close()
 
 

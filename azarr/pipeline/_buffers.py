@@ -16,7 +16,13 @@ one more pass over fresh memory on the event loop) whose capacity is rounded up 
 power of two (under a quarter unused, at least 64 KiB; when no buffer of that
 capacity is idle, an idle one of up to twice it is used before a new one is made),
 and is taken back only
-after the code that read it has finished with it. While reads are in progress
+after the code that read it has finished with it. Chunk bodies ask for at least their
+chunk's decoded size, so all bodies of arrays with the same chunk size share one class
+whatever their codec and compressed size: a Zstd read after a Blosc one, or an
+uncompressed one after either, finds the buffers the last read left (sized by each body,
+a Zstd read after a Blosc read took 22,000-37,000 page faults on the loop thread per
+256 MiB and an uncompressed one after that 14,000-49,000; with the shared class 1-6,500
+in 5 of 6 such reads, ``benchmarks/README.md``). While reads are in progress
 (:meth:`BufferPool.reading`) every buffer handed back is kept for the next body:
 how many are out at once is bounded by the store's budgets, not here. When the
 last read ends, idle buffers beyond ``buffer_pool_bytes`` (:mod:`azarr.config`)
@@ -78,9 +84,17 @@ class BufferPool:
                 if not self._readers:
                     self._trim(int(config.get("buffer_pool_bytes")))
 
-    def acquire(self, nbytes: int) -> memoryview:
-        """A writable view of exactly ``nbytes`` bytes (contents undefined)."""
-        capacity = _capacity(nbytes)
+    def acquire(self, nbytes: int, at_least: int = 0) -> memoryview:
+        """A writable view of exactly ``nbytes`` bytes (contents undefined), over a buffer
+        of the capacity class of ``max(nbytes, at_least)`` bytes.
+
+        ``at_least`` lets every body of one array's chunks share a class whatever its
+        compressed size: the chunk pipeline passes the decoded chunk size, which a
+        compressed body does not exceed but by a header. Only the pages a body is
+        written to are ever touched, so the unused tail of a buffer costs address
+        space, not memory.
+        """
+        capacity = _capacity(max(nbytes, at_least))
         with self._lock:
             stack = self._idle.get(capacity)
             if not stack:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -344,7 +345,9 @@ class ChunkPipeline:
             or not BODY_BUFFERS.enabled()
         ):
             return None
-        acquire = BODY_BUFFERS.acquire
+        # Every body in the class of the decoded chunk: whatever it compressed to, it fits
+        # any buffer this array's (or a same-chunked array's) earlier bodies left idle.
+        acquire = functools.partial(BODY_BUFFERS.acquire, at_least=nbytes)
 
         async def fetch_pooled(key: str) -> bytes | memoryview | None:
             async with io.budget.reserve(nbytes):
