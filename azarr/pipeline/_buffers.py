@@ -19,10 +19,10 @@ and is taken back only
 after the code that read it has finished with it. Chunk bodies ask for at least their
 chunk's decoded size, so all bodies of arrays with the same chunk size share one class
 whatever their codec and compressed size: a Zstd read after a Blosc one, or an
-uncompressed one after either, finds the buffers the last read left (sized by each body,
-a Zstd read after a Blosc read took 22,000-37,000 page faults on the loop thread per
-256 MiB and an uncompressed one after that 14,000-49,000; with the shared class 1-6,500
-in 5 of 6 such reads, ``benchmarks/README.md``). While reads are in progress
+uncompressed one after either, finds the buffers the last read left. Sized by each body
+instead, a Zstd read after a Blosc one took 22,000-37,000 page faults on the loop thread
+per 256 MiB, and an uncompressed one after that 14,000-49,000; with the shared class,
+1-6,500 in 5 of 6 such reads (``benchmarks/README.md``). While reads are in progress
 (:meth:`BufferPool.reading`) every buffer handed back is kept for the next body:
 how many are out at once is bounded by the store's budgets, not here. When the
 last read ends, idle buffers beyond ``buffer_pool_bytes`` (:mod:`azarr.config`)
@@ -85,14 +85,24 @@ class BufferPool:
                     self._trim(int(config.get("buffer_pool_bytes")))
 
     def acquire(self, nbytes: int, at_least: int = 0) -> memoryview:
-        """A writable view of exactly ``nbytes`` bytes (contents undefined), over a buffer
-        of the capacity class of ``max(nbytes, at_least)`` bytes.
+        """A writable view of exactly ``nbytes`` bytes (contents undefined).
 
-        ``at_least`` lets every body of one array's chunks share a class whatever its
-        compressed size: the chunk pipeline passes the decoded chunk size, which a
-        compressed body does not exceed but by a header. Only the pages a body is
-        written to are ever touched, so the unused tail of a buffer costs address
-        space, not memory.
+        Parameters
+        ----------
+        nbytes : int
+            Length of the view, in bytes (a body's ``Content-Length``).
+        at_least : int, default 0
+            Capacity to ask for at the least, in bytes: the buffer comes from the class
+            of ``max(nbytes, at_least)``. The chunk pipeline passes the decoded chunk
+            size, which a compressed body exceeds by a header at most, so every body of
+            arrays with one chunk size shares a class whatever its codec. Only the pages
+            a body is written to are ever touched: the unused tail of a buffer costs
+            address space, not memory.
+
+        Returns
+        -------
+        memoryview
+            Over a pool buffer; give it back with :meth:`release`.
         """
         capacity = _capacity(max(nbytes, at_least))
         with self._lock:
