@@ -158,7 +158,8 @@ def set(**settings: Any) -> Any:
         (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
         ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
-        from remote stores once no read runs, default 128 MiB; 0 reads every body into a new ``bytes``),
+        from remote stores once no read runs, each buffer counted by the longest body it
+        held; default 128 MiB; 0 reads every body into a new ``bytes``),
         ``connection_linger`` (seconds an S3 connection pool stays open after its last
         store closed, for the next store with the same settings; default 15, 0: at once),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,

@@ -49,7 +49,8 @@ def test_pool_reuses_buffers_by_capacity() -> None:
     assert len(view) == 100_000 and not view.readonly
     buffer = view.obj
     pool.release(view)
-    assert pool.idle_bytes() == 114_688  # 7/8 of 128 KiB: capacities come in eighths of a power of two
+    assert len(buffer) == 114_688  # 7/8 of 128 KiB: capacities come in eighths of a power of two
+    assert pool.idle_bytes() == 100_000  # idle buffers count what was written into them
     again = pool.acquire(110_000)  # same capacity class
     assert again.obj is buffer and len(again) == 110_000
     assert pool.idle_bytes() == 0
@@ -64,8 +65,8 @@ def test_pool_serves_a_body_from_an_idle_buffer_up_to_twice_its_capacity() -> No
     small = pool.acquire(400_000)  # capacity 458,752: the idle 917,504 is within 2x
     assert small.obj is large.obj and len(small) == 400_000
     assert pool.idle_bytes() == 0
-    pool.release(small)  # back in its own class
-    assert pool.idle_bytes() == 917_504
+    pool.release(small)  # back in its own class, counting the longest body it held
+    assert pool.idle_bytes() == 900_000
     assert pool.acquire(300_000).obj is not large.obj  # 327,680: more than 2x smaller, a new one
     assert pool.acquire(2_000_000).obj is not large.obj  # larger than any idle buffer: a new one
     assert pool.acquire(600_000).obj is large.obj
@@ -83,6 +84,10 @@ def test_pool_sizes_a_body_by_at_least() -> None:
     pool.release(raw)
     past = pool.acquire(chunk + 16, at_least=chunk)  # a header past the chunk: the next class
     assert past.obj is not raw.obj and len(past.obj) == 1_310_720
+    pool.release(past)
+    assert pool.idle_bytes() == 2 * chunk + 16  # what was written, not the capacities
+    big = 16 << 20  # from NumPy's huge-page threshold (4 MiB) up, bodies keep their own size
+    assert len(BufferPool().acquire(700_000, at_least=big).obj) == 786_432
 
 
 def test_pool_keeps_every_buffer_while_reads_run_then_trims() -> None:
@@ -205,11 +210,16 @@ async def test_compressed_bodies_take_buffers_of_the_chunk_size(seaweedfs: Any, 
     so a later uncompressed (or otherwise compressed) read of that chunk size reuses them."""
     store = _s3(seaweedfs, s3_bucket)
     await azarr.array(DATA, chunks=CHUNKS, compressor=numcodecs.Blosc("lz4", 5, 1), store=store)
-    assert max([await store.getsize(f"{i}.{j}") for i in range(4) for j in range(3)]) < 65_536
+    sizes = [await store.getsize(f"{i}.{j}") for i in range(4) for j in range(3)]
+    assert max(sizes) < 65_536
     arr = await azarr.open_array(store, mode="r")
     np.testing.assert_array_equal(await arr.get_basic_selection(...), DATA)
+    idle = BODY_BUFFERS.idle_bytes()
+    assert 0 < idle <= sum(sizes)  # counted by what was written into them
     chunk_bytes = CHUNKS[0] * CHUNKS[1] * 4
-    assert BODY_BUFFERS.idle_bytes() > 0 and BODY_BUFFERS.idle_bytes() % chunk_bytes == 0
+    uncompressed = BODY_BUFFERS.acquire(chunk_bytes, at_least=chunk_bytes)
+    assert BODY_BUFFERS.idle_bytes() < idle  # an idle Blosc buffer served the whole chunk
+    BODY_BUFFERS.release(uncompressed)
     await store.close()
 
 

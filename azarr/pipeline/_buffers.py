@@ -25,8 +25,9 @@ per 256 MiB, and an uncompressed one after that 14,000-49,000; with the shared c
 1-6,500 in 5 of 6 such reads (``benchmarks/README.md``). While reads are in progress
 (:meth:`BufferPool.reading`) every buffer handed back is kept for the next body:
 how many are out at once is bounded by the store's budgets, not here. When the
-last read ends, idle buffers beyond ``buffer_pool_bytes`` (:mod:`azarr.config`)
-are dropped; 0 disables the pool.
+last read ends, idle buffers beyond ``buffer_pool_bytes`` (:mod:`azarr.config`;
+each counted by the longest body it held, the part of it ever written) are dropped;
+0 disables the pool.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ from azarr import config
 __all__ = ["BODY_BUFFERS", "BufferPool"]
 
 _MIN_CAPACITY = 64 * 1024
+#: NumPy advises the kernel to back allocations of this many bytes or more with huge pages;
+#: on the benchmark VM such a fault can stall for compaction (``benchmarks/README.md``), so a
+#: chunk-sized class (``acquire``'s ``at_least``) is only used below it.
+_HUGE_PAGE_ADVICE = 4 << 20
 
 
 def _capacity(nbytes: int) -> int:
@@ -53,7 +58,13 @@ def _capacity(nbytes: int) -> int:
 
 
 class _PoolBuffer(np.ndarray[Any, np.dtype[np.uint8]]):
-    """A receive buffer the pool made (only these are taken back): 1-D ``uint8``."""
+    """A receive buffer the pool made (only these are taken back): 1-D ``uint8``.
+
+    ``written`` is the longest body it has held: the pages of it that have been touched
+    (the rest of its capacity was never written, so it takes no memory).
+    """
+
+    written: int
 
 
 class BufferPool:
@@ -73,7 +84,7 @@ class BufferPool:
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """A read in progress: buffers handed back meanwhile are all kept; at the end of the
-        last one, idle capacity beyond ``buffer_pool_bytes`` is dropped."""
+        last one, idle buffers beyond ``buffer_pool_bytes`` (:meth:`idle_bytes`) are dropped."""
         with self._lock:
             self._readers += 1
         try:
@@ -97,23 +108,28 @@ class BufferPool:
             size, which a compressed body exceeds by a header at most, so every body of
             arrays with one chunk size shares a class whatever its codec. Only the pages
             a body is written to are ever touched: the unused tail of a buffer costs
-            address space, not memory.
+            address space, not memory (and :meth:`idle_bytes` does not count it).
+            Ignored from NumPy's huge-page threshold (4 MiB) up.
 
         Returns
         -------
         memoryview
             Over a pool buffer; give it back with :meth:`release`.
         """
-        capacity = _capacity(max(nbytes, at_least))
+        shared = _capacity(at_least)
+        capacity = max(_capacity(nbytes), shared if shared < _HUGE_PAGE_ADVICE else 0)
         with self._lock:
             stack = self._idle.get(capacity)
             if not stack:
                 stack = self._larger(capacity)
             buffer = stack.pop() if stack else None
             if buffer is not None:
-                self._idle_bytes -= len(buffer)
+                self._idle_bytes -= buffer.written
         if buffer is None:
             buffer = np.empty(capacity, dtype=np.uint8).view(_PoolBuffer)
+            buffer.written = 0
+        if nbytes > buffer.written:  # the holder's own attribute until it is released
+            buffer.written = nbytes
         exported: Any = buffer
         return memoryview(exported)[:nbytes]
 
@@ -140,23 +156,24 @@ class BufferPool:
         buffer: Any = view.obj  # (numpy's stubs do not declare ndarray a Buffer on Python 3.11)
         if type(buffer) is not _PoolBuffer:
             return
-        capacity = len(buffer)
+        written = buffer.written
         with self._lock:
-            if not self._readers and self._idle_bytes + capacity > int(config.get("buffer_pool_bytes")):
+            if not self._readers and self._idle_bytes + written > int(config.get("buffer_pool_bytes")):
                 return  # dropped: freed when the last view goes
-            self._idle.setdefault(capacity, []).append(buffer)
-            self._idle_bytes += capacity
+            self._idle.setdefault(len(buffer), []).append(buffer)
+            self._idle_bytes += written
 
     def _trim(self, limit: int) -> None:
         # Caller holds the lock. Largest first: they are the ones glibc returns to the kernel anyway.
         for capacity in sorted(self._idle, reverse=True):
             stack = self._idle[capacity]
             while stack and self._idle_bytes > limit:
-                stack.pop()
-                self._idle_bytes -= capacity
+                self._idle_bytes -= stack.pop().written
 
     def idle_bytes(self) -> int:
-        """Capacity held idle, in bytes."""
+        """Bytes held idle: each idle buffer counts the longest body it has held (the part
+        of it ever written, so the memory it occupies; the rest of its capacity was never
+        touched). ``buffer_pool_bytes`` caps this."""
         return self._idle_bytes
 
     def clear(self) -> None:
