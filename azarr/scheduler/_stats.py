@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from azarr.storage import Store, StoreSpec
@@ -12,6 +13,11 @@ from azarr.storage import Store, StoreSpec
 logger = logging.getLogger("azarr.stats")
 
 #: Upper bounds (seconds) of the latency histogram buckets; the last bucket is open.
+#: The window of recent successful latencies (:meth:`StoreStats.latency_quantile`): at most
+#: ``_RECENT_MAX``, cut to the newest ``_RECENT_KEEP`` when it fills.
+_RECENT_MAX = 512
+_RECENT_KEEP = 256
+
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.001,
     0.002,
@@ -78,10 +84,7 @@ class StoreStats:
                 self.errors += 1
             self.latency[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
             if not failed:
-                # A bounded window of recent latencies for the hedging threshold.
-                self._recent.append(seconds)
-                if len(self._recent) > 512:
-                    del self._recent[:256]
+                self._remember((seconds,))
 
     def record_many(self, latencies: list[float], *, read: int = 0, written: int = 0) -> None:
         """Count finished successful attempts, one per entry of ``latencies`` (seconds), that
@@ -98,10 +101,16 @@ class StoreStats:
             histogram = self.latency
             for seconds in latencies:
                 histogram[bucket(buckets, seconds)] += 1
-            recent = self._recent
-            recent.extend(latencies[-512:])
-            if len(recent) > 512:
-                del recent[: len(recent) - 256]
+            self._remember(latencies)
+
+    def _remember(self, latencies: Sequence[float]) -> None:
+        """Add successful latencies to the bounded window of recent ones that the hedging
+        threshold reads: at most ``_RECENT_MAX``, cut to the newest ``_RECENT_KEEP`` when
+        full. Caller holds the lock."""
+        recent = self._recent
+        recent.extend(latencies[-_RECENT_MAX:])
+        if len(recent) > _RECENT_MAX:
+            del recent[: len(recent) - _RECENT_KEEP]
 
     def count_retry(self) -> None:
         """Count one retry."""
