@@ -48,6 +48,7 @@ from servers import (
     start_http_server,
     start_moto,
     start_seaweedfs,
+    tls_material,
 )
 
 from azarr.storage import GCSStore, LocalStore, MemoryStore, S3Store, Store
@@ -66,9 +67,16 @@ StoreFactory = Callable[[], Store]
 
 
 @pytest.fixture(scope="session")
-def seaweedfs() -> Iterator[S3Server]:
-    """SeaweedFS ``weed mini`` on free 127.0.0.1 ports, with signature checking."""
-    server = start_seaweedfs()
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A throw-away test CA and a certificate for 127.0.0.1: PEM paths ``ca``, ``cert``, ``key``."""
+    return tls_material(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tls_files: dict[str, str]) -> Iterator[S3Server]:
+    """SeaweedFS ``weed mini`` on free 127.0.0.1 ports, with signature checking; its S3
+    gateway also serves HTTPS (``https_endpoint_url``) with the certificate of ``tls_files``."""
+    server = start_seaweedfs(tls=(tls_files["cert"], tls_files["key"]))
     try:
         yield server
     finally:

@@ -152,6 +152,9 @@ class S3Server:
         ``"seaweedfs"`` or ``"moto"``.
     endpoint_url : str
         ``http://127.0.0.1:<port>``.
+    https_endpoint_url : str or None
+        ``https://127.0.0.1:<port>`` when the server was started with a TLS certificate
+        (SeaweedFS only), else ``None``.
     key, secret : str
         Access key id and secret key accepted by the server.
     storage_options : dict
@@ -164,6 +167,7 @@ class S3Server:
     secret: str
     process: ServerProcess
     workdir: Path
+    https_endpoint_url: str | None = None
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -246,11 +250,45 @@ def _put_probe(server: S3Server) -> Callable[[], None]:
     return probe
 
 
-def start_seaweedfs(*, key: str = "azarr-test-key", secret: str = "azarr-test-secret") -> S3Server:
+def tls_material(directory: Path) -> dict[str, str]:
+    """A throw-away test CA and a server certificate for 127.0.0.1/localhost, as PEM files.
+
+    Returns
+    -------
+    dict
+        ``{"ca": CA certificate, "cert": server certificate chain, "key": server private key}``:
+        paths in ``directory``. Needs ``trustme`` (a test dependency).
+    """
+    import trustme
+
+    ca = trustme.CA()
+    server_cert = ca.issue_cert("127.0.0.1", "localhost")
+    paths = {
+        "ca": directory / "ca.pem",
+        "cert": directory / "server-chain.pem",
+        "key": directory / "server-key.pem",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server_cert.private_key_pem.write_to_path(str(paths["key"]))
+    with paths["cert"].open("wb") as out:
+        for blob in server_cert.cert_chain_pems:
+            out.write(blob.bytes())
+    return {k: str(v) for k, v in paths.items()}
+
+
+def start_seaweedfs(
+    *,
+    key: str = "azarr-test-key",
+    secret: str = "azarr-test-secret",
+    tls: tuple[str, str] | None = None,
+) -> S3Server:
     """Start ``weed mini`` with signature checking; return once a PUT succeeds.
 
     Identities: ``key``/``secret`` may do everything; anonymous requests may Read and
     List (so unsigned requests get data but cannot write, and a wrong secret is a 403).
+    ``tls`` is ``(certificate chain PEM path, private key PEM path)``: the S3 gateway then
+    also serves HTTPS on a second port (``https_endpoint_url``), TLS done in Go as a
+    cloud object store does it on its own machines; the plain port stays for setup.
     """
     weed = find_binary("weed")
     workdir = Path(tempfile.mkdtemp(prefix="azarr-seaweedfs-"))
@@ -268,7 +306,7 @@ def start_seaweedfs(*, key: str = "azarr-test-key", secret: str = "azarr-test-se
     conf_path = workdir / "s3.json"
     conf_path.write_text(json.dumps(config))
     # Every port explicit: the gRPC defaults (http port + 10000) could collide.
-    master, master_g, volume, volume_g, filer, filer_g, s3, s3_g = free_ports(8)
+    master, master_g, volume, volume_g, filer, filer_g, s3, s3_g, s3_tls = free_ports(9)
     argv = [
         weed,
         "mini",
@@ -298,9 +336,13 @@ def start_seaweedfs(*, key: str = "azarr-test-key", secret: str = "azarr-test-se
         f"-filer.localSocket={workdir / 'f.sock'}",
         f"-s3.localSocket={workdir / 's.sock'}",
     ]
+    if tls is not None:
+        argv += [f"-s3.port.https={s3_tls}", f"-s3.cert.file={tls[0]}", f"-s3.key.file={tls[1]}"]
     process = ServerProcess("seaweedfs", argv, workdir)
     process.start()
     server = S3Server("seaweedfs", f"http://127.0.0.1:{s3}", key, secret, process, workdir)
+    if tls is not None:
+        server.https_endpoint_url = f"https://127.0.0.1:{s3_tls}"
     _wait_until_ready(server, _put_probe(server))
     return server
 

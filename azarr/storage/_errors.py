@@ -17,6 +17,7 @@ HTTP 408/5xx, ``InternalError``             :class:`~azarr.errors.TransientStore
 HTTP 409 ``ConditionalRequestConflict``     :class:`~azarr.errors.TransientStoreError` (retried)
 HTTP 412, ``PreconditionFailed``, GCS
 ``conditionNotMet``                         :class:`~azarr.errors.PreconditionFailedError`
+TLS certificate not trusted, wrong host     :class:`~azarr.errors.StoreUnavailableError` (not retried)
 refused, reset, DNS, server disconnected    :class:`~azarr.errors.ConnectionFailedError` (retried)
 read timeouts, bodies cut short             :class:`~azarr.errors.TransientStoreError` (retried)
 anything else                               :class:`~azarr.errors.StoreError`
@@ -96,6 +97,15 @@ _UNREACHABLE_TYPES = frozenset(
         "ServerDisconnectedError",
     }
 )
+# Exception class names (anywhere in the MRO) meaning the server's TLS certificate was
+# not accepted: Python's ssl (untrusted issuer, expired, hostname mismatch) and aiohttp's
+# wrapper of it. Another attempt meets the same certificate, so these are not retried.
+_CERTIFICATE_TYPES = frozenset({"SSLCertVerificationError", "ClientConnectorCertificateError"})
+_CERTIFICATE_HINT = (
+    "the server's TLS certificate was not accepted; for a private CA pass its bundle as "
+    "storage_options={'client_kwargs': {'verify': '/path/to/ca.pem'}} (S3), or set "
+    "AWS_CA_BUNDLE / SSL_CERT_FILE"
+)
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -171,6 +181,8 @@ def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreE
         return ThrottledError(f"{what} was throttled by the backend ({detail})")
     if codes & _TRANSIENT_CODES:
         return TransientStoreError(f"{what} failed with a transient error ({detail})")
+    if _has_type(exc, _CERTIFICATE_TYPES):
+        return StoreUnavailableError(f"{what} failed: {_CERTIFICATE_HINT} ({detail})")
     if _unreachable(exc):
         return ConnectionFailedError(f"{what} failed: backend unreachable ({detail})")
     if _has_type(exc, _TRANSIENT_TYPES):

@@ -1,0 +1,108 @@
+"""S3 over HTTPS: SeaweedFS's S3 gateway serving TLS with a certificate from a test CA.
+
+Real S3 and GCS are HTTPS; these tests check that both S3 transports verify the
+server's certificate against the CA bundle the user names (``client_kwargs["verify"]``,
+as s3fs/botocore take it, or ``AWS_CA_BUNDLE``), can be told not to verify, and turn
+an untrusted certificate into one clear, unretried error that names the key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+from servers import S3Server
+
+import azarr
+from azarr.errors import RetriesExhaustedError, StoreUnavailableError, TransientStoreError
+from azarr.storage import S3Store
+
+pytestmark = pytest.mark.s3
+
+Transport = Literal["aiohttp", "s3fs"]
+
+
+@pytest.fixture
+async def https_store(seaweedfs: S3Server, s3_bucket: str) -> AsyncIterator[Callable[..., S3Store]]:
+    """``make(transport, **client_kwargs)``: an S3Store on the HTTPS endpoint, closed after the test."""
+    assert seaweedfs.https_endpoint_url is not None
+    made: list[S3Store] = []
+
+    def make(transport: Transport, **client_kwargs: Any) -> S3Store:
+        options: dict[str, Any] = {
+            "endpoint_url": seaweedfs.https_endpoint_url,
+            "key": seaweedfs.key,
+            "secret": seaweedfs.secret,
+        }
+        if client_kwargs:
+            options["client_kwargs"] = client_kwargs
+        store = S3Store(f"{s3_bucket}/data", storage_options=options, transport=transport)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "s3fs"])
+async def test_array_round_trip_over_https_with_a_ca_bundle(
+    https_store: Callable[..., S3Store], tls_files: dict[str, str], transport: Transport
+) -> None:
+    store = https_store(transport, verify=tls_files["ca"])
+    data = np.arange(200 * 300, dtype="<f8").reshape(200, 300)
+    arr = await azarr.create(shape=data.shape, chunks=(64, 64), dtype=data.dtype, store=store)
+    await arr.set_basic_selection(..., data)
+    reopened = await azarr.open_array(https_store(transport, verify=tls_files["ca"]), mode="r")
+    np.testing.assert_array_equal(await reopened.get_basic_selection(...), data)
+    np.testing.assert_array_equal(
+        await reopened.get_orthogonal_selection(([3, 150], slice(10, 250))), data[[3, 150], 10:250]
+    )
+
+
+async def test_aws_ca_bundle_names_the_ca(
+    https_store: Callable[..., S3Store],
+    tls_files: dict[str, str],
+    seaweedfs: S3Server,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seaweedfs.admin.put_object(Bucket=s3_bucket, Key="data/k", Body=b"over tls")
+    monkeypatch.setenv("AWS_CA_BUNDLE", tls_files["ca"])
+    assert await https_store("aiohttp").get("k") == b"over tls"
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "s3fs"])
+async def test_verify_false_skips_the_certificate_check(
+    https_store: Callable[..., S3Store], seaweedfs: S3Server, s3_bucket: str, transport: Transport
+) -> None:
+    seaweedfs.admin.put_object(Bucket=s3_bucket, Key="data/k", Body=b"unverified")
+    assert await https_store(transport, verify=False).get("k") == b"unverified"
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "s3fs"])
+async def test_an_untrusted_certificate_fails_at_once_naming_key_and_remedy(
+    https_store: Callable[..., S3Store],
+    seaweedfs: S3Server,
+    s3_bucket: str,
+    transport: Transport,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seaweedfs.admin.put_object(Bucket=s3_bucket, Key="data/k", Body=b"secret")
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    with pytest.raises(StoreUnavailableError) as info:
+        await https_store(transport).get("k")
+    message = str(info.value)
+    assert "'k'" in message and "certificate" in message and "verify" in message
+    # Not a transient error: the scheduler's retries (with backoff) would meet the same
+    # certificate. Opening an array goes through them: one attempt, then this error.
+    assert not isinstance(info.value, TransientStoreError)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError) as opened:
+        await azarr.open_array(https_store(transport), mode="r")
+    assert not isinstance(opened.value, (TransientStoreError, RetriesExhaustedError))
+    assert "'.zarray'" in str(opened.value) and "certificate" in str(opened.value)
+    assert time.monotonic() - started < 5.0  # the retry policy's backoff alone would take seconds
