@@ -21,11 +21,17 @@ CPU from the client under test)::
 
     python benchmarks/delay_proxy.py --upstream 127.0.0.1:8333 --delay-ms 20
 
-With ``--tls-cert``/``--tls-key`` (PEM files) it terminates TLS: clients speak HTTPS to
-the proxy, which speaks plain HTTP to the upstream, as a load balancer in front of an
-object store does. The handshake and record encryption then cost the client what they
-cost against real S3/GCS; the proxy's share runs in its own process. Request counting
-sees the decrypted stream, so it works the same.
+Over HTTPS there are two ways to run it:
+
+- ``--upstream https://host:port`` relays an upstream that does TLS itself (SeaweedFS's
+  S3 gateway with a certificate): bytes pass through encrypted, so the proxy costs what
+  it costs over HTTP and the server's TLS is native code, as a cloud object store's is
+  on its own machines. Requests cannot be counted (the stream is encrypted):
+  ``counters()["requests"]`` is ``None``; connections and bytes are still counted.
+- ``--tls-cert``/``--tls-key`` (PEM files) terminate TLS in the proxy: clients speak
+  HTTPS to it and it speaks plain HTTP to the upstream, as a load balancer does.
+  Requests are counted on the decrypted stream, but the proxy's Python TLS (asyncio's
+  ``sslproto``) takes a large share of a 2-core machine from the client under test.
 
 It binds 127.0.0.1 on kernel-chosen ports, prints ``{"port", "admin_port",
 "pid"}`` as one JSON line, and exits on SIGTERM/SIGINT or when its stdin closes
@@ -64,7 +70,8 @@ STOP_TIMEOUT = 10.0
 class Counters:
     """What the proxy has seen since the last reset."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, count_requests: bool = True) -> None:
+        self.count_requests = count_requests
         self.reset()
 
     def reset(self) -> None:
@@ -79,7 +86,7 @@ class Counters:
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict."""
         return {
-            "requests": self.requests,
+            "requests": self.requests if self.count_requests else None,
             "methods": dict(self.methods),
             "connections": self.connections,
             "bytes_up": self.bytes_up,
@@ -234,7 +241,8 @@ class _Side(asyncio.Protocol):
         self.closed = False
         self.eof_in = False  # this side's socket sent us EOF
         self.eof_out = False  # we sent EOF to this side's socket
-        self.counter = RequestCounter(proxy.counters) if client else None
+        counting = client and proxy.counters.count_requests
+        self.counter = RequestCounter(proxy.counters) if counting else None
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -265,9 +273,10 @@ class _Side(asyncio.Protocol):
         peer = self.peer
         if peer is None:
             return
-        if self.counter is not None:
+        if self.client:
             self.proxy.counters.bytes_up += len(data)
-            self.counter.feed(data)
+            if self.counter is not None:
+                self.counter.feed(data)
         else:
             self.proxy.counters.bytes_down += len(data)
         peer.push(data)
@@ -356,10 +365,10 @@ class _Side(asyncio.Protocol):
 
 
 class _Proxy:
-    def __init__(self, upstream: tuple[str, int], delay_s: float) -> None:
+    def __init__(self, upstream: tuple[str, int], delay_s: float, *, count_requests: bool) -> None:
         self.upstream = upstream
         self.delay = delay_s
-        self.counters = Counters()
+        self.counters = Counters(count_requests=count_requests)
 
 
 async def _admin(proxy: _Proxy, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -380,8 +389,10 @@ async def _admin(proxy: _Proxy, reader: asyncio.StreamReader, writer: asyncio.St
 
 
 async def _serve(upstream: str, delay_ms: float, host: str, tls: tuple[str, str] | None = None) -> None:
-    up_host, _, up_port = upstream.rpartition(":")
-    proxy = _Proxy((up_host or "127.0.0.1", int(up_port)), delay_ms / 1000)
+    # An https:// upstream does its own TLS: relay the encrypted bytes, count no requests.
+    passthrough = upstream.startswith("https://")
+    up_host, _, up_port = upstream.removeprefix("https://").removeprefix("http://").rpartition(":")
+    proxy = _Proxy((up_host or "127.0.0.1", int(up_port)), delay_ms / 1000, count_requests=not passthrough)
     loop = asyncio.get_running_loop()
     ssl_context = None
     if tls is not None:
@@ -442,8 +453,11 @@ class DelayProxy:
     ) -> DelayProxy:
         """Start the proxy process; returns once it listens.
 
-        ``tls`` is ``(certificate chain PEM path, private key PEM path)``: the proxy then
-        serves HTTPS (and :attr:`url` is ``https://``).
+        ``upstream`` is ``host:port`` or ``http://host:port`` (plain HTTP, requests
+        counted), or ``https://host:port``: an upstream doing its own TLS, relayed
+        encrypted (:attr:`url` is ``https://``; no request counts). ``tls`` is
+        ``(certificate chain PEM path, private key PEM path)``: the proxy then terminates
+        TLS itself and serves HTTPS to a plain-HTTP upstream.
 
         Raises
         ------
@@ -451,6 +465,8 @@ class DelayProxy:
             It did not report its ports within ``START_TIMEOUT`` seconds (log attached).
         """
         upstream = upstream.removeprefix("http://").rstrip("/")
+        if upstream.startswith("https://") and tls is not None:
+            raise ValueError("an https:// upstream does its own TLS: pass tls=None")
         fd, log_name = tempfile.mkstemp(prefix="azarr-delay-proxy-", suffix=".log")
         argv = [
             sys.executable,
@@ -477,7 +493,7 @@ class DelayProxy:
             handle.stop()
             raise RuntimeError(f"delay proxy did not start: {Path(log_name).read_text()[-2000:]}")
         info = json.loads(line)
-        scheme = "https" if tls else "http"
+        scheme = "https" if tls or upstream.startswith("https://") else "http"
         return cls(proc, int(info["port"]), int(info["admin_port"]), Path(log_name), scheme)
 
     @property
@@ -542,7 +558,9 @@ def admin_command(admin_port: int, command: str, host: str = "127.0.0.1") -> dic
 def main(argv: list[str] | None = None) -> None:
     """Child entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream", required=True, help="host:port of the real server")
+    parser.add_argument(
+        "--upstream", required=True, help="host:port of the real server (https://host:port: relay its TLS)"
+    )
     parser.add_argument("--delay-ms", type=float, default=20.0, help="one-way delay per direction")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--tls-cert", help="PEM certificate chain: serve HTTPS (with --tls-key)")
