@@ -35,6 +35,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,6 +162,20 @@ async def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         raise AssertionError(kind)
     yield make
     for store in made:
+        await store.close()
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[Callable[[Store], Any]]:
+    """``closing(store) -> store``: closed at teardown (on the test's loop)."""
+    stores: list[Store] = []
+
+    def track(store: Store) -> Any:
+        stores.append(store)
+        return store
+
+    yield track
+    for store in stores:
         await store.close()
 
 

@@ -62,20 +62,6 @@ def served(http_server: HTTPServer) -> Callable[[dict[str, bytes]], str]:
     return serve
 
 
-@pytest.fixture
-async def closing() -> AsyncIterator[Callable[[Store], Any]]:
-    """``closing(store) -> store``: closed at teardown (on the test's loop)."""
-    stores: list[Store] = []
-
-    def track(store: Store) -> Any:
-        stores.append(store)
-        return store
-
-    yield track
-    for store in stores:
-        await store.close()
-
-
 # ====================================================================== HTTP
 @pytest.mark.http
 class TestHTTPErrors:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -286,7 +286,20 @@ def test_timeout_cancels_the_call_and_its_requests(
     _assert_requests_stopped(s3_fault_proxy, started)
 
 
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler during the test, as a script or notebook has it: a
+    handler another test left installed (an asyncio Runner's cancels its own task
+    rather than raising) would make Ctrl-C mean something else."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.s3
+@pytest.mark.usefixtures("default_sigint")
 def test_ctrl_c_cancels_the_call_and_its_requests(
     seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
 ) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -22,16 +22,17 @@ from servers import S3Server
 
 import azarr
 from azarr.errors import RetriesExhaustedError, StoreUnavailableError, TransientStoreError
-from azarr.storage import HTTPStore, S3Store
+from azarr.storage import HTTPStore, S3Store, Store
 
 Transport = Literal["aiohttp", "s3fs"]
 
 
 @pytest.fixture
-async def https_store(seaweedfs: S3Server, s3_bucket: str) -> AsyncIterator[Callable[..., S3Store]]:
+def https_store(
+    seaweedfs: S3Server, s3_bucket: str, closing: Callable[[Store], Any]
+) -> Callable[..., S3Store]:
     """``make(transport, **client_kwargs)``: an S3Store on the HTTPS endpoint, closed after the test."""
     assert seaweedfs.https_endpoint_url is not None
-    made: list[S3Store] = []
 
     def make(transport: Transport, **client_kwargs: Any) -> S3Store:
         options: dict[str, Any] = {
@@ -41,13 +42,10 @@ async def https_store(seaweedfs: S3Server, s3_bucket: str) -> AsyncIterator[Call
         }
         if client_kwargs:
             options["client_kwargs"] = client_kwargs
-        store = S3Store(f"{s3_bucket}/data", storage_options=options, transport=transport)
-        made.append(store)
+        store: S3Store = closing(S3Store(f"{s3_bucket}/data", storage_options=options, transport=transport))
         return store
 
-    yield make
-    for store in made:
-        await store.close()
+    return make
 
 
 @pytest.mark.s3
