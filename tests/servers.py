@@ -396,7 +396,7 @@ class GCSServer:
     Attributes
     ----------
     endpoint_url : str
-        ``http://127.0.0.1:<port>``.
+        ``http://127.0.0.1:<port>`` (``https://`` when started with a certificate).
     storage_options : dict
         gcsfs options as users pass them (``GCSStore(..., storage_options=...)``).
     """
@@ -436,9 +436,15 @@ class GCSServer:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _poll_http(name: str, process: ServerProcess, url: str) -> None:
-    """Poll ``url`` until it answers 200; fail with the server log if it never does."""
+def _poll_http(name: str, process: ServerProcess, url: str, cafile: str | None = None) -> None:
+    """Poll ``url`` until it answers 200; fail with the server log if it never does.
+
+    ``cafile``: the CA to verify an ``https://`` URL's certificate with.
+    """
+    import ssl
     import urllib.request
+
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
 
     deadline = time.monotonic() + START_TIMEOUT
     last: BaseException | None = None
@@ -449,7 +455,7 @@ def _poll_http(name: str, process: ServerProcess, url: str) -> None:
                 f"log {process.log_path}:\n{process.log_tail()}"
             )
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
+            with urllib.request.urlopen(url, timeout=2, context=context) as response:
                 if response.status == 200:
                     return
         except OSError as exc:  # refused while starting (URLError is an OSError)
@@ -462,15 +468,21 @@ def _poll_http(name: str, process: ServerProcess, url: str) -> None:
     )
 
 
-def start_fake_gcs() -> GCSServer:
-    """Start fake-gcs-server on a free 127.0.0.1 port; return once it answers (~0.1 s)."""
+def start_fake_gcs(tls: dict[str, str] | None = None) -> GCSServer:
+    """Start fake-gcs-server on a free 127.0.0.1 port; return once it answers (~0.1 s).
+
+    ``tls``: :func:`tls_material`'s paths; the server then speaks HTTPS only, with that
+    certificate (``endpoint_url`` is ``https://``).
+    """
     binary = fake_gcs_binary()
     workdir = Path(tempfile.mkdtemp(prefix="azarr-fake-gcs-"))
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    certificate = ["-cert-location", tls["cert"], "-private-key-location", tls["key"]] if tls else []
     argv = [
         binary,
-        "-scheme", "http",
+        "-scheme", "https" if tls else "http",
+        *certificate,
         "-host", "127.0.0.1",
         "-port", str(port),
         "-backend", "memory",
@@ -480,7 +492,7 @@ def start_fake_gcs() -> GCSServer:
     ]  # fmt: skip
     process = ServerProcess("fake-gcs-server", argv, workdir)
     process.start()
-    _poll_http("fake-gcs-server", process, f"{url}/storage/v1/b")
+    _poll_http("fake-gcs-server", process, f"{url}/storage/v1/b", cafile=tls["ca"] if tls else None)
     return GCSServer(url, process, workdir)
 
 

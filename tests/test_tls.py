@@ -1,4 +1,4 @@
-"""Stores over HTTPS: SeaweedFS's S3 gateway and an aiohttp server, each with a certificate from a test CA.
+"""Stores over HTTPS: SeaweedFS's S3 gateway, fake-gcs-server and an aiohttp server, with a test CA's certificate.
 
 Real S3 and GCS are HTTPS; these tests check that both S3 transports verify the
 server's certificate against the CA bundle the user names (``client_kwargs["verify"]``,
@@ -18,11 +18,11 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 from aiohttp import web
-from servers import S3Server
+from servers import S3Server, start_fake_gcs
 
 import azarr
 from azarr.errors import RetriesExhaustedError, StoreUnavailableError, TransientStoreError
-from azarr.storage import HTTPStore, S3Store, Store
+from azarr.storage import GCSStore, HTTPStore, S3Store, Store
 
 Transport = Literal["aiohttp", "s3fs"]
 
@@ -137,3 +137,20 @@ async def test_http_store_names_an_untrusted_certificate(tls_files: dict[str, st
         await runner.cleanup()
     assert not isinstance(info.value, TransientStoreError)
     assert "'.zarray'" in str(info.value) and "certificate" in str(info.value)
+
+
+@pytest.mark.gcs
+async def test_gcs_store_names_an_untrusted_certificate(
+    tls_files: dict[str, str], closing: Callable[[Store], Any]
+) -> None:
+    server = start_fake_gcs(tls=tls_files)
+    try:
+        store: GCSStore = closing(GCSStore("some-bucket/data", storage_options=server.storage_options))
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as info:
+            await azarr.open_array(store, mode="r")
+        assert time.monotonic() - started < 5.0  # one attempt: no backoff between retries
+    finally:
+        server.stop()
+    assert not isinstance(info.value, (TransientStoreError, RetriesExhaustedError))
+    assert "certificate" in str(info.value) and "'.z" in str(info.value)
