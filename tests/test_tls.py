@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -113,9 +113,13 @@ async def test_an_untrusted_certificate_fails_at_once_naming_key_and_remedy(
     assert time.monotonic() - started < 5.0  # the retry policy's backoff alone would take seconds
 
 
-async def test_http_store_names_an_untrusted_certificate(tls_files: dict[str, str]) -> None:
+@pytest.fixture
+async def https_site(tls_files: dict[str, str]) -> AsyncIterator[str]:
+    """An aiohttp server on 127.0.0.1 serving HTTPS with the test certificate; every
+    path answers its own name. Yields the URL of a hierarchy root below it."""
+
     async def handle(request: web.Request) -> web.Response:
-        return web.Response(body=b"{}")
+        return web.Response(body=request.path.encode())
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
@@ -123,20 +127,38 @@ async def test_http_store_names_an_untrusted_certificate(tls_files: dict[str, st
     server_ctx.load_cert_chain(tls_files["cert"], tls_files["key"])
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
-    await site.start()
-    url = f"https://127.0.0.1:{runner.addresses[0][1]}/data.zarr"
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx).start()
     try:
-        store = HTTPStore(url)
-        try:
-            with pytest.raises(StoreUnavailableError) as info:
-                await store.get(".zarray")
-        finally:
-            await store.close()
+        yield f"https://127.0.0.1:{runner.addresses[0][1]}/data.zarr"
     finally:
         await runner.cleanup()
+
+
+async def test_http_store_names_an_untrusted_certificate(
+    https_site: str, closing: Callable[[Store], Any]
+) -> None:
+    store = closing(HTTPStore(https_site))
+    with pytest.raises(StoreUnavailableError) as info:
+        await store.get(".zarray")
     assert not isinstance(info.value, TransientStoreError)
-    assert "'.zarray'" in str(info.value) and "certificate" in str(info.value)
+    message = str(info.value)
+    assert "'.zarray'" in message and "certificate" in message and "'ssl'" in message
+
+
+async def test_http_store_ssl_option_trusts_a_ca_or_skips_the_check(
+    https_site: str, tls_files: dict[str, str], closing: Callable[[Store], Any]
+) -> None:
+    context = ssl.create_default_context(cafile=tls_files["ca"])
+    for option in (tls_files["ca"], context, False):
+        store = closing(HTTPStore(https_site, storage_options={"ssl": option}))
+        assert await store.get("k") == b"/data.zarr/k", option
+    # Stores with the same option share one connection pool; different options do not.
+    same = [HTTPStore(https_site, storage_options={"ssl": tls_files["ca"]}) for _ in range(2)]
+    assert same[0]._shared_sessions() is same[1]._shared_sessions()
+    other = HTTPStore(https_site, storage_options={"ssl": False})
+    assert other._shared_sessions() is not same[0]._shared_sessions()
+    with pytest.raises(ValueError, match="ssl must be"):
+        HTTPStore(https_site, storage_options={"ssl": 1})
 
 
 @pytest.mark.gcs

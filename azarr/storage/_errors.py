@@ -103,8 +103,8 @@ _UNREACHABLE_TYPES = frozenset(
 _CERTIFICATE_TYPES = frozenset({"SSLCertVerificationError", "ClientConnectorCertificateError"})
 _CERTIFICATE_HINT = (
     "the server's TLS certificate was not accepted; for a private CA pass its bundle as "
-    "storage_options={'client_kwargs': {'verify': '/path/to/ca.pem'}} (S3), or set "
-    "AWS_CA_BUNDLE / SSL_CERT_FILE"
+    "storage_options={'client_kwargs': {'verify': '/path/to/ca.pem'}} (S3) or "
+    "{'ssl': '/path/to/ca.pem'} (HTTP), or set AWS_CA_BUNDLE / SSL_CERT_FILE"
 )
 
 

@@ -42,7 +42,15 @@ if TYPE_CHECKING:
     from yarl import URL
 
 _OPTIONS = frozenset(
-    {"headers", "client_kwargs", "timeout", "max_connections", "listings", "allow_cross_origin_redirects"}
+    {
+        "headers",
+        "client_kwargs",
+        "timeout",
+        "max_connections",
+        "listings",
+        "allow_cross_origin_redirects",
+        "ssl",
+    }
 )
 # ClientSession arguments the store manages itself (one pool per event loop, status handling).
 _MANAGED_CLIENT_KWARGS = frozenset({"connector", "connector_owner", "loop", "raise_for_status"})
@@ -62,14 +70,20 @@ class _Reply(NamedTuple):
     received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
 
 
-def _new_http_session(limit: int, timeout: float | None, kwargs: dict[str, Any]) -> aiohttp.ClientSession:
+def _new_http_session(
+    limit: int, timeout: float | None, tls: Any, kwargs: dict[str, Any]
+) -> aiohttp.ClientSession:
     kwargs = dict(kwargs)
     # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
     if timeout is None:
         import aiohttp
 
         kwargs.setdefault("timeout", aiohttp.ClientTimeout())
-    return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, **kwargs)
+    if isinstance(tls, str):  # a CA bundle: verify against it (instead of the default trust)
+        import ssl
+
+        tls = ssl.create_default_context(cafile=tls)
+    return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, ssl=tls, **kwargs)
 
 
 class HTTPStore(Store):
@@ -102,6 +116,12 @@ class HTTPStore(Store):
         ``listings`` : bool
             ``False`` never requests directory listings (``supports_listing`` is
             then False and listing yields nothing). Default True.
+        ``ssl`` : bool, str or ssl.SSLContext
+            How to verify an ``https://`` server's certificate (fsspec's
+            ``HTTPFileSystem`` passes the same ``ssl`` to aiohttp): ``True``
+            (default) against the system's trust store; a path to a PEM CA bundle
+            (a private CA); an :class:`ssl.SSLContext` as given (it does not pickle:
+            give a path to a store sent to other processes); ``False`` not at all.
         ``allow_cross_origin_redirects`` : bool
             Follow redirects to another scheme, host or port (default False:
             such redirects raise :class:`~azarr.storage._redirects.RedirectRefusedError`).
@@ -187,6 +207,13 @@ class HTTPStore(Store):
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
         ):
             raise ValueError(f"HTTPStore timeout must be a positive number of seconds, got {timeout!r}")
+        import ssl
+
+        tls = options.get("ssl", True)
+        if not isinstance(tls, bool | str | ssl.SSLContext):
+            raise ValueError(
+                f"HTTPStore ssl must be a bool, a CA bundle path or an ssl.SSLContext, got {tls!r}"
+            )
         limit = options.get("max_connections")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"HTTPStore max_connections must be an int >= 1, got {limit!r}")
@@ -240,16 +267,17 @@ class HTTPStore(Store):
     # ------------------------------------------------------------------ sessions
     def _shared_sessions(self) -> SharedSessions:
         """The sessions of every HTTPStore with the same connection options (pool size,
-        timeout, ``client_kwargs``); a store whose ``client_kwargs`` cannot be compared
-        (unhashable values) gets its own."""
+        timeout, ``ssl``, ``client_kwargs``); a store whose ``client_kwargs`` cannot be
+        compared (unhashable values) gets its own."""
         from azarr import config
 
         kwargs = dict(self.storage_options.get("client_kwargs") or {})
         timeout = self.storage_options.get("timeout")
         limit = self.storage_options.get("max_connections") or int(config.get("max_concurrency"))
-        make = functools.partial(_new_http_session, limit, timeout, kwargs)
+        tls = self.storage_options.get("ssl", True)
+        make = functools.partial(_new_http_session, limit, timeout, tls, kwargs)
         try:
-            key = ("http", limit, timeout, tuple(sorted(kwargs.items())))
+            key = ("http", limit, timeout, tls, tuple(sorted(kwargs.items())))
             hash(key)
         except TypeError:
             return SharedSessions(make)

@@ -8,7 +8,10 @@ takes (s3fs, gcsfs, aiohttp) still passes through, since the drivers accept any
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from ssl import SSLContext
 
 __all__ = ["GCSOptions", "HTTPOptions", "S3Options"]
 
@@ -67,3 +70,6 @@ class HTTPOptions(TypedDict, total=False):
     """Keep-alive pool size per event loop (default ``azarr.config`` ``max_concurrency``)."""
     listings: bool
     """False: never request directory listings (default True)."""
+    ssl: bool | str | SSLContext
+    """Certificate verification for ``https://``: True (system trust), a PEM CA bundle path,
+    an :class:`ssl.SSLContext`, or False (none); fsspec's ``HTTPFileSystem`` takes ``ssl`` too."""
