@@ -130,8 +130,18 @@ def _upload_corpus(corpus: RefCorpus, fs: Any, prefix: str, server: str) -> None
         for file in store_dir.rglob("*"):
             if file.is_file():
                 files[f"{prefix}/{store_name}/{file.relative_to(store_dir).as_posix()}"] = file.read_bytes()
-    fs.pipe(files)
-    missing = sorted(set(files) - set(fs.find(prefix)))
+    try:
+        fs.pipe(files)
+        missing = sorted(set(files) - set(fs.find(prefix)))
+    finally:
+        # Close its session on its own loop now: left to garbage collection, gcsfs's and
+        # s3fs's finalizers close it from whichever thread collects it (unsafe, and
+        # reported by pytest in whatever test runs then).
+        import fsspec.asyn
+
+        from azarr.storage import FsspecStore
+
+        fsspec.asyn.sync(fs.loop, FsspecStore._close_fs, fs)
     assert not missing, f"upload to {server} lost {len(missing)} objects, e.g. {missing[:5]}"
 
 
