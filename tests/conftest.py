@@ -126,43 +126,35 @@ def s3_bucket(seaweedfs: S3Server) -> str:
     return seaweedfs.create_bucket()
 
 
-def _closing_factory(build: Callable[[int], Store]) -> tuple[StoreFactory, list[Store]]:
-    made: list[Store] = []
+def _counted(build: Callable[[int], Store], closing: Callable[[Store], Any]) -> StoreFactory:
+    """``make() -> build(0), build(1), ...``, each store closed at teardown by ``closing``."""
     counter = itertools.count()
-
-    def make() -> Store:
-        store = build(next(counter))
-        made.append(store)
-        return store
-
-    return make, made
+    return lambda: closing(build(next(counter)))
 
 
 @pytest.fixture(params=STORE_KINDS)
-async def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-    """``make() -> Store``: fresh empty stores of the parametrized kind."""
+def store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path, closing: Callable[[Store], Any]
+) -> StoreFactory:
+    """``make() -> Store``: fresh empty stores of the parametrized kind, closed at teardown."""
     kind: str = request.param
     if kind == "memory":
-        make, made = _closing_factory(lambda i: MemoryStore())
-    elif kind == "local":
-        make, made = _closing_factory(lambda i: LocalStore(tmp_path / f"store-{i}"))
-    elif kind == "s3":
+        return _counted(lambda i: MemoryStore(), closing)
+    if kind == "local":
+        return _counted(lambda i: LocalStore(tmp_path / f"store-{i}"), closing)
+    if kind == "s3":
         server: S3Server = request.getfixturevalue("seaweedfs")
         bucket: str = request.getfixturevalue("s3_bucket")
-        make, made = _closing_factory(
-            lambda i: S3Store(f"{bucket}/store-{i}", storage_options=server.storage_options)
+        return _counted(
+            lambda i: S3Store(f"{bucket}/store-{i}", storage_options=server.storage_options), closing
         )
-    elif kind == "gcs":
+    if kind == "gcs":
         gcs: GCSServer = request.getfixturevalue("fake_gcs")
         gcs_bucket: str = request.getfixturevalue("gcs_bucket")
-        make, made = _closing_factory(
-            lambda i: GCSStore(f"{gcs_bucket}/store-{i}", storage_options=gcs.storage_options)
+        return _counted(
+            lambda i: GCSStore(f"{gcs_bucket}/store-{i}", storage_options=gcs.storage_options), closing
         )
-    else:  # pragma: no cover
-        raise AssertionError(kind)
-    yield make
-    for store in made:
-        await store.close()
+    raise AssertionError(kind)  # pragma: no cover
 
 
 @pytest.fixture

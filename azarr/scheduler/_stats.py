@@ -12,12 +12,12 @@ from azarr.storage import Store, StoreSpec
 
 logger = logging.getLogger("azarr.stats")
 
-#: Upper bounds (seconds) of the latency histogram buckets; the last bucket is open.
 #: The window of recent successful latencies (:meth:`StoreStats.latency_quantile`): at most
 #: ``_RECENT_MAX``, cut to the newest ``_RECENT_KEEP`` when it fills.
 _RECENT_MAX = 512
 _RECENT_KEEP = 256
 
+#: Upper bounds (seconds) of the latency histogram buckets; the last bucket is open.
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.001,
     0.002,

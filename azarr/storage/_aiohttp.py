@@ -87,10 +87,17 @@ def new_session(
     silent re-send, and per-connect / per-read timeouts in seconds (no total: a large
     download that keeps receiving data does not time out).
 
-    ``session_kwargs`` go to :class:`aiohttp.ClientSession` (``auth``, ``headers``,
-    ``auto_decompress``, ...); a ``timeout`` there replaces the two given here.
+    ``ssl`` is aiohttp's (``True``, ``False``, an :class:`ssl.SSLContext`) or a path to a
+    PEM CA bundle to verify servers against. ``session_kwargs`` go to
+    :class:`aiohttp.ClientSession` (``auth``, ``headers``, ``auto_decompress``, ...); a
+    ``timeout`` there replaces the two given here.
     """
     import aiohttp
+
+    if isinstance(ssl, str):  # a CA bundle: verify against it instead of the default trust
+        import ssl as ssl_module
+
+        ssl = ssl_module.create_default_context(cafile=ssl)
 
     connector_kwargs: dict[str, Any] = {"limit": limit, "ssl": ssl}
     if keepalive_timeout is not None:

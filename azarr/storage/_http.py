@@ -79,10 +79,6 @@ def _new_http_session(
         import aiohttp
 
         kwargs.setdefault("timeout", aiohttp.ClientTimeout())
-    if isinstance(tls, str):  # a CA bundle: verify against it (instead of the default trust)
-        import ssl
-
-        tls = ssl.create_default_context(cafile=tls)
     return new_session(limit=limit, connect_timeout=timeout, read_timeout=timeout, ssl=tls, **kwargs)
 
 

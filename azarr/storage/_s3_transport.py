@@ -28,7 +28,6 @@ import hashlib
 import hmac
 import os
 import re
-import ssl
 import threading
 import time
 import urllib.request
@@ -315,11 +314,10 @@ class _SessionSettings:
     tls: bool | str  # False: no verification; True: default trust; str: a CA bundle path
 
     def new_session(self) -> aiohttp.ClientSession:
-        tls = self.tls
         return new_session(
             limit=self.limit,
             keepalive_timeout=_KEEPALIVE_TIMEOUT,
-            ssl=ssl.create_default_context(cafile=tls) if isinstance(tls, str) else tls,
+            ssl=self.tls,
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
             # Stored bytes, as botocore returns them: S3 never compresses on the fly,
