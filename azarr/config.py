@@ -174,7 +174,7 @@ def set(**settings: Any) -> Any:
         ``require_consistency`` (bool: refuse read-modify-writes on stores without
         conditional writes, see ``docs/consistency.md``).
         Budgets are fixed when a store is first used; change a live store's with
-        :func:`azarr.scheduler.set_budget`.
+        `azarr.scheduler.set_budget`.
 
     Raises
     ------

@@ -1,6 +1,6 @@
 """``azarr cp`` against ``azarr.copy_store``: a hierarchy copied between two buckets behind 20 ms latency.
 
-SeaweedFS on 127.0.0.1 behind :mod:`benchmarks.delay_proxy` (20 ms each way). One
+SeaweedFS on 127.0.0.1 behind `benchmarks.delay_proxy` (20 ms each way). One
 array of ``--size-mib`` MiB in 1 MiB chunks (float32, random: Blosc barely
 compresses it, so stored bytes ~ array bytes) is written directly to a source
 bucket; then, interleaved for ``--rounds`` rounds, it is copied through the proxy

@@ -1,12 +1,12 @@
 """Cloud-path benchmark: azarr against zarr-python 2.18 / 3.1 and TensorStore on S3 with latency.
 
 A real SeaweedFS (``weed mini``, from the venv's ``weed``) runs on 127.0.0.1
-behind :mod:`benchmarks.delay_proxy`, which delays each direction by
+behind `benchmarks.delay_proxy`, which delays each direction by
 ``--delay-ms`` (20 ms: ~44 ms per request, a new connection costs one more
 round trip) without capping bandwidth. Every implementation talks to the proxy.
 
 Implementations (each a worker subprocess in its own interpreter, see
-:mod:`benchmarks.cloud_workers` and :mod:`benchmarks.peers`):
+`benchmarks.cloud_workers` and `benchmarks.peers`):
 
 =================  =========================================================
 ``raw``            aiohttp GET/PUT of the same objects, concurrency 64: the
@@ -44,7 +44,7 @@ Workloads:
 4. opening a ``--tree-arrays`` hierarchy (10 groups) with and without
    consolidated metadata and visiting every array, with the requests the proxy
    counted;
-5. indexing overhead on a memory store: :mod:`benchmarks.bench_indexing`
+5. indexing overhead on a memory store: `benchmarks.bench_indexing`
    (``results/indexing.md``), not repeated here.
 
 The data every reader reads is written once by azarr (directly to SeaweedFS,

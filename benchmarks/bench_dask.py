@@ -1,9 +1,9 @@
 """dask benchmark: the sum of an S3 array on a 2-process dask.distributed cluster, ``azarr.dask.from_azarr``
 vs ``da.from_zarr`` on zarr-python 2.18 and 3.1.
 
-Same path as :mod:`benchmarks.bench_xarray` (SeaweedFS behind the delay proxy). One float32 array
+Same path as `benchmarks.bench_xarray` (SeaweedFS behind the delay proxy). One float32 array
 (1 MiB chunks, Blosc-lz4) is written once by azarr; each implementation, in its own interpreter
-(:mod:`benchmarks.integration_workers`), starts ``LocalCluster(n_workers=2, processes=True)``,
+(`benchmarks.integration_workers`), starts ``LocalCluster(n_workers=2, processes=True)``,
 makes one untimed warm-up sum of a small array (worker imports, first connections), then times
 ``x.sum().compute()`` with dask chunks = Zarr chunks (``--zarr-chunks-per-task N``: N Zarr chunks
 per dask chunk along axis 0, for every implementation). Sums must agree. ``--impls`` may add

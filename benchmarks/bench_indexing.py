@@ -30,7 +30,7 @@ vindex 10,000 points    ``arr.vindex[rows, cols]``, random points   ~6,300
 For that case the table also gives the geometric mean of peer time / azarr time
 (the issue's "done" measure: >= 1.0 against zarr 2.18, every case >= 0.9).
 
-Each implementation runs in its own interpreter (:mod:`benchmarks.peers` builds
+Each implementation runs in its own interpreter (`benchmarks.peers` builds
 and caches the peers' venvs) as a subprocess of this script in ``--worker``
 mode: it builds the same array from the same seed in its own memory store
 (azarr ``MemoryStore``, zarr 2.18 ``zarr.MemoryStore``, zarr 3.1
@@ -109,7 +109,7 @@ WORKLOADS: dict[str, str] = CASES["wide"]["workloads"]
 
 
 def select_case(name: str) -> None:
-    """Make ``name`` (a key of :data:`CASES`) the array and workloads every function uses."""
+    """Make ``name`` (a key of `CASES`) the array and workloads every function uses."""
     global SHAPE, CHUNKS, DTYPE, WORKLOADS
     case = CASES[name]
     SHAPE, CHUNKS, DTYPE, WORKLOADS = case["shape"], case["chunks"], case["dtype"], case["workloads"]

@@ -2,9 +2,9 @@
 
 A float32 array of ``--size-mib`` (default 1 GiB) with 4 KiB samples (rows of
 1024 values) in chunks of 256 rows (1 MiB, Blosc-lz4) is written once to SeaweedFS;
-every implementation reads it through :mod:`benchmarks.delay_proxy` (20 ms each
+every implementation reads it through `benchmarks.delay_proxy` (20 ms each
 way), shuffled, 256 samples per batch, in its own process
-(:mod:`benchmarks.loader_workers`; peers in the venvs of :mod:`benchmarks.peers`):
+(`benchmarks.loader_workers`; peers in the venvs of `benchmarks.peers`):
 
 =================  ===============================================================
 ``raw``            anonymous aiohttp GETs of every chunk, 64 at a time: the ceiling

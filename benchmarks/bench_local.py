@@ -15,7 +15,7 @@ and runs a second worker that opens the array and reads all of it (timed). Witho
 ``--drop-caches`` the files are freshly written and read once, so the read mostly hits the
 page cache. Dropping the cache is machine-wide, which is why this never runs in the test suite.
 
-Implementations, each in its own interpreter (:mod:`benchmarks.peers` builds the venvs):
+Implementations, each in its own interpreter (`benchmarks.peers` builds the venvs):
 azarr ``LocalStore`` (coroutines on one ``asyncio.Runner`` loop), zarr 2.18 ``DirectoryStore``,
 zarr 3.1 ``LocalStore`` (``zarr_format=2``), TensorStore ``zarr`` driver on the ``file``
 kvstore, and ``azarr-baseline`` (``$AZARR_BASELINE/azarr``) for before/after. TensorStore's

@@ -1,6 +1,6 @@
 """One element of a 4 MiB Blosc chunk on SeaweedFS, with and without ``partial_decompress=True``.
 
-SeaweedFS on 127.0.0.1, directly and behind :mod:`benchmarks.delay_proxy` (``--delay-ms`` each
+SeaweedFS on 127.0.0.1, directly and behind `benchmarks.delay_proxy` (``--delay-ms`` each
 way). One 1024 x 1024 float32 chunk (Blosc lz4, byte shuffle, numcodecs' automatic block size)
 holding random integers 0-999 (compresses to about 60 %) is written once; then, interleaved, each
 mode reads ``--reads`` single elements at random positions, one read at a time. Reported per read:

@@ -1,6 +1,6 @@
 """Service benchmark: the example FastAPI app (examples/service/app.py) under uvicorn, over S3 with latency.
 
-SeaweedFS runs on 127.0.0.1 behind :mod:`benchmarks.delay_proxy` (20 ms each way);
+SeaweedFS runs on 127.0.0.1 behind `benchmarks.delay_proxy` (20 ms each way);
 the service (one uvicorn worker, a subprocess) opens a consolidated hierarchy through
 the proxy at startup; ``--clients`` concurrent clients in this process request,
 for ``--seconds`` each (aiohttp clients), one kind of slice of a float32 (4096, 4096) array in

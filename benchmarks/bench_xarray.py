@@ -1,10 +1,10 @@
 """xarray benchmark: ``engine="azarr"`` vs xarray's ``zarr`` engine on zarr-python 3.1, on S3 with latency.
 
-The same path as :mod:`benchmarks.bench_cloud`: SeaweedFS on 127.0.0.1 behind
-:mod:`benchmarks.delay_proxy` (``--delay-ms`` each way, default 20). A dataset of
+The same path as `benchmarks.bench_cloud`: SeaweedFS on 127.0.0.1 behind
+`benchmarks.delay_proxy` (``--delay-ms`` each way, default 20). A dataset of
 ``--variables`` float32 variables (1 MiB chunks, Blosc-lz4, consolidated) is written
 once by ``azarr.xarray.to_zarr`` directly to SeaweedFS; then each implementation, in
-its own fresh interpreter (:mod:`benchmarks.integration_workers`), after one untimed
+its own fresh interpreter (`benchmarks.integration_workers`), after one untimed
 open + load of a one-variable dataset (imports, pools, first-use state), times
 ``xr.open_dataset(...).load()`` (and ``await ds.load_async()``) through the proxy:
 
@@ -20,7 +20,7 @@ open + load of a one-variable dataset (imports, pools, first-use state), times
 It also measures the sync facade's overhead per one-element read (memory store).
 Every result's checksum must match azarr's. Implementations run interleaved for
 ``--rounds`` rounds; medians are reported. Peer venvs come from
-:mod:`benchmarks.peers` (:mod:`benchmarks.integration_peers`).
+`benchmarks.peers` (`benchmarks.integration_peers`).
 
 Usage::
 

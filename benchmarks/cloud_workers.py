@@ -1,7 +1,7 @@
-"""Workers for :mod:`benchmarks.bench_cloud`: one implementation, a list of timed operations, JSON out.
+"""Workers for `benchmarks.bench_cloud`: one implementation, a list of timed operations, JSON out.
 
 Each implementation runs in its own interpreter (azarr and the raw aiohttp
-client in azarr's venv, the peers in theirs: :mod:`benchmarks.peers`)::
+client in azarr's venv, the peers in theirs: `benchmarks.peers`)::
 
     python benchmarks/cloud_workers.py < task.json > result.json
 
@@ -262,7 +262,7 @@ class Impl:
         self.task = task
         self.bucket: str = task["bucket"]
         self.op: dict[str, Any] = {}
-        """The operation being run (set by :func:`run_op`), for what a method's arguments do not say."""
+        """The operation being run (set by `run_op`), for what a method's arguments do not say."""
         self.runner = asyncio.Runner()
         for name in self.imports:
             importlib.import_module(name)
@@ -408,7 +408,7 @@ class Raw(Impl):
 class RawCodec(Raw):
     """The ceiling with the codec work a Zarr client must do: ``raw``'s requests plus numcodecs in a thread pool.
 
-    Same GETs (anonymous) and signed PUTs at concurrency 64 as :class:`Raw`; each
+    Same GETs (anonymous) and signed PUTs at concurrency 64 as `Raw`; each
     chunk is decoded / encoded by numcodecs in a ``ThreadPoolExecutor(os.cpu_count())``.
     Reads decode every chunk straight into its region of a preallocated output
     (which the driver checks like everyone's); writes encode inside the timed region,
@@ -901,7 +901,7 @@ def clock() -> Clock:
 
 def elapsed(start: Clock) -> dict[str, float]:
     """``seconds``, ``cpu_seconds``, ``sys_seconds`` and ``loop_seconds`` (the main thread's
-    CPU: the event loop's, for the asyncio clients) since ``start`` (from :func:`clock`)."""
+    CPU: the event loop's, for the asyncio clients) since ``start`` (from `clock`)."""
     now = clock()
     return {
         "seconds": now[0] - start[0],

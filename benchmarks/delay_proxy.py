@@ -7,7 +7,7 @@ costs ``2 D``) without capping bandwidth. Connection set-up costs a round trip a
 it does over a real network: a client's first bytes reach the server ``3 D``
 after it connected (SYN, SYN-ACK, then the data), so clients that do not reuse
 connections pay for it. Per connection and direction at most
-:data:`HIGH_WATER` bytes wait in the delay line before the proxy stops reading
+`HIGH_WATER` bytes wait in the delay line before the proxy stops reading
 (a receive window: ``HIGH_WATER / D`` = 800 MiB/s per connection at 20 ms,
 above anything one connection does here).
 
@@ -37,7 +37,7 @@ It binds 127.0.0.1 on kernel-chosen ports, prints ``{"port", "admin_port",
 "pid"}`` as one JSON line, and exits on SIGTERM/SIGINT or when its stdin closes
 (the parent died). The admin port speaks one line per command: ``counters``
 (answers a JSON line) and ``reset`` (zeroes the counters, answers them).
-:class:`DelayProxy` is the parent-side handle; only the standard library is used.
+`DelayProxy` is the parent-side handle; only the standard library is used.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ class _Side(asyncio.Protocol):
 
     # -- delay line
     def push(self, data: bytes | object) -> None:
-        """Queue ``data`` (bytes, :data:`_EOF` or :data:`_CLOSE`) for this side, due after the delay."""
+        """Queue ``data`` (bytes, `_EOF` or `_CLOSE`) for this side, due after the delay."""
         if self.closed:
             return
         due = max(self.loop.time(), self.not_before) + self.proxy.delay
@@ -455,7 +455,7 @@ class DelayProxy:
 
         ``upstream`` is ``host:port`` or ``http://host:port`` (plain HTTP, requests
         counted), or ``https://host:port``: an upstream doing its own TLS, relayed
-        encrypted (:attr:`url` is ``https://``; no request counts). ``tls`` is
+        encrypted (`url` is ``https://``; no request counts). ``tls`` is
         ``(certificate chain PEM path, private key PEM path)``: the proxy then terminates
         TLS itself and serves HTTPS to a plain-HTTP upstream.
 

@@ -1,4 +1,4 @@
-"""Peer venvs for the xarray / dask benchmarks, registered with :mod:`benchmarks.peers`.
+"""Peer venvs for the xarray / dask benchmarks, registered with `benchmarks.peers`.
 
 ``xarray-zarr3``  xarray (its ``zarr`` engine) + zarr-python 3.1 + s3fs + obstore + dask.distributed
 ``dask-zarr218``  zarr-python 2.18 + s3fs + dask.distributed (``da.from_zarr`` on zarr 2)

@@ -70,7 +70,7 @@ class Peer:
     expect_version : str
         Prefix the ``__version__`` of ``modules[0]`` must have.
     modules : tuple of str
-        Modules the venv must import; :func:`peer_versions` reports their versions
+        Modules the venv must import; `peer_versions` reports their versions
         (the first is the one ``expect_version`` checks).
     """
 
@@ -275,7 +275,7 @@ def ensure_peer_python(name: str, *, report: Reporter = _stderr, cache_root: Pat
     Parameters
     ----------
     name : str
-        A key of :data:`PEERS`.
+        A key of `PEERS`.
     report : callable, optional
         Receives progress lines (default: stderr).
     cache_root : Path, optional

@@ -1,14 +1,14 @@
 """Where a loader epoch's time goes, next to the raw-GET ceiling's request pattern (reduced size).
 
 Writes the bench_loader dataset (float32, 4 KiB samples, 1 MiB Blosc-lz4 chunks of 256
-rows) to SeaweedFS at ``--size-mib``, puts :mod:`benchmarks.delay_proxy` in front, then,
+rows) to SeaweedFS at ``--size-mib``, puts `benchmarks.delay_proxy` in front, then,
 for each round and in this process:
 
 - ``raw``: every chunk GET 64 at a time with aiohttp (second pass timed, as in
   ``loader_workers.run_raw``), recording when each response is complete;
-- ``azarr``: one ``async for`` epoch of :class:`azarr.loader.BatchLoader`
+- ``azarr``: one ``async for`` epoch of `azarr.loader.BatchLoader`
   (``preload_chunks=16``, batch 256, shuffled) on a store opened on the loop,
-  sampling :func:`azarr.scheduler.stats_for` every 2 ms (requests done, bytes
+  sampling `azarr.scheduler.stats_for` every 2 ms (requests done, bytes
   read) and recording when each batch arrives.
 
 Both get process CPU split by thread (``/proc/self/task``) and minor page faults.
@@ -61,7 +61,7 @@ def _minflt() -> int:
 
 
 class Meter:
-    """Wall time, per-thread CPU and minor faults from construction to :meth:`stop`."""
+    """Wall time, per-thread CPU and minor faults from construction to `stop`."""
 
     def __init__(self) -> None:
         self.t0, self.cpu0, self.flt0 = time.perf_counter(), thread_cpu(), _minflt()

@@ -1,7 +1,7 @@
 """An HTTP/1.1 fault-injection reverse proxy for tests, run as a subprocess.
 
 Tests put it between azarr and a real server (SeaweedFS, fake-gcs-server, an aiohttp
-app): the client's ``endpoint_url`` is the proxy's :attr:`FaultProxy.url`, and the
+app): the client's ``endpoint_url`` is the proxy's `FaultProxy.url`, and the
 proxy forwards every request to one upstream base URL. Built on raw asyncio streams,
 so it can do what an HTTP framework would not: forward the request head byte for
 byte (``Host``, ``Authorization``, ``x-amz-*`` untouched, so SigV4 signatures made
@@ -34,7 +34,7 @@ object name in the multipart body, so a path regex cannot tell GCS chunk writes
 from metadata writes: filter those by method. Per matching request the proxy draws
 one number from ``random.Random(seed)`` and walks the matching rules in order with
 cumulative probability, so a run with a given seed and request order is
-reproducible. Kinds (see :data:`FAULT_KINDS`):
+reproducible. Kinds (see `FAULT_KINDS`):
 
 ``status_503``
     ``503`` with the S3 ``SlowDown`` XML body (GCS JSON with ``error_format="gcs"``).
@@ -170,7 +170,7 @@ class FaultRule:
     Parameters
     ----------
     kind : str
-        One of :data:`FAULT_KINDS`.
+        One of `FAULT_KINDS`.
     probability : float
         In ``[0, 1]``.
     methods : tuple of str, optional
@@ -289,7 +289,7 @@ def make_config(
     error_format: str = "auto",
     **faults: float,
 ) -> FaultConfig:
-    """Build a :class:`FaultConfig` from ``kind=probability`` keywords (see :meth:`FaultProxy.configure`)."""
+    """Build a `FaultConfig` from ``kind=probability`` keywords (see `FaultProxy.configure`)."""
     unknown = set(faults) - set(FAULT_KINDS)
     if unknown:
         raise ValueError(f"unknown fault kinds {sorted(unknown)}; expected some of {FAULT_KINDS}")
@@ -423,7 +423,7 @@ async def _copy_until_eof(reader: asyncio.StreamReader, writer: _Writer) -> int:
 
 
 class _Writer(Protocol):
-    """What the body copiers write to: a ``StreamWriter`` or a :class:`_Sink`."""
+    """What the body copiers write to: a ``StreamWriter`` or a `_Sink`."""
 
     def write(self, data: bytes) -> None: ...
 
@@ -1043,7 +1043,7 @@ class ProxyCounters:
 class FaultProxy:
     """Handle on a fault-injection proxy subprocess in front of ``upstream_url``.
 
-    Use :meth:`start` (or the fixtures) to get one; all methods are synchronous
+    Use `start` (or the fixtures) to get one; all methods are synchronous
     and safe to call from async tests (the proxy runs in another process).
 
     Examples
@@ -1156,13 +1156,13 @@ class FaultProxy:
         error_format: str = "auto",
         **faults: float,
     ) -> FaultConfig:
-        """Replace the fault configuration (counters are kept; see :meth:`reset_counters`).
+        """Replace the fault configuration (counters are kept; see `reset_counters`).
 
         Parameters
         ----------
         methods, path : optional
             Restrict the keyword faults to these HTTP methods / a target regex
-            (:data:`CHUNK_KEYS`, :data:`METADATA_KEYS`).
+            (`CHUNK_KEYS`, `METADATA_KEYS`).
         rules : iterable of FaultRule
             Extra rules with their own filters, tried after the keyword faults.
         seed : int
@@ -1178,7 +1178,7 @@ class FaultProxy:
         error_format : {"auto", "s3", "gcs"}
             Body format of injected error statuses.
         **faults : float
-            ``kind=probability`` for kinds in :data:`FAULT_KINDS`, e.g. ``status_503=0.2``.
+            ``kind=probability`` for kinds in `FAULT_KINDS`, e.g. ``status_503=0.2``.
 
         Returns
         -------

@@ -6,9 +6,9 @@ as ``{key: bytes}``. A case takes one template and applies one to three
 mutations: a JSON-level change to a metadata field (a hostile value, a deleted
 key), a byte-level change to a metadata document, or a byte-level change to a
 chunk (flipped bytes, a hostile little-endian integer over a size header,
-truncation, garbage appended, another template's chunk). :func:`run_case`
+truncation, garbage appended, another template's chunk). `run_case`
 opens and reads the result; the only acceptable outcomes are data or an
-:class:`azarr.errors.AzarrError`.
+`azarr.errors.AzarrError`.
 """
 
 from __future__ import annotations

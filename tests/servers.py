@@ -471,7 +471,7 @@ def _poll_http(name: str, process: ServerProcess, url: str, cafile: str | None =
 def start_fake_gcs(tls: dict[str, str] | None = None) -> GCSServer:
     """Start fake-gcs-server on a free 127.0.0.1 port; return once it answers (~0.1 s).
 
-    ``tls``: :func:`tls_material`'s paths; the server then speaks HTTPS only, with that
+    ``tls``: `tls_material`'s paths; the server then speaks HTTPS only, with that
     certificate (``endpoint_url`` is ``https://``).
     """
     binary = fake_gcs_binary()

@@ -26,7 +26,7 @@ class ServiceProcess:
     datasets : dict
         ``AZARR_DATASETS``: name -> ``{"url", "storage_options", "path"}``.
     config : dict, optional
-        ``AZARR_CONFIG``: :func:`azarr.config.set` settings for the service process.
+        ``AZARR_CONFIG``: `azarr.config.set` settings for the service process.
     deadline : float
         ``AZARR_DEADLINE``: seconds per request before a 504.
     max_bytes : int, optional

@@ -272,3 +272,15 @@ def test_every_public_name_has_a_docstring() -> None:
             ):
                 missing += undocumented(f"{module.__name__}.{name}", obj)
     assert not missing, f"public names without a docstring: {sorted(set(missing))}"
+
+
+def test_docstrings_hold_no_sphinx_roles() -> None:
+    """mkdocstrings renders Markdown: a Sphinx role (``:func:`x` ``) would show literally in the API pages."""
+    role = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|obj|exc):`")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "azarr").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if role.search(line)
+    ]
+    assert not offenders, f"Sphinx roles in docstrings (write `name` instead): {offenders}"

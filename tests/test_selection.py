@@ -146,7 +146,7 @@ class Spec:
         return (np.arange(1, n + 1) % 30000 + 100).reshape(self.shape).astype(self.dtype)
 
     def model(self) -> np.ndarray:
-        """What the array holds after :func:`make_array` (NumPy's copy)."""
+        """What the array holds after `make_array` (NumPy's copy)."""
         if self.dtype.names or self.fill_value is None:
             model = np.zeros(self.shape, dtype=self.dtype)  # azarr reads fill_value=None as zeros
         else:
@@ -543,7 +543,7 @@ def get_routes(
 def set_routes(
     arr: AsyncArray, kind: str, sel: Any, value: Any, fields: Any = None
 ) -> dict[str, Callable[[], Awaitable[None]]]:
-    """Every write of ``value`` into ``sel``, as :func:`get_routes`."""
+    """Every write of ``value`` into ``sel``, as `get_routes`."""
     method = getattr(arr, f"set_{kind}_selection")
     named = _named(sel, fields)
     routes: dict[str, Callable[[], Awaitable[None]]] = {

@@ -15,7 +15,7 @@ from azarr.storage import ByteRange, Generation, MemoryStore, Store, WrapperStor
 
 
 class AsyncPathMemoryStore(MemoryStore):
-    """A :class:`MemoryStore` without blocking access: its chunks take the per-chunk async
+    """A `MemoryStore` without blocking access: its chunks take the per-chunk async
     path of the chunk pipeline (the one remote stores take), for tests of that path."""
 
     supports_blocking_io = False

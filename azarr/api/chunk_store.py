@@ -3,7 +3,7 @@
 zarr-python 2's ``Array(store, chunk_store=...)`` and ``open_array(...,
 chunk_store=...)`` keep ``.zarray``/``.zgroup``/``.zattrs`` (and
 ``.zmetadata``) in ``store`` and every other key in ``chunk_store``. azarr
-does the same with one :class:`SplitStore` routing each key, so arrays and
+does the same with one `SplitStore` routing each key, so arrays and
 groups keep a single store object and its one I/O path.
 """
 

@@ -162,7 +162,7 @@ async def consolidate_metadata(
     Returns
     -------
     AsyncGroup or AsyncArray
-        The hierarchy root, opened with :func:`open_consolidated`.
+        The hierarchy root, opened with `open_consolidated`.
 
     Raises
     ------

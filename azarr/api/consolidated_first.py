@@ -6,7 +6,7 @@ switch ``use_consolidated`` (None: try, True: require, False: never). azarr's
 ``open_group``/``open`` take it with that name. Only read-only opens try by
 default: a consolidated hierarchy's structure and attributes cannot change.
 The fallback costs no round trip: the ``.zmetadata`` read runs beside the
-unconsolidated open's first step (:func:`consolidated_and_kind`).
+unconsolidated open's first step (`consolidated_and_kind`).
 """
 
 from __future__ import annotations

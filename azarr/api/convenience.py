@@ -36,7 +36,7 @@ async def save_array(
         NumPy data, or a chunked source (AsyncArray, h5py dataset: streamed).
     path : str, optional
     **kwargs
-        Creation arguments as :func:`azarr.create` (``chunks=``, ``compressor=``...).
+        Creation arguments as `azarr.create` (``chunks=``, ``compressor=``...).
 
     Returns
     -------
@@ -80,7 +80,7 @@ async def save(
     storage_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> AsyncArray | AsyncGroup:
-    """One array with :func:`save_array`, several with :func:`save_group` (zarr-python 2 ``save``).
+    """One array with `save_array`, several with `save_group` (zarr-python 2 ``save``).
 
     Raises
     ------
@@ -97,7 +97,7 @@ async def save(
 async def load(
     store: StoreLike, *, path: str | None = None, storage_options: dict[str, Any] | None = None
 ) -> np.ndarray[Any, Any] | dict[str, np.ndarray[Any, Any]]:
-    """Read what :func:`save` stored: an array's values, or a group's arrays by name (zarr-python 2 ``load``).
+    """Read what `save` stored: an array's values, or a group's arrays by name (zarr-python 2 ``load``).
 
     zarr-python 2 returns a ``LazyLoader`` for a group, reading each array
     when indexed; with coroutines the reads happen here, so this returns a
@@ -120,7 +120,7 @@ async def open_like(a: Any, path: StoreLike, **kwargs: Any) -> AsyncArray:
 
     Shape, chunks, dtype, compressor, order, filters and fill value are taken
     from ``a`` (an AsyncArray, or anything array-like) unless given; ``mode``
-    and other arguments are as :func:`azarr.open_array`.
+    and other arguments are as `azarr.open_array`.
     """
     like = _like_kwargs(a, kwargs)
     if isinstance(a, AsyncArray):

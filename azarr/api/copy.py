@@ -16,7 +16,7 @@ from azarr.storage import Store, StoreLike
 
 @dataclass(frozen=True)
 class CopyResult:
-    """What :func:`copy_store` did.
+    """What `copy_store` did.
 
     Attributes
     ----------
@@ -66,7 +66,7 @@ async def copy_store(
         What to do with keys that already exist in the destination. With
         ``"raise"`` the check happens before anything is copied.
     progress : callable, optional
-        Called with a :class:`~azarr.scheduler.Progress` after each key.
+        Called with a `Progress` after each key.
     dry_run : bool
         List and decide, but read and write nothing: the result counts the keys a
         real run would copy and skip (``n_bytes_copied`` is 0), as zarr-python 2's ``dry_run``.
@@ -189,7 +189,7 @@ def _describer(src_root: str, dst_root: str) -> Callable[[str], str]:
 
 
 class _LogWriter:
-    """``log=`` of :func:`copy_store`: a callable, a path to open, or a text file; flushed per line."""
+    """``log=`` of `copy_store`: a callable, a path to open, or a text file; flushed per line."""
 
     def __init__(self, log: Callable[[str], Any] | str | IO[str] | None) -> None:
         self._file: IO[str] | None = None

@@ -1,6 +1,6 @@
 """``copy`` / ``copy_all``: node-level copies that decode and re-encode (zarr-python 2 ``zarr.convenience``).
 
-Unlike :func:`~azarr.copy_store`, which moves stored bytes, these functions
+Unlike `copy_store`, which moves stored bytes, these functions
 read each array's values and write them into a new array, so the copy may
 change the compressor, filters, chunks or order (``**create_kws``), and the
 source may be an HDF5 file read with h5py. They follow zarr-python 2.18's
@@ -9,9 +9,9 @@ summary line and ``(n_copied, n_skipped, n_bytes_copied)`` counts, where a
 group counts as one copied node and ``n_bytes_copied`` is the uncompressed
 size (``size * itemsize``) of every array copied.
 
-Sources: :class:`~azarr.AsyncArray` / :class:`~azarr.AsyncGroup`, or h5py
+Sources: `AsyncArray` / `AsyncGroup`, or h5py
 ``File`` / ``Group`` / ``Dataset`` (h5py is an optional dependency: ``pip
-install 'azarr[hdf5]'``). The destination is an :class:`~azarr.AsyncGroup`;
+install 'azarr[hdf5]'``). The destination is an `AsyncGroup`;
 zarr-python 2's copies into h5py files are out of scope (azarr writes Zarr).
 Array data is streamed slab by slab (``azarr.core._streaming``), never read whole.
 """
@@ -280,7 +280,7 @@ async def copy(
     dry_run : bool
         Log and count what would be copied without writing anything.
     progress : callable, optional
-        Called with a :class:`~azarr.scheduler.Progress` after each node
+        Called with a `Progress` after each node
         (``done`` nodes copied or skipped of ``total``, ``nbytes`` copied).
     **create_kws
         Passed to the creation of every array (``chunks=``, ``compressor=``,
@@ -330,7 +330,7 @@ async def copy_all(
 ) -> CopyResult:
     """Copy every member of group ``source`` into group ``dest`` (zarr-python 2 ``zarr.copy_all``).
 
-    Arguments, result and errors as :func:`copy`; the source group's own
+    Arguments, result and errors as `copy`; the source group's own
     attributes are merged into ``dest``'s (also with ``without_attrs``, as in
     zarr-python 2.18).
     """
@@ -356,7 +356,7 @@ def _copier(
     progress: ProgressCallback | None,
     total: int,
 ) -> Iterator[_Copier]:
-    """A :class:`_Copier` writing to ``log``; its summary line is logged when the copy ends."""
+    """A `_Copier` writing to ``log``; its summary line is logged when the copy ends."""
     with _log_writer(log) as write:
         copier = _Copier(write, create_kws=create_kws, progress=progress, total=total, **options)
         yield copier

@@ -54,7 +54,7 @@ def with_chunk_store(
     *,
     read_only: bool = False,
 ) -> Store:
-    """``store``, or a :class:`~azarr.api.chunk_store.SplitStore` of it and ``chunk_store`` when one is given."""
+    """``store``, or a `SplitStore` of it and ``chunk_store`` when one is given."""
     if chunk_store is None:
         return store
     from azarr.api.chunk_store import SplitStore
@@ -103,7 +103,7 @@ async def create(
     order : {"C", "F"}
         Memory layout within chunks.
     store : Store, str, os.PathLike or MutableMapping, optional
-        Where to create the array; default a new :class:`~azarr.storage.MemoryStore`.
+        Where to create the array; default a new `MemoryStore`.
     overwrite : bool
         Delete whatever exists at ``path`` first.
     path : str, optional
@@ -124,7 +124,7 @@ async def create(
         Initial ``.zattrs``.
     chunk_store : Store, str, os.PathLike or MutableMapping, optional
         Keep the chunks here and only the metadata documents in ``store``
-        (zarr-python 2 ``chunk_store``; see :class:`~azarr.api.chunk_store.SplitStore`).
+        (zarr-python 2 ``chunk_store``; see `SplitStore`).
 
     Returns
     -------
@@ -157,29 +157,29 @@ async def create(
 
 
 async def zeros(shape: int | tuple[int, ...], **kwargs: Any) -> AsyncArray:
-    """Create an array of zeros (fill_value 0, nothing stored). Arguments as :func:`create`."""
+    """Create an array of zeros (fill_value 0, nothing stored). Arguments as `create`."""
     return await create(shape, fill_value=0, **kwargs)
 
 
 async def ones(shape: int | tuple[int, ...], **kwargs: Any) -> AsyncArray:
-    """Create an array of ones (fill_value 1, nothing stored). Arguments as :func:`create`."""
+    """Create an array of ones (fill_value 1, nothing stored). Arguments as `create`."""
     return await create(shape, fill_value=1, **kwargs)
 
 
 async def empty(shape: int | tuple[int, ...], **kwargs: Any) -> AsyncArray:
-    """Create an array with no fill_value (null in ``.zarray``). Arguments as :func:`create`."""
+    """Create an array with no fill_value (null in ``.zarray``). Arguments as `create`."""
     return await create(shape, fill_value=None, **kwargs)
 
 
 async def full(shape: int | tuple[int, ...], fill_value: Any, **kwargs: Any) -> AsyncArray:
-    """Create an array whose unwritten elements read as ``fill_value``. Arguments as :func:`create`."""
+    """Create an array whose unwritten elements read as ``fill_value``. Arguments as `create`."""
     return await create(shape, fill_value=fill_value, **kwargs)
 
 
 async def array(data: Any, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data`` (zarr-python 2 ``zarr.array``).
 
-    Shape and dtype come from ``data`` unless given. Arguments as :func:`create`.
+    Shape and dtype come from ``data`` unless given. Arguments as `create`.
 
     ``data`` may be a chunked array (an ``AsyncArray``, an h5py dataset, a
     zarr-python 2 array): its chunks are then the default ``chunks`` (as in

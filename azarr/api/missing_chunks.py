@@ -4,7 +4,7 @@ Zarr v2 reads a chunk that was never stored as the fill value, which cannot
 tell "never written" from "lost" (an interrupted upload, a wrong path, a
 bucket lifecycle rule). TensorStore's ``fill_missing_data_reads=False`` makes
 such reads fail; ``open_array(..., fill_missing_data_reads=False)`` does the
-same here by opening the array on a :class:`StrictReadStore`.
+same here by opening the array on a `StrictReadStore`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from azarr.storage import ByteRange, WrapperStore
 
 
 class StrictReadStore(WrapperStore):
-    """Pass everything to ``store``, but a chunk read that finds nothing raises :class:`ChunkNotFoundError`.
+    """Pass everything to ``store``, but a chunk read that finds nothing raises `ChunkNotFoundError`.
 
     Metadata documents may be missing as usual (``.zattrs`` often is), and
     writes that merge into a missing chunk still start from the fill value

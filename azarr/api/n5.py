@@ -4,7 +4,7 @@ N5 keeps one ``attributes.json`` per group or dataset instead of ``.zgroup`` /
 ``.zarray`` / ``.zattrs``, lists dimensions fastest-first (reversed from Zarr's
 C order), stores chunk ``(i, j)`` of a 2-d dataset at ``j/i``, and gives every
 chunk a big-endian header (mode, rank, the block's own shape) before its
-big-endian, compressed bytes. :class:`N5Store` wraps any azarr store and
+big-endian, compressed bytes. `N5Store` wraps any azarr store and
 translates on the fly, as zarr-python 2's ``N5Store`` does, so arrays and
 groups above it see an ordinary Zarr v2 hierarchy:
 
@@ -12,12 +12,12 @@ groups above it see an ordinary Zarr v2 hierarchy:
   (N5's ``dimensions``, ``blockSize``, ``dataType``, ``compression`` and, at a
   group or the root array, ``"n5": "2.0.0"``; everything else is attributes);
 * chunk ``a/1.2`` <-> ``a/2/1``;
-* the compressor becomes the ``n5_wrapper`` codec (:class:`N5ChunkCodec`),
+* the compressor becomes the ``n5_wrapper`` codec (`N5ChunkCodec`),
   which adds and checks the header, swaps byte order, and pads the truncated
   edge blocks other N5 writers produce.
 
 N5 has no fill value (reads as 0), no filters and C order only: other values
-raise :class:`~azarr.errors.MetadataError` when the array is created. The data
+raise `MetadataError` when the array is created. The data
 types are N5's: (u)int8-64, float32/64.
 """
 
@@ -226,12 +226,12 @@ class N5Store(WrapperStore):
     Parameters
     ----------
     store : Store
-        Where the N5 container lives (a :class:`~azarr.LocalStore` for an
+        Where the N5 container lives (a `LocalStore` for an
         ``.n5`` directory, or any remote store: zarr-python 2's ``N5FSStore``).
     """
 
     #: ``.zarray`` reads back translated (compressor wrapped in ``n5_wrapper``):
-    #: :func:`azarr.create` uses the document read back, as zarr-python 2 reloads it.
+    #: `azarr.create` uses the document read back, as zarr-python 2 reloads it.
     rewrites_metadata = True
 
     wrapper_name = "n5"

@@ -85,12 +85,12 @@ async def open_array(
     recheck_metadata : {"open", True, False} or float, optional
         When to reread ``.zarray`` (TensorStore's ``recheck_cached_metadata``):
         ``"open"`` never after opening (default), True before every operation,
-        seconds: when older than that. See :meth:`AsyncArray.set_recheck_metadata`.
+        seconds: when older than that. See `AsyncArray.set_recheck_metadata`.
     chunk_store : Store, str, os.PathLike or MutableMapping, optional
         Where the chunks are, when not beside the metadata in ``store`` (zarr-python 2).
     fill_missing_data_reads : bool, default True
         False makes a read of a chunk that is not stored raise
-        :class:`~azarr.errors.ChunkNotFoundError` instead of returning the fill
+        `ChunkNotFoundError` instead of returning the fill
         value (TensorStore's zarr2 option; see ``azarr.api.missing_chunks``).
     partial_decompress : bool, default False
         zarr-python 2's option (which its ``open_array`` accepts but does not pass
@@ -102,7 +102,7 @@ async def open_array(
         bytes read for small selections of large chunks, at the cost of one or
         two more round trips per chunk (see ``docs/tutorial.md``).
     **create_kwargs
-        :func:`azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
+        `azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
 
     Raises
@@ -209,7 +209,7 @@ async def open_group(
     else walks the hierarchy (xarray's default); True requires it (modes
     ``"r"``/``"r+"``); False never looks (see ``azarr.api.consolidated_first``).
     ``chunk_store`` keeps the chunks of every array below apart from the
-    metadata (zarr-python 2; :class:`~azarr.api.chunk_store.SplitStore`).
+    metadata (zarr-python 2; `SplitStore`).
 
     Raises
     ------
@@ -270,12 +270,12 @@ async def open(
 
     With nothing there, modes ``a``/``w``/``w-`` create an array when
     ``shape`` is given, else a group. ``use_consolidated=`` as for
-    :func:`open_group`: in mode ``"r"`` ``.zmetadata`` is used when present.
+    `open_group`: in mode ``"r"`` ``.zmetadata`` is used when present.
 
     Raises
     ------
     FileNotFoundError
-        (:class:`~azarr.errors.GroupNotFoundError`) modes ``r``/``r+`` and nothing at ``path``.
+        (`GroupNotFoundError`) modes ``r``/``r+`` and nothing at ``path``.
     """
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")

@@ -1,8 +1,8 @@
 """Hierarchy operations on a store by path: ``contains_array``, ``contains_group``, ``rename``, ``getsize``, ``rmdir``.
 
 The async counterparts of zarr-python 2's ``zarr.storage`` functions of the
-same names. They take a :class:`~azarr.storage.Store` or anything
-:func:`azarr.storage.from_url` accepts, and node paths (``"a/b"``).
+same names. They take a `Store` or anything
+`azarr.storage.from_url` accepts, and node paths (``"a/b"``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ async def rename(
     """Move every key under ``src_path`` to ``dst_path`` (zarr-python 2 ``rename``).
 
     Object stores have no rename: the keys are copied as stored bytes (through
-    the budgeted, retried path of :func:`~azarr.copy_store`), then the source
+    the budgeted, retried path of `copy_store`), then the source
     keys are deleted, so an interrupted rename leaves the source complete.
 
     Raises

@@ -1,4 +1,4 @@
-"""``open_zarr2``: TensorStore's zarr2 driver open options on top of :func:`azarr.open_array`.
+"""``open_zarr2``: TensorStore's zarr2 driver open options on top of `azarr.open_array`.
 
 TensorStore describes an open by flags rather than a mode string and checks
 what it opens against the caller's constraints (its "schema"). The mapping:
@@ -11,13 +11,13 @@ TensorStore                                          azarr
 ``open=True, create=True``                           mode ``"a"``
 ``create=True, delete_existing=True``                mode ``"w"``
 ``assume_metadata=True``                             the given metadata, ``.zarray`` neither read nor written
-``fill_missing_data_reads=False``                    :class:`~azarr.errors.ChunkNotFoundError` on missing chunks
+``fill_missing_data_reads=False``                    `ChunkNotFoundError` on missing chunks
 ``store_data_equal_to_fill_value`` (default False)   ``write_empty_chunks`` (zarr-python 2 default True)
 ``recheck_cached_metadata``                          ``recheck_metadata`` (``"open"``, True, seconds)
 ``metadata.shape/dtype/chunks/...`` on open          checked against the stored ``.zarray``
 ``rank``                                             checked against the stored rank
 ``"<kvstore-url>|zarr2:"``                           the URL form, e.g. ``"file:///data/a.zarr|zarr2:"``
-``metadata_key``                                     the array document under another name (:class:`MetadataKeyStore`)
+``metadata_key``                                     the array document under another name (`MetadataKeyStore`)
 ==================================================  =========================================
 """
 

@@ -1,7 +1,7 @@
 """The click group, the options every command shares, and how a command runs and fails.
 
-Each command is an ``async def`` taking a :class:`Session` first; :func:`command`
-adds the common options, runs the coroutine with :func:`asyncio.run`, closes
+Each command is an ``async def`` taking a `Session` first; `command`
+adds the common options, runs the coroutine with `asyncio.run`, closes
 the stores it opened, and turns any failure into one line on stderr and exit
 status 1 (usage errors are click's: status 2). ``-v`` shows the traceback.
 """

@@ -40,7 +40,7 @@ def array_summary(arr: AsyncArray) -> dict[str, Any]:
 
 
 async def array_info(arr: AsyncArray) -> dict[str, Any]:
-    """:func:`array_summary` plus what listing the store tells: chunks initialised, bytes stored."""
+    """`array_summary` plus what listing the store tells: chunks initialised, bytes stored."""
     stored, initialized = await asyncio.gather(arr.nbytes_stored(), arr.nchunks_initialized())
     return {
         **array_summary(arr),

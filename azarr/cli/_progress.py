@@ -28,7 +28,7 @@ def _ignore(report: Report) -> None:
 
 @contextmanager
 def progress_bar(description: str, *, show: bool | None, unit: str = "chunks") -> Iterator[ProgressCallback]:
-    """Yield a :data:`~azarr.scheduler.ProgressCallback` drawing a bar on stderr.
+    """Yield a `ProgressCallback` drawing a bar on stderr.
 
     Parameters
     ----------

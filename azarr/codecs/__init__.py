@@ -1,9 +1,9 @@
 """Codecs: stored chunk bytes <-> chunk arrays, run in a shared thread pool.
 
 The layer between the scheduler (which fetches bytes) and the arrays (which
-assemble selections): :class:`ChunkCodec` turns ``.zarray`` codec configs into
+assemble selections): `ChunkCodec` turns ``.zarray`` codec configs into
 a decode/encode pipeline with zarr-python 2 semantics, and the codec pool runs
-that CPU work off the event loop, batched by :class:`CodecBatcher` so small
+that CPU work off the event loop, batched by `CodecBatcher` so small
 chunks share one thread hop.
 """
 

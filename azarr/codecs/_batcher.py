@@ -3,7 +3,7 @@
 A hop to the codec pool (submit, wake a worker, wake the loop with the result)
 costs ~25-30 µs, several times the work of decoding a small chunk: reading
 10,000 chunks of 800 bytes spent three quarters of its time hopping (measured,
-see ``benchmarks/README.md``). :class:`CodecBatcher` queues per-chunk jobs on
+see ``benchmarks/README.md``). `CodecBatcher` queues per-chunk jobs on
 the event loop and sends them to the pool in batches.
 """
 
@@ -30,7 +30,7 @@ _MAX_BATCH_BYTES = 1 << 20
 
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", int]
-"""``(fn, args, future, weight)``: one chunk's codec call; ``future`` is None for :meth:`CodecBatcher.submit`."""
+"""``(fn, args, future, weight)``: one chunk's codec call; ``future`` is None for `CodecBatcher.submit`."""
 
 
 class _Failure:
@@ -104,14 +104,14 @@ class CodecBatcher:
     threads, at most ``max_batch_bytes`` of chunk data per batch, so large
     chunks still go one per hop, in parallel.
 
-    :meth:`run` awaits one job's result (writes need the encoded bytes).
-    :meth:`submit` only queues (reads: the job writes into the output array),
+    `run` awaits one job's result (writes need the encoded bytes).
+    `submit` only queues (reads: the job writes into the output array),
     waiting while ``max_outstanding`` of its jobs, or ``max_outstanding_bytes``
     of chunks of *every* batcher on the event loop (a process-wide limit, not a
     per-call one: ``azarr.config`` ``codec_queue_bytes`` by default), are queued
-    or running; :meth:`drain` then waits for all of them and
+    or running; `drain` then waits for all of them and
     raises the first error. Cancellation keeps
-    :func:`~azarr.codecs.run_in_codec_pool`'s guarantee: queued jobs are
+    `run_in_codec_pool`'s guarantee: queued jobs are
     dropped and running batches stop at their next job and are waited for, so
     no codec thread writes into the caller's buffers after the call returns.
     """
@@ -203,7 +203,7 @@ class CodecBatcher:
         self._enqueue((fn, args, None, weight))
 
     async def drain(self) -> None:
-        """Wait for every job; raise the first error of a :meth:`submit` job."""
+        """Wait for every job; raise the first error of a `submit` job."""
         while self._outstanding and self._error is None:
             await self._wait_progress()
         if self._error is not None:

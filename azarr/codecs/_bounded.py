@@ -4,7 +4,7 @@ A stored chunk is untrusted input. A 1 MB zlib stream can inflate to 1 GiB, a
 Zstd frame without a content size to anything, and several numcodecs codecs
 allocate from a count in the payload (``VLen*`` item counts, the ``shape`` and
 ``dtype`` trailer of ``json2``/``msgpack2``, Blosc/LZ4/Zstd size headers).
-:func:`decode_stage` runs one codec step with a byte limit known *before*
+`decode_stage` runs one codec step with a byte limit known *before*
 decoding (the chunk's ``shape x itemsize``, or a bound derived from the
 filters) and fails as soon as the output would pass it:
 

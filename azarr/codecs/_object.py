@@ -40,7 +40,7 @@ def is_unpickling_codec(codec: Codec) -> bool:
     Returns
     -------
     bool
-        True for :class:`numcodecs.Pickle` (id ``"pickle"``) and subclasses.
+        True for `numcodecs.Pickle` (id ``"pickle"``) and subclasses.
     """
     return isinstance(codec, Pickle) or getattr(codec, "codec_id", None) == "pickle"
 
@@ -101,7 +101,7 @@ def _is_nan(value: Any) -> bool:
 
 
 def object_all_equal(array: np.ndarray[Any, Any], value: Any) -> bool:
-    """Whether every element of an object array equals ``value`` (see :func:`values_equal`).
+    """Whether every element of an object array equals ``value`` (see `values_equal`).
 
     Stops at the first element that differs.
     """

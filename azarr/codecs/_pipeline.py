@@ -1,6 +1,6 @@
 """The chunk codec pipeline: stored bytes <-> chunk-shaped NumPy arrays.
 
-A :class:`ChunkCodec` is built once per array from the ``.zarray`` fields
+A `ChunkCodec` is built once per array from the ``.zarray`` fields
 (``dtype``, ``chunks``, ``order``, ``compressor``, ``filters``) and then used
 from the codec pool to decode and encode every chunk, with zarr-python 2
 semantics:
@@ -13,7 +13,7 @@ semantics:
 * object arrays need an object codec as the first filter.
 
 Its methods are synchronous and CPU-bound: call them through
-:func:`decode_chunk_async` / :func:`encode_chunk_async` (which run them in the
+`decode_chunk_async` / `encode_chunk_async` (which run them in the
 codec pool), never directly on an event loop.
 """
 
@@ -116,7 +116,7 @@ class ChunkCodec:
         first is the object codec (``vlen-utf8``, ``vlen-bytes``, ``vlen-array``,
         ``json2``, ``msgpack2``, ``categorize``, ``pickle``).
     allow_pickle : bool or None, keyword-only
-        Let :meth:`decode` run a pickle-based codec. ``None`` (default) reads
+        Let `decode` run a pickle-based codec. ``None`` (default) reads
         ``azarr.config.get("allow_pickle")`` at each decode.
     source : str or None, keyword-only
         The metadata key the configs came from (``"a/.zarray"``), for error messages.
@@ -136,7 +136,7 @@ class ChunkCodec:
     is_object : bool
         The dtype holds Python objects, so an object codec does the (de)serialising.
     uses_pickle : bool
-        A codec in the pipeline unpickles when decoding (see :meth:`decode`).
+        A codec in the pipeline unpickles when decoding (see `decode`).
 
     Raises
     ------
@@ -153,8 +153,8 @@ class ChunkCodec:
 
     Notes
     -----
-    Decoding is bounded (:mod:`azarr.codecs._bounded`, ``docs/security.md``):
-    every codec step has a byte limit fixed here, from :attr:`nbytes` and the
+    Decoding is bounded (`azarr.codecs._bounded`, ``docs/security.md``):
+    every codec step has a byte limit fixed here, from `nbytes` and the
     filters, and no step produces more than its limit + 1 bytes.
 
     Configs are deep-copied before numcodecs sees them, so the caller's
@@ -256,9 +256,9 @@ class ChunkCodec:
     def _stage_limits(self) -> tuple[int, ...]:
         """Bytes each decode step may produce: ``[filters[0], ..., filters[-1], compressor]``.
 
-        The last filter's decode yields the chunk (:attr:`nbytes`); each earlier
+        The last filter's decode yields the chunk (`nbytes`); each earlier
         step's output is what the next filter encodes to, exact for element-wise
-        filters (:func:`encoded_bound`) and ``max_chunk_bytes`` otherwise (object
+        filters (`encoded_bound`) and ``max_chunk_bytes`` otherwise (object
         codecs, whose byte size depends on the values, and unknown codecs).
         """
         cap = int(config.get("max_chunk_bytes"))
@@ -273,7 +273,7 @@ class ChunkCodec:
 
     @property
     def pickle_allowed(self) -> bool:
-        """Whether :meth:`decode` may run pickle-based codecs right now.
+        """Whether `decode` may run pickle-based codecs right now.
 
         The constructor's ``allow_pickle`` if given, else ``azarr.config.get("allow_pickle")``
         (read at each call, so ``config.set`` applies to existing codecs).
@@ -284,11 +284,11 @@ class ChunkCodec:
 
     @property
     def direct_decode(self) -> bool:
-        """Whether :meth:`decode` can decompress straight into the chunk array.
+        """Whether `decode` can decompress straight into the chunk array.
 
         True when there are no filters, the dtype is fixed-size, and the
         compressor is Blosc, Zstd or LZ4: their headers state the decompressed
-        size (checked against :attr:`nbytes` before decoding) and their
+        size (checked against `nbytes` before decoding) and their
         ``decode(buf, out=...)`` writes into ``out`` with no intermediate buffer.
         """
         return self._declared_size is not None
@@ -315,7 +315,7 @@ class ChunkCodec:
             The chunk's store key (``"a/0.0"``), named in every error.
         out : numpy.ndarray, optional
             Where to put the chunk: shape ``chunks``, dtype ``dtype``, writable,
-            contiguous in ``order``. When :attr:`direct_decode` holds, the
+            contiguous in ``order``. When `direct_decode` holds, the
             compressor writes into it directly (no intermediate buffer, no
             copy); otherwise the decoded chunk is copied in once.
         writable : bool, default True
@@ -451,7 +451,7 @@ class ChunkCodec:
         return arr
 
     def _decode_step(self, codec: Codec, buf: Any, stage: int) -> Any:
-        """Decode one step producing at most ``_limits[stage]`` bytes (see :mod:`._bounded`)."""
+        """Decode one step producing at most ``_limits[stage]`` bytes (see `._bounded`)."""
         if is_unpickling_codec(codec):
             # Only reached when pickle is allowed (checked in decode()): trusted data.
             return unpickle(buf)
@@ -472,12 +472,12 @@ class ChunkCodec:
             raise ValueError(f"out must be {self.order}-contiguous (the chunk's order)")
 
     def decode_for_copy(self, data: BytesLike, *, key: str) -> NDArray:
-        """:meth:`decode` for a caller that only copies out of the result, before its next
+        """`decode` for a caller that only copies out of the result, before its next
         call on this thread: compressed chunks of 64 KiB to 16 MiB are decoded into a
         chunk buffer the thread reuses, instead of fresh memory each time (a new chunk-sized
         allocation is page-faulted in, 4 KiB at a time, on every call).
 
-        Raises as :meth:`decode`.
+        Raises as `decode`.
         """
         if self._declared_size is not None and _SCRATCH_MIN_BYTES <= self.nbytes <= _SCRATCH_MAX_BYTES:
             return self.decode(data, key=key, out=_scratch_chunk(self.dtype, self.chunks, self.order))
@@ -603,7 +603,7 @@ class ChunkCodec:
             ) from exc
 
     def encode_buffer(self, chunk: NDArray, *, key: str) -> bytes | memoryview:
-        """:meth:`encode`, but a chunk stored as its own memory comes back as a view of it.
+        """`encode`, but a chunk stored as its own memory comes back as a view of it.
 
         With no compressor and no filters the stored value *is* the chunk's memory in
         ``order``. When ``chunk`` is laid out so, this returns a 1-D ``memoryview`` of its
@@ -613,7 +613,7 @@ class ChunkCodec:
         first for ``order="F"``) per row of the view, whose C-order bytes are the value:
         a file store writes the rows with one ``writev`` and no copy. zarr-python 2 copies
         such a region to a contiguous chunk first (``Array._process_for_setitem``).
-        Everything else is :meth:`encode`'s ``bytes``.
+        Everything else is `encode`'s ``bytes``.
 
         The view aliases ``chunk``: store it (``Store.set_blocking``, which copies it for
         stores that keep values) before anything changes ``chunk``. Its size in bytes is
@@ -622,7 +622,7 @@ class ChunkCodec:
         Raises
         ------
         CodecError, ValueError
-            As :meth:`encode`.
+            As `encode`.
         """
         if self._plain:
             arr = np.asarray(chunk)
@@ -769,7 +769,7 @@ def _byte_view(data: Any) -> memoryview:
     return view
 
 
-#: Chunks (bytes) from which :meth:`ChunkCodec.encode_buffer` returns a view of a chunk's
+#: Chunks (bytes) from which `ChunkCodec.encode_buffer` returns a view of a chunk's
 #: rows rather than a contiguous copy: below it the copy is cheaper than building the view.
 _ROWS_MIN_CHUNK_BYTES = 64 << 10
 #: Rows of fewer bytes are copied: a ``writev`` of many tiny pieces costs more than the copy.
@@ -857,9 +857,9 @@ def _all_equal(arr: NDArray, fv: NDArray) -> bool:
 async def decode_chunk_async(
     codec: ChunkCodec, data: BytesLike, key: str, out: NDArray | None = None
 ) -> NDArray:
-    """:meth:`ChunkCodec.decode` in the codec pool (never on the event loop).
+    """`ChunkCodec.decode` in the codec pool (never on the event loop).
 
-    Parameters and errors as for :meth:`ChunkCodec.decode`. If the awaiting task
+    Parameters and errors as for `ChunkCodec.decode`. If the awaiting task
     is cancelled while the decode runs, the cancellation completes only after
     the decode has finished, so ``out`` is never written after this returns.
     """
@@ -867,8 +867,8 @@ async def decode_chunk_async(
 
 
 async def encode_chunk_async(codec: ChunkCodec, chunk: NDArray, key: str) -> bytes:
-    """:meth:`ChunkCodec.encode` in the codec pool (never on the event loop).
+    """`ChunkCodec.encode` in the codec pool (never on the event loop).
 
-    Parameters and errors as for :meth:`ChunkCodec.encode`.
+    Parameters and errors as for `ChunkCodec.encode`.
     """
     return await run_in_codec_pool(functools.partial(codec.encode, chunk, key=key))

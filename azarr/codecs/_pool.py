@@ -2,7 +2,7 @@
 
 Decoding and encoding chunks is CPU work; it must never run on an event loop,
 or one large chunk stalls every other request in flight. azarr runs it in one
-bounded :class:`~concurrent.futures.ThreadPoolExecutor` shared by the whole
+bounded `ThreadPoolExecutor` shared by the whole
 process (the TensorStore ``data_copy_concurrency`` idea), sized by
 ``azarr.config.get("codec_threads")``. Blosc, Zstd, LZ4 and zlib release the
 GIL while they work, so the threads run in parallel.
@@ -49,7 +49,7 @@ def get_codec_pool() -> ThreadPoolExecutor:
     concurrent.futures.ThreadPoolExecutor
         ``max_workers = azarr.config.get("codec_threads")``; thread names start
         with ``"azarr-codec"``. The same object is returned until
-        :func:`reset_codec_pool` runs (``config.set(codec_threads=...)`` calls it)
+        `reset_codec_pool` runs (``config.set(codec_threads=...)`` calls it)
         or the process forks.
     """
     pool = _pool
@@ -127,7 +127,7 @@ def submit_to_codec_pool(
 ) -> None:
     """Run ``fn(*args)`` in the codec pool, then call ``on_done(error)`` on ``loop``.
 
-    The lean hop behind :class:`~azarr.codecs.CodecBatcher`: the worker thread
+    The lean hop behind `CodecBatcher`: the worker thread
     posts ``on_done`` to the loop itself (``call_soon_threadsafe``), so the loop
     wakes once per job. ``fn``'s return value is discarded (it reports through
     its arguments); ``error`` is what it raised, or None. If ``loop`` has closed
@@ -159,8 +159,8 @@ async def run_in_codec_pool(fn: Callable[[*Ts], T], *args: *Ts) -> T:
     ----------
     fn : callable
         Synchronous function; positional arguments only (bind keywords with
-        :func:`functools.partial`). Runs in a thread named ``azarr-codec_N``,
-        in a copy of the caller's :mod:`contextvars` context.
+        `functools.partial`). Runs in a thread named ``azarr-codec_N``,
+        in a copy of the caller's `contextvars` context.
     *args
         Positional arguments for ``fn``.
 

@@ -2,13 +2,13 @@
 a settable fill value, and re-reading metadata another writer changed.
 
 Metadata recheck policy (TensorStore's ``recheck_cached_metadata``, zarr-python
-2's ``cache_metadata``), set per array with :meth:`AsyncArray.set_recheck_metadata`
+2's ``cache_metadata``), set per array with `AsyncArray.set_recheck_metadata`
 or ``open_array(..., recheck_metadata=...)``:
 
 ``"open"`` (default; zarr-python 2 ``cache_metadata=True``)
     ``.zarray`` is read when the array is opened and never again: shape, chunks
     and dtype are fixed for the life of the object. Cheapest; right when no one
-    else resizes the array while it is open. :meth:`AsyncArray.refresh` rereads on demand.
+    else resizes the array while it is open. `AsyncArray.refresh` rereads on demand.
 ``True`` (zarr-python 2 ``cache_metadata=False``)
     ``.zarray`` and ``.zattrs`` are reread before every read, write, resize or
     append (one extra request each), so another process's resize is seen at once.
@@ -46,7 +46,7 @@ T = TypeVar("T")
 _RECHECKED: contextvars.ContextVar[object | None] = contextvars.ContextVar(
     "azarr_metadata_rechecked", default=None
 )
-#: True while an array operation that writes runs (see :func:`rechecks_metadata`).
+#: True while an array operation that writes runs (see `rechecks_metadata`).
 WRITING: contextvars.ContextVar[bool] = contextvars.ContextVar("azarr_array_writing", default=False)
 
 
@@ -71,7 +71,7 @@ def rechecks_metadata(
     """Decorate an ``AsyncArray`` operation so it first applies the array's recheck policy.
 
     It also records whether the operation writes (``set_*``, ``append``,
-    ``resize``) in :data:`WRITING`, which :class:`~azarr.api.missing_chunks.StrictReadStore`
+    ``resize``) in `WRITING`, which `StrictReadStore`
     reads: a partial write into a missing chunk starts from the fill value even
     when reads of missing chunks are errors. The wrapper costs about 0.4 µs per
     call with the default policy (a single-element read takes ~90 µs).
@@ -111,7 +111,7 @@ def _is_due(array: AsyncArray) -> bool:
 
 
 async def refresh_array(array: AsyncArray) -> None:
-    """Reread ``.zarray`` and ``.zattrs`` and adopt them (see :meth:`AsyncArray.refresh`)."""
+    """Reread ``.zarray`` and ``.zattrs`` and adopt them (see `AsyncArray.refresh`)."""
     meta_key = node_key(array.path, ZARRAY)
     attrs_key = node_key(array.path, ZATTRS)
     raw_meta, raw_attrs = await array._io.read_documents(meta_key, attrs_key)

@@ -1,7 +1,7 @@
 """Creating arrays in a store: metadata from zarr-python 2's creation arguments, then ``.zarray``.
 
-The core of :func:`azarr.create` and :meth:`azarr.AsyncGroup.create_dataset`
-(which both call :func:`create_array`), kept in ``core`` so groups do not reach
+The core of `azarr.create` and `azarr.AsyncGroup.create_dataset`
+(which both call `create_array`), kept in ``core`` so groups do not reach
 up into the api layer.
 """
 
@@ -45,7 +45,7 @@ async def create_array(
     allow_pickle: bool | None = None,
     attributes: dict[str, Any] | None = None,
 ) -> AsyncArray:
-    """Create an empty array at ``path`` of ``store`` (arguments as :func:`azarr.create`).
+    """Create an empty array at ``path`` of ``store`` (arguments as `azarr.create`).
 
     Validates everything before the first write (an invalid dtype or codec writes
     nothing), prepares the path (overwrite, parent groups), then writes

@@ -46,7 +46,7 @@ async def array_digest(array: AsyncArray, hashname: str = "sha1") -> bytes:
     ----------
     array : AsyncArray
     hashname : str
-        Any name :func:`hashlib.new` accepts (``"sha1"``, ``"sha256"``, ``"md5"``...).
+        Any name `hashlib.new` accepts (``"sha1"``, ``"sha256"``, ``"md5"``...).
 
     Returns
     -------
@@ -56,7 +56,7 @@ async def array_digest(array: AsyncArray, hashname: str = "sha1") -> bytes:
     Raises
     ------
     ValueError
-        ``hashname`` is not a hash :mod:`hashlib` knows.
+        ``hashname`` is not a hash `hashlib` knows.
     StoreError
         A chunk or document could not be read (after retries).
     """

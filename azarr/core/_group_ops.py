@@ -26,7 +26,7 @@ async def visit_nodes(group: AsyncGroup, func: Visitor, *, with_path: bool, with
     value other than None that ``func`` returns stops the walk and is returned.
     ``func`` may be a plain function or a coroutine function. The tree is opened
     level by level in concurrent waves before the first call (one walk, as
-    :meth:`AsyncGroup.members` does), so an early stop saves calls, not requests.
+    `AsyncGroup.members` does), so an early stop saves calls, not requests.
     """
     from azarr.core.group import _flatten
 
@@ -103,7 +103,7 @@ async def move_node(group: AsyncGroup, source: str, dest: str) -> None:
 
 
 async def like_array(group: AsyncGroup, kind: str, name: str, data: Any, **kwargs: Any) -> AsyncArray:
-    """``group.zeros_like(name, data)`` & co: :func:`azarr.zeros_like` & co with the group's store and path."""
+    """``group.zeros_like(name, data)`` & co: `azarr.zeros_like` & co with the group's store and path."""
     from azarr.api import creation
 
     group._check_writable()

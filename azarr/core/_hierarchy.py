@@ -1,7 +1,7 @@
 """Node bookkeeping shared by arrays and groups: what exists at a path, and
 preparing a path for a new node (overwrite, implicit parent groups).
 
-Every function takes the store's :class:`~azarr.scheduler.StoreIO`, the one
+Every function takes the store's `StoreIO`, the one
 managed path to it: each existence check, document read and write, listing and
 delete here is budgeted, timed and retried.
 """

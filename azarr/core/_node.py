@@ -13,7 +13,7 @@ from azarr.storage import Store
 
 
 class Node:
-    """Base of :class:`~azarr.AsyncArray` and :class:`~azarr.AsyncGroup`.
+    """Base of `AsyncArray` and `AsyncGroup`.
 
     Parameters
     ----------
@@ -24,7 +24,7 @@ class Node:
     attributes : dict, optional
         The parsed ``.zattrs`` document.
     read_only : bool
-        Refuse changes with :class:`~azarr.errors.ReadOnlyError` (also when the store is read-only).
+        Refuse changes with `ReadOnlyError` (also when the store is read-only).
     allow_pickle : bool, optional
         Let pickle-based codecs decode chunks (passed on to arrays opened below a group).
     """

@@ -2,11 +2,11 @@
 
 ``await dst.set_basic_selection(..., src)`` and ``azarr.array(src, chunks=...)``
 accept, besides NumPy values, any object with ``shape``, ``dtype`` and a
-chunked read: an :class:`~azarr.AsyncArray` (read with its own coroutines), an
+chunked read: an `AsyncArray` (read with its own coroutines), an
 h5py dataset, a zarr-python 2 array, a NumPy memmap (read with ``source[sel]``
 in a worker thread). The source is never read whole: the destination region is
 cut into slabs aligned on the destination's chunk grid, each at most
-:func:`slab_bytes` big, and at most :data:`SLABS_IN_FLIGHT` slabs are held at a
+`slab_bytes` big, and at most `SLABS_IN_FLIGHT` slabs are held at a
 time, so reading slab *n+1* overlaps writing slab *n* while memory stays at
 about ``SLABS_IN_FLIGHT * slab_bytes`` plus the stores' own in-flight chunks;
 each slab is also reserved in the destination store's bytes budget, so the
@@ -45,7 +45,7 @@ MAX_SLAB_BYTES = 256 << 20
 def is_array_source(value: Any) -> bool:
     """Whether ``value`` is a chunked array to stream from rather than a value to hold in memory.
 
-    True for :class:`~azarr.AsyncArray` and for objects that have ``shape``,
+    True for `AsyncArray` and for objects that have ``shape``,
     ``dtype`` and ``__getitem__`` but are not NumPy arrays or scalars (h5py
     datasets, zarr-python 2 arrays). A NumPy array is already in memory and
     takes the ordinary write path.

@@ -46,7 +46,7 @@ class _Accessor(ABC):
 
 
 class OIndex(_Accessor):
-    """Orthogonal selection accessor (zarr-python 2 ``Array.oindex``); see :meth:`AsyncArray.get_orthogonal_selection`."""
+    """Orthogonal selection accessor (zarr-python 2 ``Array.oindex``); see `AsyncArray.get_orthogonal_selection`."""
 
     def _kind(self, selection: Any) -> tuple[str, Any]:
         return "orthogonal", selection
@@ -56,8 +56,8 @@ class VIndex(_Accessor):
     """Coordinate and mask selection accessor (zarr-python 2 ``Array.vindex``).
 
     A single bool array of the array's shape is a mask selection
-    (:meth:`AsyncArray.get_mask_selection`); int arrays are a coordinate
-    selection (:meth:`AsyncArray.get_coordinate_selection`).
+    (`AsyncArray.get_mask_selection`); int arrays are a coordinate
+    selection (`AsyncArray.get_coordinate_selection`).
     """
 
     def _kind(self, selection: Any) -> tuple[str, Any]:
@@ -68,7 +68,7 @@ class VIndex(_Accessor):
 
 
 class BlockIndex(_Accessor):
-    """Block selection accessor over the chunk grid (zarr-python 2 ``Array.blocks``); see :meth:`AsyncArray.get_block_selection`."""
+    """Block selection accessor over the chunk grid (zarr-python 2 ``Array.blocks``); see `AsyncArray.get_block_selection`."""
 
     def _kind(self, selection: Any) -> tuple[str, Any]:
         return "block", selection

@@ -2,7 +2,7 @@
 
 Data flow of a read: the selection becomes an indexer (``azarr.indexing``),
 which yields one projection per touched chunk; the array allocates the output
-and hands the projections to its :class:`~azarr.pipeline.ChunkPipeline`, which
+and hands the projections to its `ChunkPipeline`, which
 fetches every chunk through the store's managed path (``azarr.scheduler``) and
 decodes and scatters it in the codec pool (``azarr.codecs``). Writes hand the
 value array to the same pipeline, which reads a chunk first only when the
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 class AsyncArray(Node):
     """A Zarr v2 array whose I/O methods are coroutines.
 
-    Open or create one with :func:`azarr.open_array` / :func:`azarr.create`
+    Open or create one with `azarr.open_array` / `azarr.create`
     rather than calling the constructor. Reads and writes mirror zarr-python
     2's ``zarr.Array`` (``get_basic_selection``, ``oindex``, ``resize``, ...),
     awaited.
@@ -86,7 +86,7 @@ class AsyncArray(Node):
     attributes : dict
         The parsed ``.zattrs`` document (``{}`` if absent).
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
     allow_pickle : bool, optional
         Let pickle-based codecs decode chunks (default: ``azarr.config`` ``allow_pickle``).
     write_empty_chunks : bool, optional
@@ -317,11 +317,11 @@ class AsyncArray(Node):
 
     @property
     def info(self) -> str:
-        """A report of the array's configuration (no I/O; see :meth:`info_complete`)."""
+        """A report of the array's configuration (no I/O; see `info_complete`)."""
         return _format_info(self._info_items())
 
     async def info_complete(self) -> str:
-        """:attr:`info` plus bytes stored and chunks initialized (lists the store)."""
+        """`info` plus bytes stored and chunks initialized (lists the store)."""
         stored, initialized = await asyncio.gather(self.nbytes_stored(), self.nchunks_initialized())
         items = self._info_items()
         items.append(("No. bytes stored", f"{stored} ({_human_bytes(stored)})"))
@@ -496,9 +496,9 @@ class AsyncArray(Node):
         """``z[selection]`` of zarr-python 2, awaited.
 
         Routes as zarr-python 2's ``Array.__getitem__``: pure fancy indexing
-        (int/bool arrays) goes to :meth:`get_coordinate_selection` (or mask),
+        (int/bool arrays) goes to `get_coordinate_selection` (or mask),
         selections mixing arrays with ints/slices to
-        :meth:`get_orthogonal_selection`, the rest to :meth:`get_basic_selection`.
+        `get_orthogonal_selection`, the rest to `get_basic_selection`.
         Field names in the selection select structured fields.
         """
         fields, pure = pop_fields(selection)
@@ -639,7 +639,7 @@ class AsyncArray(Node):
 
     @rechecks_metadata
     async def setitem(self, selection: Selection, value: Any) -> None:
-        """``z[selection] = value`` of zarr-python 2, awaited (same routing as :meth:`getitem`)."""
+        """``z[selection] = value`` of zarr-python 2, awaited (same routing as `getitem`)."""
         fields, pure = pop_fields(selection)
         if is_pure_fancy_indexing(pure, self.ndim):
             await self.vindex.set(selection, value)
@@ -816,7 +816,7 @@ class AsyncArray(Node):
 
         Keeps the store (itself pickled as configuration), path, ``.zarray``
         document, attributes and options. Dask ships arrays to worker processes this way. The unpickled array resolves
-        its request budget again (:func:`~azarr.scheduler.budget_for`) in its process.
+        its request budget again (`budget_for`) in its process.
         """
         return {
             **self._node_state(),
@@ -847,7 +847,7 @@ class AsyncArray(Node):
 
     # ---------------------------------------------------------------- sync facade
     def to_sync(self, *, timeout: float | None = None) -> Array:
-        """This array with zarr-python 2's blocking API (:class:`azarr.sync.Array`; no I/O).
+        """This array with zarr-python 2's blocking API (`azarr.sync.Array`; no I/O).
 
         ``timeout`` (seconds) is the default of every call made through it.
         """
@@ -856,7 +856,7 @@ class AsyncArray(Node):
         return Array(self, timeout=timeout)
 
     # ---------------------------------------------------------------- zarr-python 2 extras
-    #: True for arrays made by :meth:`view` / :meth:`astype`: their metadata lives only in memory.
+    #: True for arrays made by `view` / `astype`: their metadata lives only in memory.
     _is_view = False
     #: When ``.zarray`` is reread (see ``azarr.core._array_ops``); ``"open"``: never after opening.
     _recheck_metadata: RecheckPolicy = "open"
@@ -865,7 +865,7 @@ class AsyncArray(Node):
 
     @property
     def is_view(self) -> bool:
-        """True for arrays made by :meth:`view` or :meth:`astype` (zarr-python 2 ``is_view``)."""
+        """True for arrays made by `view` or `astype` (zarr-python 2 ``is_view``)."""
         return self._is_view
 
     def _use_metadata(self, metadata: ArrayMetadata) -> None:
@@ -891,7 +891,7 @@ class AsyncArray(Node):
 
         zarr-python 2 does this before every operation with
         ``cache_metadata=False``; here it happens on demand, or by policy
-        (:meth:`set_recheck_metadata`). A view keeps its overrides and is not refreshed.
+        (`set_recheck_metadata`). A view keeps its overrides and is not refreshed.
 
         Raises
         ------
@@ -1010,7 +1010,7 @@ class AsyncArray(Node):
         Parameters
         ----------
         hashname : str
-            A :func:`hashlib.new` name; default ``"sha1"``.
+            A `hashlib.new` name; default ``"sha1"``.
 
         Returns
         -------
@@ -1028,7 +1028,7 @@ class AsyncArray(Node):
         return await array_digest(self, hashname)
 
     async def hexdigest(self, hashname: str = "sha1") -> str:
-        """:meth:`digest` as a hexadecimal string (zarr-python 2 ``Array.hexdigest``)."""
+        """`digest` as a hexadecimal string (zarr-python 2 ``Array.hexdigest``)."""
         return (await self.digest(hashname)).hex()
 
 

@@ -26,7 +26,7 @@ class Attributes(Mapping[str, Any]):
     values : dict
         The attributes as loaded.
     read_only : bool
-        Refuse updates with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse updates with `ReadOnlyError`.
     """
 
     def __init__(self, io: StoreIO, key: str, values: dict[str, Any], *, read_only: bool) -> None:

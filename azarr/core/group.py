@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 class AsyncGroup(Node):
     """A Zarr v2 group whose I/O methods are coroutines.
 
-    Open or create one with :func:`azarr.open_group` / :func:`azarr.group`.
+    Open or create one with `azarr.open_group` / `azarr.group`.
     Methods mirror zarr-python 2's ``zarr.hierarchy.Group``, awaited;
     iteration over members is ``async for``.
 
@@ -49,7 +49,7 @@ class AsyncGroup(Node):
     attributes : dict
         The parsed ``.zattrs`` document.
     read_only : bool
-        Refuse changes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse changes with `ReadOnlyError`.
     allow_pickle : bool, optional
         Passed on to arrays opened through this group.
     """
@@ -197,7 +197,7 @@ class AsyncGroup(Node):
     async def _subtree(self, max_depth: int | None) -> _Subtree:
         """The direct members, each group's own members below it down to ``max_depth`` more levels.
 
-        One walk serves :meth:`members` and :meth:`tree`: every group is listed and
+        One walk serves `members` and `tree`: every group is listed and
         opened in one concurrent wave and sibling groups are walked at the same
         time, so a whole tree costs about (requests / budget) + depth round trips
         instead of a sequence of them per group.
@@ -321,7 +321,7 @@ class AsyncGroup(Node):
             )
 
     async def create_dataset(self, name: str, **kwargs: Any) -> AsyncArray:
-        """Create an array ``name``; keyword arguments as :func:`azarr.create` (``data=`` writes it).
+        """Create an array ``name``; keyword arguments as `azarr.create` (``data=`` writes it).
 
         Zarr-python 2 ``Group.create_dataset`` (h5py-compatible name).
         """
@@ -334,7 +334,7 @@ class AsyncGroup(Node):
         return await create_array(self.store, path, kwargs.pop("shape"), **kwargs)
 
     async def create(self, name: str, **kwargs: Any) -> AsyncArray:
-        """Create an array ``name`` (zarr-python 2 ``Group.create``); see :func:`azarr.create`."""
+        """Create an array ``name`` (zarr-python 2 ``Group.create``); see `azarr.create`."""
         return await self.create_dataset(name, **kwargs)
 
     async def require_dataset(
@@ -376,23 +376,23 @@ class AsyncGroup(Node):
         return existing
 
     async def zeros(self, name: str, **kwargs: Any) -> AsyncArray:
-        """Create array ``name`` filled with 0 (see :func:`azarr.zeros`)."""
+        """Create array ``name`` filled with 0 (see `azarr.zeros`)."""
         return await self.create_dataset(name, fill_value=0, **kwargs)
 
     async def ones(self, name: str, **kwargs: Any) -> AsyncArray:
-        """Create array ``name`` filled with 1 (see :func:`azarr.ones`)."""
+        """Create array ``name`` filled with 1 (see `azarr.ones`)."""
         return await self.create_dataset(name, fill_value=1, **kwargs)
 
     async def empty(self, name: str, **kwargs: Any) -> AsyncArray:
-        """Create array ``name`` with no fill value (see :func:`azarr.empty`)."""
+        """Create array ``name`` with no fill value (see `azarr.empty`)."""
         return await self.create_dataset(name, fill_value=None, **kwargs)
 
     async def full(self, name: str, fill_value: Any, **kwargs: Any) -> AsyncArray:
-        """Create array ``name`` filled with ``fill_value`` (see :func:`azarr.full`)."""
+        """Create array ``name`` filled with ``fill_value`` (see `azarr.full`)."""
         return await self.create_dataset(name, fill_value=fill_value, **kwargs)
 
     async def array(self, name: str, data: Any, **kwargs: Any) -> AsyncArray:
-        """Create array ``name`` holding ``data`` (see :func:`azarr.array`)."""
+        """Create array ``name`` holding ``data`` (see `azarr.array`)."""
         return await self.create_dataset(name, data=data, **kwargs)
 
     # ---------------------------------------------------------------- pickling
@@ -412,7 +412,7 @@ class AsyncGroup(Node):
 
     # ---------------------------------------------------------------- sync facade
     def to_sync(self, *, timeout: float | None = None) -> Group:
-        """This group with zarr-python 2's blocking API (:class:`azarr.sync.Group`; no I/O).
+        """This group with zarr-python 2's blocking API (`azarr.sync.Group`; no I/O).
 
         ``timeout`` (seconds) is the default of every call made through it.
         """
@@ -435,7 +435,7 @@ class AsyncGroup(Node):
         return await visit_nodes(self, func, with_path=True, with_node=False)
 
     async def visitkeys(self, func: Callable[..., Any]) -> Any:
-        """The same as :meth:`visit` (zarr-python 2 ``visitkeys``)."""
+        """The same as `visit` (zarr-python 2 ``visitkeys``)."""
         return await self.visit(func)
 
     async def visititems(self, func: Callable[..., Any]) -> Any:
@@ -448,7 +448,7 @@ class AsyncGroup(Node):
 
     @property
     def info(self) -> str:
-        """Name, type and store of the group (no I/O; :meth:`info_complete` adds its members)."""
+        """Name, type and store of the group (no I/O; `info_complete` adds its members)."""
         store = self.store
         return format_group_info(
             [
@@ -460,11 +460,11 @@ class AsyncGroup(Node):
         )
 
     async def info_complete(self) -> str:
-        """zarr-python 2's ``Group.info``: :attr:`info` plus member counts and names (lists the group)."""
+        """zarr-python 2's ``Group.info``: `info` plus member counts and names (lists the group)."""
         return format_group_info(await group_info_items(self))
 
     async def create_groups(self, *names: str, **kwargs: Any) -> tuple[AsyncGroup, ...]:
-        """Create several child groups (zarr-python 2 ``create_groups``); arguments as :meth:`create_group`."""
+        """Create several child groups (zarr-python 2 ``create_groups``); arguments as `create_group`."""
         return tuple([await self.create_group(name, **kwargs) for name in names])
 
     async def require_groups(self, *names: str) -> tuple[AsyncGroup, ...]:
@@ -529,7 +529,7 @@ class AsyncGroup(Node):
 
 
 _SubtreeEntry = tuple[str, "AsyncArray | AsyncGroup", "list[_SubtreeEntry]"]
-"""``(name, node, its members)``: a group's members as :meth:`AsyncGroup._subtree` found them
+"""``(name, node, its members)``: a group's members as `AsyncGroup._subtree` found them
 (an array's, and a group's beyond the depth asked for, are ``[]``)."""
 _Subtree = list[_SubtreeEntry]
 

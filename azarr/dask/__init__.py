@@ -18,9 +18,9 @@ multiples of the Zarr chunks; a block spanning several Zarr chunks is fetched in
 Budgets per process
 -------------------
 azarr's request budget (``max_concurrency`` requests and ``max_bytes_in_flight``
-bytes in flight per store, :func:`azarr.scheduler.set_budget`) is process-wide: in
+bytes in flight per store, `azarr.scheduler.set_budget`) is process-wide: in
 one process every dask thread calls through the same I/O loop thread
-(:mod:`azarr.sync`), so 16 threads of the threaded scheduler share one budget and
+(`azarr.sync`), so 16 threads of the threaded scheduler share one budget and
 one connection pool per store, they do not multiply it by 16.
 
 On dask.distributed each worker *process* has its own I/O loop and its own budget,

@@ -18,7 +18,7 @@ from azarr.sync import Array, run
 class _Chunked:
     """What a dask task holds: the array's configuration, read and written through the sync facade.
 
-    Pickles as the :class:`~azarr.AsyncArray` it wraps (store configuration, path,
+    Pickles as the `AsyncArray` it wraps (store configuration, path,
     ``.zarray``), never data or sessions; in a worker process the first task starts
     that process's azarr I/O loop and store sessions.
     """
@@ -90,7 +90,7 @@ def from_azarr(
 
     Building the graph does no I/O beyond opening the array (``meta`` is given);
     each task reads its block with one budgeted azarr call. The graph pickles
-    as configuration, so it runs on dask.distributed workers (see :mod:`azarr.dask`
+    as configuration, so it runs on dask.distributed workers (see `azarr.dask`
     for how request budgets behave there).
 
     Parameters
@@ -119,10 +119,10 @@ def from_azarr(
         worker's thread pool while its chunks are fetched (``distributed.secede`` /
         ``rejoin``), so the worker runs other tasks meanwhile and requests in flight are
         bounded by azarr's store budget rather than ``threads_per_worker``; at most 16
-        reads per worker process do so at once (:mod:`azarr.dask._secede`). No effect
+        reads per worker process do so at once (`azarr.dask._secede`). No effect
         elsewhere (dask's threaded scheduler). False keeps every read in the pool.
     **open_kwargs
-        More :func:`azarr.open_array` arguments (``allow_pickle``, ...).
+        More `azarr.open_array` arguments (``allow_pickle``, ...).
 
     Returns
     -------
@@ -235,7 +235,7 @@ def to_azarr(
     compute : bool
         Write now (True) or return a ``dask.delayed`` that writes when computed.
     **create_kwargs
-        More :func:`azarr.create` arguments (``compressor``, ``fill_value``, ...).
+        More `azarr.create` arguments (``compressor``, ``fill_value``, ...).
 
     Returns
     -------

@@ -9,8 +9,8 @@ public API distributed documents for tasks that block) lets the worker start mor
 tasks, so requests in flight are bounded by the store budget instead of the threads.
 
 Bounded both ways, because every task waiting outside the pool is one more thread and
-one more block in memory: only blocks of at most :data:`MAX_BLOCK_BYTES`, and at most
-:data:`MAX_OUTSIDE` such tasks per worker process at once (a task holds its slot until
+one more block in memory: only blocks of at most `MAX_BLOCK_BYTES`, and at most
+`MAX_OUTSIDE` such tasks per worker process at once (a task holds its slot until
 it has rejoined the pool). Anywhere else (dask's threaded scheduler, a plain thread,
 a worker whose executor is not distributed's thread pool) nothing changes.
 """

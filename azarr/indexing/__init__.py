@@ -1,6 +1,6 @@
 """Selections -> per-chunk projections: pure, synchronous and vectorized.
 
-Each indexer takes ``(selection, shape, chunks)`` and yields :class:`ChunkProjection`
+Each indexer takes ``(selection, shape, chunks)`` and yields `ChunkProjection`
 tuples, one per chunk the selection touches (each chunk at most once). The array
 layer reads with ``out[p.out_selection] = chunk[p.chunk_selection]`` into an output of
 ``indexer.shape`` (then reshapes to ``indexer.result_shape``), and writes with

@@ -1,9 +1,9 @@
 """Errors raised for invalid selections.
 
-Every class derives from :class:`IndexError` (as in zarr-python 2, and as NumPy
-raises for most bad indices) *and* from :class:`azarr.errors.AzarrError`, so callers
+Every class derives from `IndexError` (as in zarr-python 2, and as NumPy
+raises for most bad indices) *and* from `azarr.errors.AzarrError`, so callers
 can catch the builtin or the azarr base. Where NumPy or zarr-python 2 raise
-:class:`TypeError` or :class:`ValueError` for the same mistake, the subclass derives
+`TypeError` or `ValueError` for the same mistake, the subclass derives
 from that builtin as well, so ``except TypeError`` keeps working::
 
     SelectionError (IndexError)         too many indices, several ellipses, block step != 1
@@ -34,7 +34,7 @@ __all__ = [
 class SelectionError(AzarrError, IndexError):
     """A selection is invalid for the array it is applied to.
 
-    zarr-python 2 raises plain :class:`IndexError` (or its subclasses) for these.
+    zarr-python 2 raises plain `IndexError` (or its subclasses) for these.
     """
 
 

@@ -1,7 +1,7 @@
 """Selection predicates, routing rules and normalization shared by all indexers.
 
-The routing predicates (:func:`is_pure_fancy_indexing`,
-:func:`is_pure_orthogonal_indexing`) reproduce zarr-python 2.18's
+The routing predicates (`is_pure_fancy_indexing`,
+`is_pure_orthogonal_indexing`) reproduce zarr-python 2.18's
 ``Array.__getitem__`` / ``__setitem__`` dispatch::
 
     fields, sel = pop_fields(selection)
@@ -88,7 +88,7 @@ def is_pure_fancy_indexing(selection: Any, ndim: int) -> bool:
     Parameters
     ----------
     selection : Any
-        The selection, with fields already removed (see :func:`pop_fields`).
+        The selection, with fields already removed (see `pop_fields`).
     ndim : int
         Number of dimensions of the array.
 
@@ -117,13 +117,13 @@ def is_pure_orthogonal_indexing(selection: Any, ndim: int) -> bool:
     tuple with one Ellipsis and one integer list/array is routed as the same tuple
     with the Ellipsis written out as full slices, so ``z[..., [0, 3]]`` reads what
     ``z[:, :, [0, 3]]`` (and ``z.oindex[..., [0, 3]]``) reads; 2.18 sends it to basic
-    indexing, which raises :class:`IndexError`. An Ellipsis without a list/array
+    indexing, which raises `IndexError`. An Ellipsis without a list/array
     stays a basic selection, as in 2.18.
 
     Parameters
     ----------
     selection : Any
-        The selection, with fields already removed (see :func:`pop_fields`).
+        The selection, with fields already removed (see `pop_fields`).
     ndim : int
         Number of dimensions of the array.
 
@@ -164,7 +164,7 @@ def is_basic_selection(selection: Any) -> bool:
     """Whether every item of ``selection`` is an integer, a slice or Ellipsis.
 
     zarr-python 2's version also rejects negative-step slices and Ellipsis; azarr's
-    :class:`BasicIndexer` supports both, so they count as basic here.
+    `BasicIndexer` supports both, so they count as basic here.
     """
     return all(is_integer(s) or isinstance(s, slice) or s is Ellipsis for s in ensure_tuple(selection))
 

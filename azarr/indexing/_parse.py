@@ -2,7 +2,7 @@
 
 The one parser behind every place a selection arrives as a string (the ``azarr``
 command line's ``--sel``, query parameters of a service built with
-:mod:`azarr.service`), so both accept exactly the same language, NumPy's own
+`azarr.service`), so both accept exactly the same language, NumPy's own
 subscript syntax without the brackets:
 
 ==================  ==========================================  ====================
@@ -17,7 +17,7 @@ text                item                                        NumPy / zarr-pyt
 
 Items are separated by commas outside brackets; spaces are ignored; an empty
 string means the whole array. The result is a tuple to pass to
-:meth:`azarr.AsyncArray.getitem`, which routes it as zarr-python 2's
+`azarr.AsyncArray.getitem`, which routes it as zarr-python 2's
 ``z[selection]`` does (lists mixed with slices -> orthogonal selection; lists
 only -> coordinate selection). Bounds are checked later, against the array.
 """
@@ -45,8 +45,8 @@ _BOOLS = {"true": True, "false": False}
 class SelectionSyntaxError(SelectionValueError):
     """A selection string does not parse; the message quotes the text and names the item.
 
-    A :class:`ValueError` and an :class:`IndexError` (via
-    :class:`~azarr.indexing.SelectionError`): a service maps it to HTTP 400, the
+    A `ValueError` and an `IndexError` (via
+    `SelectionError`): a service maps it to HTTP 400, the
     command line to exit status 2.
     """
 
@@ -71,7 +71,7 @@ def parse_selection(text: str) -> tuple[TextSelectionItem, ...]:
     SelectionSyntaxError
         Unbalanced or nested brackets, an empty item, a slice with more than
         three parts, a token that is not an integer, a list mixing integers and
-        Booleans, two ellipses, or text longer than :data:`MAX_SELECTION_TEXT`
+        Booleans, two ellipses, or text longer than `MAX_SELECTION_TEXT`
         characters. The message quotes the offending item and its position.
 
     Examples

@@ -1,7 +1,7 @@
 """Chunk projections and the per-dimension building blocks of the indexers.
 
 A selection along one dimension (an integer, a slice, or an integer/Boolean array)
-is turned once, at construction time, into a list of :data:`DimItem` — one per chunk
+is turned once, at construction time, into a list of `DimItem` — one per chunk
 of that dimension holding at least one selected element. The N-dimensional
 projections are the Cartesian product of those lists, generated lazily.
 

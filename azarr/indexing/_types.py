@@ -2,7 +2,7 @@
 
 They document what each ``get_*_selection`` / ``set_*_selection`` method takes;
 the indexers check values at run time and raise
-:class:`~azarr.indexing.SelectionError` subclasses for anything else.
+`SelectionError` subclasses for anything else.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ BlockSelection: TypeAlias = int | slice | EllipsisType | tuple[int | slice | Ell
 """Chunk-grid indices: ints and step-1 slices of blocks (``z.blocks``)."""
 
 Selection: TypeAlias = BasicSelection | OrthogonalSelection | CoordinateSelection | MaskSelection | str | Any
-"""Anything ``z[...]`` (:meth:`~azarr.AsyncArray.getitem`) routes, field names included."""
+"""Anything ``z[...]`` (`getitem`) routes, field names included."""
 
 Fields: TypeAlias = str | list[str] | None
 """Structured-dtype fields a read or write is restricted to (None: all of them)."""

@@ -9,10 +9,10 @@
             train_step(batch["x"], batch["y"])
 
 Machine-learning loaders that read a sample at a time read each chunk once per
-*sample*. :class:`BatchLoader` reads whole chunks once per epoch and shuffles
+*sample*. `BatchLoader` reads whole chunks once per epoch and shuffles
 in two levels (unit order, then samples inside a window of ``preload_chunks``
-units); :meth:`BatchLoader.shard` splits an epoch between ranks and workers;
-:class:`TorchIterableDataset` (``azarr[torch]``) does it for DataLoader
+units); `BatchLoader.shard` splits an epoch between ranks and workers;
+`TorchIterableDataset` (``azarr[torch]``) does it for DataLoader
 workers and is fork- and spawn-safe. Batches are NumPy arrays otherwise (JAX
 and TensorFlow take those as they are).
 """

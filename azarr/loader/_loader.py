@@ -44,7 +44,7 @@ class BatchLoader:
         Shuffle (default). Without it, samples come in storage order.
     seed : int
         Seed of the shuffle; the order of an epoch depends only on ``seed`` and
-        the epoch number (:meth:`set_epoch`), not on timing.
+        the epoch number (`set_epoch`), not on timing.
     preload_chunks : int
         Units per shuffling window: larger mixes better and holds more memory
         (``preload_chunks`` x unit bytes per window).
@@ -67,11 +67,11 @@ class BatchLoader:
     The unit is the least common multiple of the arrays' chunk lengths along
     axis 0, so arrays chunked differently still have each chunk read once.
     ``async for batch in loader`` runs on the caller's event loop; a plain
-    ``for`` runs it on the sync facade's I/O loop (:func:`azarr.sync.iterate`). :meth:`shard` splits the units of
+    ``for`` runs it on the sync facade's I/O loop (`azarr.sync.iterate`). `shard` splits the units of
     an epoch between data-parallel ranks or workers (disjoint, together
-    complete); :class:`azarr.loader.TorchIterableDataset` does that for
+    complete); `azarr.loader.TorchIterableDataset` does that for
     DataLoader workers. Like ``torch.utils.data.DistributedSampler``, the epoch
-    changes only through :meth:`set_epoch`.
+    changes only through `set_epoch`.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""A ``torch.utils.data.IterableDataset`` over a :class:`BatchLoader` (the ``azarr[torch]`` extra)."""
+"""A ``torch.utils.data.IterableDataset`` over a `BatchLoader` (the ``azarr[torch]`` extra)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from azarr.loader._loader import BatchLoader
 
 
 class TorchIterableDataset(IterableDataset):  # type: ignore[type-arg]
-    """Batches of a :class:`BatchLoader` as tensors, split between DataLoader workers.
+    """Batches of a `BatchLoader` as tensors, split between DataLoader workers.
 
     Use with ``batch_size=None`` (the loader batches)::
 

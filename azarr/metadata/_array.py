@@ -36,7 +36,7 @@ REQUIRED_ARRAY_KEYS = (
 class ArrayMetadata:
     """The contents of a ``.zarray`` document, validated.
 
-    Every construction path (``from_json``, the constructor, :meth:`replace`)
+    Every construction path (``from_json``, the constructor, `replace`)
     validates all fields, so an instance always encodes to a valid document.
 
     Parameters
@@ -46,14 +46,14 @@ class ArrayMetadata:
     chunks : tuple of int
         Chunk extent per dimension, each >= 1, same length as ``shape``.
     dtype : numpy.dtype
-        Element type (see :func:`dtype_to_json` for what is supported).
+        Element type (see `dtype_to_json` for what is supported).
     compressor : dict or None
         numcodecs configuration with an ``"id"``, or None.
     filters : tuple of dict or None
         numcodecs configurations applied before the compressor, or None.
         Object dtypes need an object codec (``OBJECT_CODEC_IDS``) first.
     fill_value : Any
-        Decoded fill value (see :func:`decode_fill_value`), or None. Values given
+        Decoded fill value (see `decode_fill_value`), or None. Values given
         to the constructor are converted to ``dtype`` (``0`` -> the dtype's zero).
     order : {"C", "F"}
         Memory layout of each chunk.
@@ -64,7 +64,7 @@ class ArrayMetadata:
 
     Notes
     -----
-    :meth:`to_dict` always writes ``dimension_separator``. zarr-python 2.18
+    `to_dict` always writes ``dimension_separator``. zarr-python 2.18
     writes it at creation only when a separator was chosen (by the caller or
     the store), but writes it unconditionally whenever it rewrites ``.zarray``
     (``Array._flush_metadata_nosync``: resize, append, fill_value). When the key
@@ -214,7 +214,7 @@ class ArrayMetadata:
 
         A zero-length dimension has 0 chunks. A 0-d array gives ``()`` (its
         single chunk has coordinates ``()``); zarr-python 2's ``cdata_shape``
-        says ``(1,)`` there, but :attr:`nchunks` is 1 either way.
+        says ``(1,)`` there, but `nchunks` is 1 either way.
         """
         return self._cdata_shape
 

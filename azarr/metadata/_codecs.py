@@ -80,7 +80,7 @@ def parse_filters(value: Any, *, where: str) -> tuple[dict[str, Any], ...] | Non
     Raises
     ------
     MetadataError
-        Not null or a list, or an entry fails :func:`parse_codec_config`.
+        Not null or a list, or an entry fails `parse_codec_config`.
     """
     if value is None:
         return None

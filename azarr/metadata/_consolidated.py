@@ -20,7 +20,7 @@ CONSOLIDATED_FORMAT = 1
 def build_consolidated(documents: Mapping[str, bytes | str | Mapping[str, Any]]) -> bytes:
     """Encode a ``.zmetadata`` document (zarr-python 2 ``consolidate_metadata``).
 
-    Keys that are not metadata keys (see :func:`is_metadata_key`) are skipped,
+    Keys that are not metadata keys (see `is_metadata_key`) are skipped,
     as zarr-python 2 filters the store listing, so a whole listing may be passed.
 
     Parameters
@@ -31,7 +31,7 @@ def build_consolidated(documents: Mapping[str, bytes | str | Mapping[str, Any]])
     Returns
     -------
     bytes
-        The ``.zmetadata`` bytes, formatted as by :func:`encode_json`.
+        The ``.zmetadata`` bytes, formatted as by `encode_json`.
 
     Raises
     ------

@@ -101,12 +101,12 @@ def dtype_to_json(dtype: np.dtype[Any]) -> str | list[Any]:
     Returns
     -------
     str or list
-        JSON-ready encoding; :func:`dtype_from_json` returns an equal dtype.
+        JSON-ready encoding; `dtype_from_json` returns an equal dtype.
 
     Raises
     ------
     MetadataError
-        The dtype has no Zarr v2 encoding (see :func:`check_dtype`), or the
+        The dtype has no Zarr v2 encoding (see `check_dtype`), or the
         encoding would not reproduce it (e.g. overlapping structured fields).
     """
     try:

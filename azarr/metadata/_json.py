@@ -134,7 +134,7 @@ def decode_json(data: bytes | bytearray | memoryview | str, *, key: str) -> Any:
         ``data`` is larger than ``azarr.config`` ``max_metadata_bytes``, is not
         valid UTF-8 or not valid JSON, holds an integer with more digits than
         Python converts (``sys.get_int_max_str_digits()``), or nests arrays and
-        objects deeper than :data:`MAX_DEPTH`.
+        objects deeper than `MAX_DEPTH`.
     """
     limit = int(config.get("max_metadata_bytes"))
     size = len(data) if isinstance(data, str) else memoryview(data).nbytes

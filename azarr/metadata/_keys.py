@@ -42,7 +42,7 @@ def is_metadata_key(key: str) -> bool:
 
 
 def metadata_error(where: str, field: str | None, problem: str) -> MetadataError:
-    """A :class:`MetadataError` worded ``"<where>: '<field>' <problem>"``.
+    """A `MetadataError` worded ``"<where>: '<field>' <problem>"``.
 
     ``where`` is the store key, already quoted by the caller (``repr(key)``), or
     the name of the object being built, so every message names what it is about.

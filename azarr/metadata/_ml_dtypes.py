@@ -42,7 +42,7 @@ _INSTALL_HINT = "install ml_dtypes (pip install 'azarr[ml]') to use it"
 
 
 def ml_dtype(name: str) -> np.dtype[Any]:
-    """The NumPy dtype of the TensorStore type ``name`` (a key of :data:`ML_DTYPE_KINDS`).
+    """The NumPy dtype of the TensorStore type ``name`` (a key of `ML_DTYPE_KINDS`).
 
     Raises
     ------

@@ -6,7 +6,7 @@ each chunk -- a coroutine, a request slot, a thread hop for the file, a codec-po
 hop, a wake-up of the loop -- costs several times that: writing 10,000 chunks of
 1,600 bytes took azarr 1.5-1.9x zarr-python 2.18's time, which runs one tight
 synchronous loop (``benchmarks/README.md``, issue #19). For stores that declare
-:attr:`~azarr.storage.Store.supports_blocking_io` the pipeline therefore splits
+`supports_blocking_io` the pipeline therefore splits
 the chunks of a call into a few jobs per codec thread and runs each job in the
 codec pool: read, decode and scatter every chunk of the job in turn (or merge,
 encode and store), as zarr-python 2's loop does, but on every codec thread at
@@ -16,7 +16,7 @@ hop the same way.
 Each job holds one request slot of the store's budget (its requests run one after
 another) and, for chunks of 64 KiB or more, one chunk's decoded size of its bytes
 budget (one chunk is alive in a job at a time). Requests are still timed and counted
-in the store's :class:`~azarr.scheduler.StoreStats` (``StoreIO.blocking_batch``).
+in the store's `StoreStats` (``StoreIO.blocking_batch``).
 A failed or cancelled call stops the other jobs at their next chunk and waits for
 them: no codec thread writes into the caller's output after the call returns.
 """
@@ -53,7 +53,7 @@ _PARALLEL_MIN_CHUNK_BYTES = 32 << 10
 _STORE_BOUND_SHARE = 0.8
 #: Chunks at least this large (bytes, decoded) reserve their size in the store's
 #: bytes-in-flight budget while they are fetched, decoded or stored (here and in
-#: :mod:`azarr.pipeline._chunks`); smaller ones cannot add up to much under the request limit.
+#: `azarr.pipeline._chunks`); smaller ones cannot add up to much under the request limit.
 RESERVE_MIN_BYTES = 64 << 10
 
 
@@ -77,7 +77,7 @@ def chunks_per_job(nchunks: int, chunk_nbytes: int) -> int:
 def iter_jobs(
     projections: Iterable[ChunkProjection], nchunks: int, chunk_nbytes: int
 ) -> Iterator[list[ChunkProjection]]:
-    """``projections`` cut into consecutive jobs (:func:`chunks_per_job`), drawn lazily: a
+    """``projections`` cut into consecutive jobs (`chunks_per_job`), drawn lazily: a
     read of millions of chunks never holds all their projections at once."""
     per_job, source = chunks_per_job(nchunks, chunk_nbytes), iter(projections)
     while job := list(itertools.islice(source, per_job)):
@@ -157,7 +157,7 @@ class _JobGate:
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """Wait until fewer than :attr:`limit` jobs run, and hold the place while one runs."""
+        """Wait until fewer than `limit` jobs run, and hold the place while one runs."""
         async with self._changed:
             await self._changed.wait_for(lambda: self._running < self.limit)
             self._running += 1
@@ -187,7 +187,7 @@ async def read_batched(
 ) -> None:
     """Fill ``out`` from the chunks of ``projections``, a batch of chunks per codec-pool job.
 
-    Same contract as :meth:`ChunkPipeline.read`: the first failing chunk's error
+    Same contract as `ChunkPipeline.read`: the first failing chunk's error
     propagates (the other jobs stop at their next chunk and are waited for).
     """
     stop = StopFlag()
@@ -244,12 +244,12 @@ def _read_job(
 
 # ------------------------------------------------------------------------ writes
 class BatchedWrites:
-    """The batched half of one :meth:`ChunkPipeline.write` call: runs jobs of chunks that
+    """The batched half of one `ChunkPipeline.write` call: runs jobs of chunks that
     need no conditional read-modify-write (whole chunks, or partial ones on stores without
     conditional writes, whose current bytes are read in the job) in the codec pool.
 
-    :meth:`ChunkPipeline.write` sends the other chunks down the async path, from the
-    same stream (:func:`iter_write_items`). At most as many jobs as the reads run
+    `ChunkPipeline.write` sends the other chunks down the async path, from the
+    same stream (`iter_write_items`). At most as many jobs as the reads run
     (codec threads, within the request budget) hold a request slot at once.
     """
 
@@ -305,9 +305,9 @@ def _write_job(
     """Merge, encode and store (or delete) each chunk of ``job`` (a codec thread).
 
     Chunks stored as their own memory go to the store as a view of it, not a copy
-    (:meth:`ChunkCodec.encode_buffer`): ``set_blocking`` writes it out, or copies it for
+    (`ChunkCodec.encode_buffer`): ``set_blocking`` writes it out, or copies it for
     a store that keeps values, before the next chunk, and the call keeps ``values``
-    unchanged until its jobs have finished (:func:`_run_job` waits for them).
+    unchanged until its jobs have finished (`_run_job` waits for them).
     """
     started = time.perf_counter()
     chunk_key, updated, codec = pipeline.chunk_key, pipeline._updated_chunk, pipeline.codec

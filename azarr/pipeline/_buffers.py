@@ -23,9 +23,9 @@ uncompressed one after either, finds the buffers the last read left. Sized by ea
 instead, a Zstd read after a Blosc one took 22,000-37,000 page faults on the loop thread
 per 256 MiB, and an uncompressed one after that 14,000-49,000; with the shared class,
 1-6,500 in 5 of 6 such reads (``benchmarks/README.md``). While reads are in progress
-(:meth:`BufferPool.reading`) every buffer handed back is kept for the next body:
+(`BufferPool.reading`) every buffer handed back is kept for the next body:
 how many are out at once is bounded by the store's budgets, not here. When the
-last read ends, idle buffers beyond ``buffer_pool_bytes`` (:mod:`azarr.config`;
+last read ends, idle buffers beyond ``buffer_pool_bytes`` (`azarr.config`;
 each counted by the longest body it held, the part of it ever written) are dropped;
 0 disables the pool.
 """
@@ -68,7 +68,7 @@ class _PoolBuffer(np.ndarray[Any, np.dtype[np.uint8]]):
 
 
 class BufferPool:
-    """Idle receive buffers by capacity; :meth:`acquire` on the loop, :meth:`release` from any thread."""
+    """Idle receive buffers by capacity; `acquire` on the loop, `release` from any thread."""
 
     def __init__(self) -> None:
         self._idle: dict[int, list[_PoolBuffer]] = {}
@@ -84,7 +84,7 @@ class BufferPool:
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """A read in progress: buffers handed back meanwhile are all kept; at the end of the
-        last one, idle buffers beyond ``buffer_pool_bytes`` (:meth:`idle_bytes`) are dropped."""
+        last one, idle buffers beyond ``buffer_pool_bytes`` (`idle_bytes`) are dropped."""
         with self._lock:
             self._readers += 1
         try:
@@ -108,13 +108,13 @@ class BufferPool:
             size, which a compressed body exceeds by a header at most, so every body of
             arrays with one chunk size shares a class whatever its codec. Only the pages
             a body is written to are ever touched: the unused tail of a buffer costs
-            address space, not memory (and :meth:`idle_bytes` does not count it).
+            address space, not memory (and `idle_bytes` does not count it).
             Ignored from NumPy's huge-page threshold (4 MiB) up.
 
         Returns
         -------
         memoryview
-            Over a pool buffer; give it back with :meth:`release`.
+            Over a pool buffer; give it back with `release`.
         """
         shared = _capacity(at_least)
         capacity = max(_capacity(nbytes), shared if shared < _HUGE_PAGE_ADVICE else 0)

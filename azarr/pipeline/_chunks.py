@@ -1,14 +1,14 @@
 """``ChunkPipeline``: fetch -> decode -> scatter, and gather -> merge -> encode -> store.
 
 The one hand-off between an array and its chunks (zarr-python 3's
-``codec_pipeline.read(batch, out)``). An :class:`~azarr.AsyncArray` turns a
-selection into chunk projections (:mod:`azarr.indexing`) and an output or a
+``codec_pipeline.read(batch, out)``). An `AsyncArray` turns a
+selection into chunk projections (`azarr.indexing`) and an output or a
 value array; the pipeline does everything per chunk:
 
 * **read**: the chunk's bytes through the store's managed path
-  (:class:`~azarr.scheduler.StoreIO`: budget, retries, timeouts, large chunks as
+  (`StoreIO`: budget, retries, timeouts, large chunks as
   parallel ranges), then decoding and scattering into the output in the codec
-  pool (:class:`~azarr.codecs.CodecBatcher`), straight into it where the chunk
+  pool (`CodecBatcher`), straight into it where the chunk
   maps onto a contiguous region; a missing chunk fills its region with
   ``fill_value``.
 * **write**: for a chunk the selection covers in part, its current bytes are
@@ -84,10 +84,10 @@ class ChunkPipeline:
         Store chunks equal to ``fill_value`` (True) or delete them (False).
     shape : callable, optional
         ``shape() -> tuple``: the array's current shape, for writes with
-        ``edges_conditional`` (see :meth:`write`).
+        ``edges_conditional`` (see `write`).
     partial_decompress : bool, default False
         Read only the Blosc blocks a selection needs of a chunk it covers in part
-        (:mod:`azarr.pipeline._partial`); ignored for codecs that cannot.
+        (`azarr.pipeline._partial`); ignored for codecs that cannot.
     """
 
     def __init__(
@@ -132,7 +132,7 @@ class ChunkPipeline:
         fields : str or list of str, optional
             Structured fields to read.
         progress : callable, optional
-            Called with a :class:`~azarr.scheduler.Progress` after each chunk.
+            Called with a `Progress` after each chunk.
 
         Raises
         ------
@@ -240,7 +240,7 @@ class ChunkPipeline:
         projection: ChunkProjection,
         fields: Fields,
     ) -> tuple[np.ndarray[Any, Any], int]:
-        """:meth:`read_one` on a store with blocking access (runs in the codec pool): the
+        """`read_one` on a store with blocking access (runs in the codec pool): the
         result and the bytes read."""
         data = self.io.get_blocking(key)
         if data is None:
@@ -250,7 +250,7 @@ class ChunkPipeline:
     def _filled(
         self, shape: tuple[int, ...], dtype: np.dtype[Any], projection: ChunkProjection, fields: Fields
     ) -> np.ndarray[Any, Any]:
-        """:meth:`read_one`'s result for a chunk that is not stored: ``fill_value``."""
+        """`read_one`'s result for a chunk that is not stored: ``fill_value``."""
         result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
         result[projection.out_selection] = self.fill_for(fields, dtype)
         return result
@@ -336,7 +336,7 @@ class ChunkPipeline:
     def _make_pooled_fetcher(self) -> Callable[[str], Awaitable[bytes | memoryview | None]] | None:
         """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for
         whole-chunk reads from remote stores of chunks big enough to matter; None otherwise.
-        What it returns must be decoded by :meth:`_decode_into` (which hands the buffer back)."""
+        What it returns must be decoded by `_decode_into` (which hands the buffer back)."""
         io, nbytes = self.io, self.codec.nbytes
         if (
             io.store.is_local
@@ -460,7 +460,7 @@ class ChunkPipeline:
     def _needs_conditional_update(
         self, projection: ChunkProjection, fields: Fields, edges_conditional: bool
     ) -> bool:
-        """Whether a chunk write must be an optimistic read-modify-write (see :meth:`write`)."""
+        """Whether a chunk write must be an optimistic read-modify-write (see `write`)."""
         if not self.io.store.supports_conditional_writes:
             return False
         if not (projection.is_complete_chunk and fields is None):
@@ -546,7 +546,7 @@ class ChunkPipeline:
         fields: Fields,
     ) -> np.ndarray[Any, Any] | None:
         """The chunk with new values merged in, not yet encoded (None: delete it, as
-        :meth:`_update_chunk`). Whole chunks are views of ``values``, not copies."""
+        `_update_chunk`). Whole chunks are views of ``values``, not copies."""
         codec = self.codec
         # When the values hold the whole chunk it is encoded from them, with no merge copy.
         chunk = self._whole_chunk_of(values, projection) if data is None and fields is None else None

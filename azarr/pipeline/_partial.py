@@ -19,10 +19,10 @@ the selected bytes are read.
 Anything else -- other compressors, filters, ``order="F"``, object dtypes,
 structured field reads, complete chunks, small chunks, one-block chunks,
 selections needing most of a chunk -- is read whole, as without the option.
-All reads go through :class:`~azarr.scheduler.StoreIO` (budget, retries,
+All reads go through `StoreIO` (budget, retries,
 timeouts). The parts of one chunk are separate requests: a chunk replaced
 between them can mix two versions, and is then most likely reported as a
-:class:`~azarr.errors.CodecError` (Blosc has no checksum), as with zarr-python 2.
+`CodecError` (Blosc has no checksum), as with zarr-python 2.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class PartialReader:
     io : StoreIO
         The managed path to the store.
     codec : ChunkCodec
-        The array's codec; see :func:`is_partial_blosc`.
+        The array's codec; see `is_partial_blosc`.
     """
 
     def __init__(self, io: StoreIO, codec: ChunkCodec) -> None:

@@ -3,9 +3,9 @@
 The chunk pipeline's batched path (``pipeline/_batched.py``) reads or writes chunk after
 chunk in a codec thread on stores with blocking access (memory, local files). Each call is
 timed on its own like any request, and the job's calls go into the store's
-:class:`~azarr.scheduler.StoreStats` under one lock when the batch closes: a lock round
+`StoreStats` under one lock when the batch closes: a lock round
 per 1,600-byte chunk cost as much as a fifth of the read. The batch also says how long
-the store's calls took in all (:attr:`BlockingBatch.store_seconds`), which tells the
+the store's calls took in all (`BlockingBatch.store_seconds`), which tells the
 pipeline whether its jobs wait on the store (system calls, run without the GIL) or on
 Python.
 """
@@ -27,7 +27,7 @@ class BlockingBatch:
     """Blocking store calls of one job (one thread): use as a context manager.
 
     Not retried and holding no budget slot of its own, as
-    :meth:`StoreIO.get_blocking`: the job holds one slot for all its calls.
+    `StoreIO.get_blocking`: the job holds one slot for all its calls.
     """
 
     __slots__ = ("_io", "_latencies", "_read", "_written")
@@ -59,7 +59,7 @@ class BlockingBatch:
         return value
 
     def set(self, key: str, value: bytes | memoryview) -> None:
-        """``store.set_blocking(key, value)``, timed (``value`` as :meth:`Store.set_blocking`)."""
+        """``store.set_blocking(key, value)``, timed (``value`` as `Store.set_blocking`)."""
         self._timed(self._io.store.set_blocking, key, value)
         self._written += value.nbytes if type(value) is memoryview else len(value)
 

@@ -54,8 +54,8 @@ class IOBudget:
 
     Notes
     -----
-    Use :meth:`reserve` for a whole chunk operation (request + decode) and
-    :meth:`request` around each store call; both are async context managers.
+    Use `reserve` for a whole chunk operation (request + decode) and
+    `request` around each store call; both are async context managers.
     """
 
     def __init__(self, max_requests: int, max_bytes: int) -> None:
@@ -164,7 +164,7 @@ class IOBudget:
             yield
 
     async def __aenter__(self) -> None:
-        """``async with budget:`` holds one request slot (same as :meth:`request`).
+        """``async with budget:`` holds one request slot (same as `request`).
 
         A FIFO counter rather than ``asyncio.Semaphore``: this runs once per
         chunk, and the semaphore's ``locked()`` scan of its waiters cost more
@@ -256,10 +256,10 @@ _budgets_lock = threading.Lock()
 def budget_for(store: Store) -> IOBudget:
     """The I/O budget of ``store``, created on first use and shared from then on.
 
-    Budgets are kept per store spec (:attr:`azarr.storage.Store.budget_key`), not per
+    Budgets are kept per store spec (`azarr.storage.Store.budget_key`), not per
     object: two opens of one URL, unpickled copies, read-only views and wrappers
     (cache, consolidated overlay) all share one. Limits come from
-    :func:`set_budget`, else from the store's declared ``max_requests``, else from
+    `set_budget`, else from the store's declared ``max_requests``, else from
     ``azarr.config``: ``max_concurrency_local`` (local and memory stores) or
     ``max_concurrency`` (remote), and ``max_bytes_in_flight``.
     """

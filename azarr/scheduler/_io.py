@@ -4,9 +4,9 @@ Everything above the store layer -- chunk reads and writes, metadata and
 attribute documents, listings, deletes, sizes, consolidated documents -- goes
 through a ``StoreIO``; ``core/`` and ``api/`` never call a store directly. Each
 call runs under the store's request budget, with a per-request timeout (a
-stalled server becomes :class:`~azarr.errors.StoreTimeoutError` instead of
-hanging), retries of transient errors (:mod:`azarr.scheduler._retry`),
-per-store counters (:mod:`azarr.scheduler._stats`), optional hedged reads, and
+stalled server becomes `StoreTimeoutError` instead of
+hanging), retries of transient errors (`azarr.scheduler._retry`),
+per-store counters (`azarr.scheduler._stats`), optional hedged reads, and
 parallel byte-range reads for very large chunks on remote stores. A listing is
 retried whole: one that fails part-way is restarted, never returned partial.
 """
@@ -104,13 +104,13 @@ class StoreIO:
 
     async def get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
         """Read the whole value at ``key`` into ``allocate(size)`` where the store can
-        (:meth:`Store.get_into <azarr.storage.Store.get_into>`); None if missing.
-        Retried and timed as :meth:`get` (hedged reads use :meth:`get`).
+        (`Store.get_into`); None if missing.
+        Retried and timed as `get` (hedged reads use `get`).
 
         Raises
         ------
         RetriesExhaustedError, StoreError
-            As :meth:`get`.
+            As `get`.
         """
         if config.get("hedged_reads"):
             return await self.get(key)
@@ -130,7 +130,7 @@ class StoreIO:
         Used for chunks whose decoded size exceeds ``large_chunk_threshold`` on
         remote stores: one size probe, then parts of ``large_chunk_part_size``
         bytes fetched concurrently under the budget and joined. On stores with
-        :attr:`~azarr.storage.Store.supports_conditional_reads` every part is pinned
+        `supports_conditional_reads` every part is pinned
         to the generation the probe saw (S3 ``If-Match``): if the object is
         replaced mid-read the read starts again, so the result is one whole
         version, never a mix.
@@ -180,7 +180,7 @@ class StoreIO:
         )
 
     async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        """Read ``key`` and its generation (see :meth:`Store.get_with_generation`). Retried and timed."""
+        """Read ``key`` and its generation (see `Store.get_with_generation`). Retried and timed."""
         return await self._retried(
             "get", key, lambda: self._call(lambda: self.store.get_with_generation(key), reading=True)
         )
@@ -207,7 +207,7 @@ class StoreIO:
         if_not_exists: bool = False,
         idempotent: bool = True,
     ) -> None:
-        """Write ``key`` only if the condition holds (see :meth:`Store.set`). Retried and timed.
+        """Write ``key`` only if the condition holds (see `Store.set`). Retried and timed.
 
         A retry keeps the condition, so it never replays an old value over a newer
         writer's. When an attempt failed ambiguously (a timeout or a reset: the
@@ -298,7 +298,7 @@ class StoreIO:
             ``require_consistency``); otherwise those get a plain read and write.
         idempotent : bool
             Whether applying the change twice equals applying it once (see
-            :meth:`set_if`); False for allocations such as ``append``.
+            `set_if`); False for allocations such as ``append``.
 
         Returns
         -------
@@ -373,7 +373,7 @@ class StoreIO:
         return await self._retried("getsize", key, lambda: self._call(lambda: self.store.getsize(key)))
 
     async def delete_prefix(self, prefix: str) -> None:
-        """Delete every key under ``prefix`` (see :meth:`Store.delete_prefix`). Retried whole."""
+        """Delete every key under ``prefix`` (see `Store.delete_prefix`). Retried whole."""
         await self._retried(
             "delete_prefix", prefix, lambda: self._call(lambda: self.store.delete_prefix(prefix))
         )
@@ -389,7 +389,7 @@ class StoreIO:
         )
 
     async def list_dir(self, prefix: str) -> list[str]:
-        """The children of ``prefix`` (see :meth:`Store.list_dir`), complete; retried whole."""
+        """The children of ``prefix`` (see `Store.list_dir`), complete; retried whole."""
         return await self._retried(
             "list_dir", prefix, lambda: self._call(lambda: _collect(self.store.list_dir(prefix)))
         )
@@ -398,7 +398,7 @@ class StoreIO:
         """Metadata documents at ``keys``, concurrently; None where missing.
 
         A store that serves decoded documents (the consolidated-metadata overlay,
-        :attr:`Store.serves_documents`) hands them over as they are: no request,
+        `Store.serves_documents`) hands them over as they are: no request,
         and no JSON encoding only to decode it again. Others return bytes.
         """
         if self.store.serves_documents:
@@ -415,25 +415,25 @@ class StoreIO:
     # job. The caller holds a request slot of the budget for the whole job (its requests
     # run one after another). Not retried: these stores raise no transient errors.
     def get_blocking(self, key: str) -> bytes | None:
-        """:meth:`get` from a worker thread (timed and counted; not retried, no budget slot)."""
+        """`get` from a worker thread (timed and counted; not retried, no budget slot)."""
         with BlockingBatch(self) as batch:
             return batch.get(key)
 
     def set_blocking(self, key: str, value: bytes | memoryview) -> None:
-        """:meth:`set` from a worker thread (timed and counted; not retried, no budget slot).
+        """`set` from a worker thread (timed and counted; not retried, no budget slot).
 
-        ``value`` as :meth:`Store.set_blocking` (a memoryview of any shape: its ``nbytes`` are counted)."""
+        ``value`` as `Store.set_blocking` (a memoryview of any shape: its ``nbytes`` are counted)."""
         with BlockingBatch(self) as batch:
             batch.set(key, value)
 
     def delete_blocking(self, key: str) -> None:
-        """:meth:`delete` from a worker thread (timed and counted; not retried, no budget slot)."""
+        """`delete` from a worker thread (timed and counted; not retried, no budget slot)."""
         with BlockingBatch(self) as batch:
             batch.delete(key)
 
     def blocking_batch(self) -> BlockingBatch:
         """The blocking calls of one codec-pool job, each timed, recorded in the stats
-        at once when the batch closes (:class:`~azarr.scheduler._blocking.BlockingBatch`)."""
+        at once when the batch closes (`BlockingBatch`)."""
         return BlockingBatch(self)
 
     # ------------------------------------------------------------------ machinery

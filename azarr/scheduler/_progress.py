@@ -28,7 +28,7 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], Any]
-"""Called with a :class:`Progress` after every finished chunk (on stores with blocking access,
+"""Called with a `Progress` after every finished chunk (on stores with blocking access,
 memory and local files, after every finished batch of chunks); must be cheap and never raise."""
 
 

@@ -59,7 +59,7 @@ class RetryPolicy:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """True for errors worth retrying (:class:`~azarr.errors.TransientStoreError` and subclasses)."""
+    """True for errors worth retrying (`TransientStoreError` and subclasses)."""
     return isinstance(exc, TransientStoreError)
 
 

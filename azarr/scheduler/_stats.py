@@ -12,7 +12,7 @@ from azarr.storage import Store, StoreSpec
 
 logger = logging.getLogger("azarr.stats")
 
-#: The window of recent successful latencies (:meth:`StoreStats.latency_quantile`): at most
+#: The window of recent successful latencies (`StoreStats.latency_quantile`): at most
 #: ``_RECENT_MAX``, cut to the newest ``_RECENT_KEEP`` when it fills.
 _RECENT_MAX = 512
 _RECENT_KEEP = 256
@@ -54,7 +54,7 @@ class StoreStats:
         Conditional writes that found another writer's generation (HTTP 412) and
         made a read-modify-write start again (see ``docs/consistency.md``).
     latency : list of int
-        Request counts per latency bucket (see :data:`LATENCY_BUCKETS`, seconds).
+        Request counts per latency bucket (see `LATENCY_BUCKETS`, seconds).
     """
 
     def __init__(self) -> None:
@@ -88,7 +88,7 @@ class StoreStats:
 
     def record_many(self, latencies: list[float], *, read: int = 0, written: int = 0) -> None:
         """Count finished successful attempts, one per entry of ``latencies`` (seconds), that
-        moved ``read``/``written`` bytes in all: :meth:`record` of each under one lock, for
+        moved ``read``/``written`` bytes in all: `record` of each under one lock, for
         the chunk jobs of blocking stores (a lock round per 1,600-byte chunk read cost as
         much as a fifth of the read)."""
         if not latencies:

@@ -18,18 +18,18 @@ The pieces a data service needs to be right by default::
         return await service.array_response(plan, format)   # streamed in bounded slabs
 
 ==========================================  ==================================================
-:class:`Datasets`                           hierarchies opened at startup, metadata cached and
+`Datasets`                           hierarchies opened at startup, metadata cached and
                                             refreshed on a timer or on demand
-:class:`CancelOnDisconnectMiddleware`       cancels a handler (and its chunk requests) when the
+`CancelOnDisconnectMiddleware`       cancels a handler (and its chunk requests) when the
                                             client leaves; per-request deadline -> 504
-:func:`deadline`                            a tighter deadline around one block -> 504
-:func:`http_error_for`,                     one table from azarr errors to HTTP statuses
-:func:`install_error_handlers`
-:class:`SelectionPlan`, :func:`array_response`  selections validated before reading; ``.npy`` and
+`deadline`                            a tighter deadline around one block -> 504
+`http_error_for`,                     one table from azarr errors to HTTP statuses
+`install_error_handlers`
+`SelectionPlan`, `array_response`  selections validated before reading; ``.npy`` and
                                             raw bytes streamed in bounded slabs; JSON for small
 ==========================================  ==================================================
 
-Only :func:`install_error_handlers` and :func:`array_response` import Starlette (installed with
+Only `install_error_handlers` and `array_response` import Starlette (installed with
 FastAPI); the rest is plain asyncio and ASGI.
 """
 

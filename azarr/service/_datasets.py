@@ -2,9 +2,9 @@
 
 Services that open a hierarchy per request pay a metadata round trip (or a
 hundred) on every call; services that cache ``.zmetadata`` by hand never see
-new data. :class:`Datasets` opens each registered hierarchy at startup (FastAPI
+new data. `Datasets` opens each registered hierarchy at startup (FastAPI
 lifespan), serves nodes from the cached metadata, and re-opens in the background
-every ``refresh_interval`` seconds or when :meth:`Datasets.refresh` is called.
+every ``refresh_interval`` seconds or when `Datasets.refresh` is called.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Datasets:
     refresh_interval : float, optional
         Seconds between background re-opens of every dataset (new arrays,
         resized shapes, changed attributes become visible). ``None``: only on
-        :meth:`refresh`.
+        `refresh`.
 
     Examples
     --------
@@ -59,8 +59,8 @@ class Datasets:
 
     Notes
     -----
-    A dataset is opened with :func:`azarr.open_consolidated` (one request for the
-    whole hierarchy) when it has ``.zmetadata``, else with :func:`azarr.open`.
+    A dataset is opened with `azarr.open_consolidated` (one request for the
+    whole hierarchy) when it has ``.zmetadata``, else with `azarr.open`.
     Nodes looked up below a root are cached until the next refresh. A failed
     refresh keeps the previous metadata and logs a warning.
     """
@@ -82,7 +82,7 @@ class Datasets:
         storage_options: dict[str, Any] | None = None,
         consolidated: bool | None = None,
     ) -> None:
-        """Register a hierarchy (opened by :meth:`open`, or lazily on first use).
+        """Register a hierarchy (opened by `open`, or lazily on first use).
 
         Parameters
         ----------

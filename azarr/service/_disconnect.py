@@ -146,7 +146,7 @@ async def _send_504(send: Send, deadline: float | None) -> None:
 
 @contextlib.asynccontextmanager
 async def deadline(seconds: float | None) -> AsyncIterator[None]:
-    """Cancel the enclosed block after ``seconds`` and raise :class:`DeadlineExceededError` (HTTP 504).
+    """Cancel the enclosed block after ``seconds`` and raise `DeadlineExceededError` (HTTP 504).
 
     For a deadline on one route, or a tighter one than the middleware's::
 

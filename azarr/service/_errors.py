@@ -48,11 +48,11 @@ DEFAULT_RETRY_AFTER = 1.0
 
 
 class ServiceError(AzarrError):
-    """Base of the errors raised by :mod:`azarr.service` itself."""
+    """Base of the errors raised by `azarr.service` itself."""
 
 
 class UnknownDatasetError(ServiceError, LookupError):
-    """No dataset of that name is registered with :class:`~azarr.service.Datasets` (HTTP 404)."""
+    """No dataset of that name is registered with `Datasets` (HTTP 404)."""
 
 
 class DeadlineExceededError(ServiceError, TimeoutError):
@@ -121,7 +121,7 @@ def http_error_for(exc: BaseException, *, retry_after: float = DEFAULT_RETRY_AFT
 
 
 def install_error_handlers(app: Starlette, *, retry_after: float = DEFAULT_RETRY_AFTER) -> None:
-    """Answer azarr errors and timeouts raised by ``app``'s handlers with :func:`http_error_for`.
+    """Answer azarr errors and timeouts raised by ``app``'s handlers with `http_error_for`.
 
     Parameters
     ----------

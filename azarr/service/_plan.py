@@ -1,7 +1,7 @@
 """A selection on one array, validated up front and cut into slabs that each fit a byte budget.
 
 A service has to answer with a status and headers (shape, dtype, length) before the
-data, and must not hold a gigabyte result in memory to do it. :class:`SelectionPlan`
+data, and must not hold a gigabyte result in memory to do it. `SelectionPlan`
 checks a selection against the array's shape (so bad ones fail with a 400 before
 anything is read), knows the result's shape, dtype and size, and yields
 sub-selections ("slabs") whose results, concatenated, are the result's bytes in C
@@ -46,7 +46,7 @@ class SelectionPlan:
     array : AsyncArray
         The array read.
     selection : tuple
-        What :func:`azarr.indexing.parse_selection` returns (ints, slices, lists of
+        What `azarr.indexing.parse_selection` returns (ints, slices, lists of
         ints or Booleans, Ellipsis), routed like zarr-python 2's ``z[selection]``:
         one integer list per dimension is a coordinate (``vindex``) selection,
         anything else is orthogonal (``oindex``; plain ints and slices are its
@@ -65,7 +65,7 @@ class SelectionPlan:
     ------
     azarr.indexing.SelectionError
         Out-of-bounds index, too many indices, zero step, wrong mask length...
-        (HTTP 400 through :func:`~azarr.service.http_error_for`).
+        (HTTP 400 through `http_error_for`).
     """
 
     def __init__(self, array: AsyncArray, selection: tuple[Any, ...]) -> None:
@@ -91,7 +91,7 @@ class SelectionPlan:
         """Sub-selections in result order, each result at most ``max_bytes`` (bytes) when possible.
 
         A slab never exceeds ``max_bytes`` unless one element of the result does.
-        Read each with :meth:`read`.
+        Read each with `read`.
         """
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
@@ -109,7 +109,7 @@ class SelectionPlan:
             yield tuple(f[start : start + step] for f in flat)
 
     async def read(self, slab: tuple[Any, ...] | None = None) -> np.ndarray[Any, Any]:
-        """Read one slab (from :meth:`slabs`), or the whole selection when ``slab`` is None.
+        """Read one slab (from `slabs`), or the whole selection when ``slab`` is None.
 
         Returns
         -------

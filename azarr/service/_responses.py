@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 FORMATS = ("json", "npy", "raw")
-"""Response formats of :func:`array_response`."""
+"""Response formats of `array_response`."""
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 """Bytes of result a streamed response holds at most (slabs of a quarter of this)."""

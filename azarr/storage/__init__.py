@@ -1,29 +1,29 @@
 """Stores: where a Zarr hierarchy's keys and bytes live.
 
-Every store implements the async :class:`Store` protocol (``get``/``set``/``delete``/
+Every store implements the async `Store` protocol (``get``/``set``/``delete``/
 ``exists``/``getsize``/``list_prefix``/``list_dir``/``close``) with the same key rules
 and error types, so everything above this package is storage-agnostic.
 
 ==================  =====================================  ================================
 Store               Backed by                              zarr-python 2 equivalent
 ==================  =====================================  ================================
-:class:`MemoryStore`  a ``dict``                           ``MemoryStore`` / ``KVStore``
-:class:`LocalStore`   a directory, atomic writes           ``DirectoryStore``
-:class:`S3Store`      aiohttp + SigV4; s3fs for listings   ``FSStore("s3://...")``
-:class:`GCSStore`     gcsfs (GCS, fake-gcs-server)         ``FSStore("gs://...")``
-:class:`HTTPStore`    aiohttp, read-only                   ``FSStore("https://...")``
-:class:`FsspecStore`  any fsspec ``AsyncFileSystem``       ``FSStore``
-:class:`SyncFsspecStore`  a synchronous fsspec filesystem  ``FSStore("simplecache::s3://...")``
-:class:`ZipStore`     one zip file, write-once             ``ZipStore``
-:class:`MappingStore`  any ``MutableMapping`` (dbm, ...)   ``DBMStore``, ``LMDBStore``, ``KVStore``
-:class:`LRUStoreCache`  an in-memory LRU over a store      ``LRUStoreCache``
+`MemoryStore`  a ``dict``                           ``MemoryStore`` / ``KVStore``
+`LocalStore`   a directory, atomic writes           ``DirectoryStore``
+`S3Store`      aiohttp + SigV4; s3fs for listings   ``FSStore("s3://...")``
+`GCSStore`     gcsfs (GCS, fake-gcs-server)         ``FSStore("gs://...")``
+`HTTPStore`    aiohttp, read-only                   ``FSStore("https://...")``
+`FsspecStore`  any fsspec ``AsyncFileSystem``       ``FSStore``
+`SyncFsspecStore`  a synchronous fsspec filesystem  ``FSStore("simplecache::s3://...")``
+`ZipStore`     one zip file, write-once             ``ZipStore``
+`MappingStore`  any ``MutableMapping`` (dbm, ...)   ``DBMStore``, ``LMDBStore``, ``KVStore``
+`LRUStoreCache`  an in-memory LRU over a store      ``LRUStoreCache``
 ==================  =====================================  ================================
 
-:func:`from_url` and :func:`make_store` turn URLs, paths and mappings into stores:
-a URL resolves to a :class:`StoreSpec` (frozen configuration: what pickles, and
+`from_url` and `make_store` turn URLs, paths and mappings into stores:
+a URL resolves to a `StoreSpec` (frozen configuration: what pickles, and
 what budgets and counters are kept under) through the driver registered for its
-scheme (:func:`register_store`, or the ``azarr.stores`` entry-point group), and
-:func:`open_store` gives the live store of a spec.
+scheme (`register_store`, or the ``azarr.stores`` entry-point group), and
+`open_store` gives the live store of a spec.
 """
 
 from azarr.storage._base import ByteRange, Generation, Store, validate_key

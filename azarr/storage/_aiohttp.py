@@ -1,11 +1,11 @@
-"""The aiohttp session base shared by :class:`~azarr.storage.HTTPStore` and the S3 transport.
+"""The aiohttp session base shared by `HTTPStore` and the S3 transport.
 
 Both talk HTTP with aiohttp directly, and both need the same things from it:
 one ``ClientSession`` per event loop (sessions are bound to their loop, a store
 is not), shared by stores of equal settings and closed when its loop shuts
 down; timeouts for connecting and for a stalled body; no silent re-send after a
 dropped connection, so that every attempt azarr's scheduler counts is exactly
-one request; and bodies received into the caller's buffers (:func:`read_body`).
+one request; and bodies received into the caller's buffers (`read_body`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ Allocator = Callable[[int], memoryview]
 
 
 class ConnectionDropped(Exception):
-    """Carries a connection failure past aiohttp's silent re-send (see :func:`no_silent_resend`)."""
+    """Carries a connection failure past aiohttp's silent re-send (see `no_silent_resend`)."""
 
 
 async def no_silent_resend(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -61,7 +61,7 @@ async def no_silent_resend(request: Any, handler: Callable[[Any], Awaitable[Any]
 
 
 def unwrap_dropped(exc: BaseException) -> BaseException:
-    """The connection error a :class:`ConnectionDropped` carries (others unchanged), for classification."""
+    """The connection error a `ConnectionDropped` carries (others unchanged), for classification."""
     if isinstance(exc, ConnectionDropped) and exc.__cause__ is not None:
         return exc.__cause__
     return exc
@@ -87,9 +87,9 @@ def new_session(
     silent re-send, and per-connect / per-read timeouts in seconds (no total: a large
     download that keeps receiving data does not time out).
 
-    ``ssl`` is aiohttp's (``True``, ``False``, an :class:`ssl.SSLContext`) or a path to a
+    ``ssl`` is aiohttp's (``True``, ``False``, an `ssl.SSLContext`) or a path to a
     PEM CA bundle to verify servers against. ``session_kwargs`` go to
-    :class:`aiohttp.ClientSession` (``auth``, ``headers``, ``auto_decompress``, ...); a
+    `aiohttp.ClientSession` (``auth``, ``headers``, ``auto_decompress``, ...); a
     ``timeout`` there replaces the two given here.
     """
     import aiohttp
@@ -177,11 +177,11 @@ class SharedSessions:
     made per request (a service), or per read, reuses the previous one's warm
     connections instead of paying TCP (and TLS) handshakes again.
 
-    :meth:`release` (``Store.close()``) drops an owner; when the last owner on a
+    `release` (``Store.close()``) drops an owner; when the last owner on a
     loop has released it, the session closes after ``connection_linger`` seconds
-    (:mod:`azarr.config`; 0: at once) unless another owner takes it up first.
+    (`azarr.config`; 0: at once) unless another owner takes it up first.
     Owners that are dropped without closing free their claim too; every session
-    still closes when its loop shuts down (:class:`~azarr.storage._loops.PerLoop`).
+    still closes when its loop shuts down (`PerLoop`).
     """
 
     def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:

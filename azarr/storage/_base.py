@@ -128,7 +128,7 @@ class Store(ABC):
     Attributes
     ----------
     read_only : bool
-        True when writes raise :class:`~azarr.errors.ReadOnlyError`.
+        True when writes raise `ReadOnlyError`.
     supports_writes, supports_deletes, supports_listing : bool
         Capability flags (``False`` for e.g. HTTP stores without listings).
     url : str
@@ -143,17 +143,17 @@ class Store(ABC):
     is_local: bool = False
     #: Requests in flight the backend tolerates at most (a store over a
     #: single-threaded mapping, a zip file); None: ``azarr.config``'s default for
-    #: local or remote stores. Read by :func:`azarr.scheduler.budget_for`.
+    #: local or remote stores. Read by `azarr.scheduler.budget_for`.
     max_requests: int | None = None
     #: True for stores that hold metadata documents already decoded (the
-    #: consolidated-metadata overlay): :meth:`get_document` answers without I/O.
+    #: consolidated-metadata overlay): `get_document` answers without I/O.
     serves_documents: ClassVar[bool] = False
     #: True for stores that store a translated ``.zarray`` (the N5 adapter): creation
     #: reads the document back rather than trusting the one it wrote.
     rewrites_metadata: ClassVar[bool] = False
-    #: True for stores that return generations (:meth:`get_with_generation`) and
-    #: honour ``if_generation_match``/``if_not_exists`` on :meth:`set` and
-    #: :meth:`delete` atomically: the basis of azarr's lost-update-free partial
+    #: True for stores that return generations (`get_with_generation`) and
+    #: honour ``if_generation_match``/``if_not_exists`` on `set` and
+    #: `delete` atomically: the basis of azarr's lost-update-free partial
     #: chunk writes, attribute updates, ``resize``/``append`` and ``mode="w-"``.
     supports_conditional_writes: bool = False
     #: True for stores whose ranged reads can be pinned to a generation
@@ -162,8 +162,8 @@ class Store(ABC):
     supports_conditional_reads: bool = False
 
     #: True for stores whose get/set/delete are cheap, synchronous and thread-safe
-    #: (memory, local files): :meth:`get_blocking`, :meth:`set_blocking` and
-    #: :meth:`delete_blocking` work, and the chunk pipeline reads, decodes and
+    #: (memory, local files): `get_blocking`, `set_blocking` and
+    #: `delete_blocking` work, and the chunk pipeline reads, decodes and
     #: scatters (or merges, encodes and stores) batches of chunks in one codec-pool
     #: job instead of one coroutine, store call and thread hop per chunk (what
     #: zarr-python 2's synchronous loop and TensorStore's file driver avoid too).
@@ -171,7 +171,7 @@ class Store(ABC):
     #: declares it again (its blocking twins would bypass the override).
     supports_blocking_io: bool = False
     #: True when ``_set_blocking`` is done with ``value`` when it returns (it writes the
-    #: bytes somewhere, as a file store does, and keeps no reference): :meth:`set_blocking`
+    #: bytes somewhere, as a file store does, and keeps no reference): `set_blocking`
     #: then passes a caller's ``memoryview`` through with no copy. Otherwise (a memory
     #: store keeps the object) the value is copied to ``bytes`` first, so a later change
     #: to the caller's buffer never changes what was stored. A subclass overriding
@@ -205,7 +205,7 @@ class Store(ABC):
 
     @property
     def spec(self) -> StoreSpec:
-        """The configuration identifying this store (:class:`~azarr.storage.StoreSpec`).
+        """The configuration identifying this store (`StoreSpec`).
 
         Frozen, hashable and picklable; the store pickles as its spec, and budgets
         and traffic counters are kept per spec.
@@ -222,7 +222,7 @@ class Store(ABC):
     def budget_key(self) -> StoreSpec:
         """What this store's request budget and counters are kept under.
 
-        Its own spec; a wrapper (:class:`~azarr.storage.WrapperStore`) answers with
+        Its own spec; a wrapper (`WrapperStore`) answers with
         the wrapped store's key, so wrapping never multiplies the connection limit.
         """
         return self.spec
@@ -259,14 +259,14 @@ class Store(ABC):
         Parameters
         ----------
         key : str
-            Store key (validated, see :func:`validate_key`).
+            Store key (validated, see `validate_key`).
         byte_range : ByteRange, optional
             Read only part of the value (bytes ``[start, end)``, or the last
             ``-start`` bytes). Out-of-range requests follow Python slicing
-            (:meth:`ByteRange.apply`): truncated, or ``b""`` -- never an error.
+            (`ByteRange.apply`): truncated, or ``b""`` -- never an error.
         if_generation_match : Generation, optional
             Read only if the stored object is still this generation (S3
-            ``If-Match``); only on stores with :attr:`supports_conditional_reads`.
+            ``If-Match``); only on stores with `supports_conditional_reads`.
 
         Returns
         -------
@@ -297,15 +297,15 @@ class Store(ABC):
         """Read the whole value at ``key``, received into ``allocate(size)`` where the driver can.
 
         For callers that reuse receive buffers (the chunk pipeline's
-        :data:`~azarr.pipeline._buffers.BODY_BUFFERS`): a driver that knows the size
+        `BODY_BUFFERS`): a driver that knows the size
         before the body arrives (S3's ``Content-Length``) writes the body into the
         buffer ``allocate`` returns, instead of a new ``bytes`` object. Other drivers,
-        and subclasses that override ``_get``, return ``bytes`` as :meth:`get` does.
+        and subclasses that override ``_get``, return ``bytes`` as `get` does.
 
         Parameters
         ----------
         key : str
-            Store key (validated, see :func:`validate_key`).
+            Store key (validated, see `validate_key`).
         allocate : callable
             ``allocate(nbytes)`` -> a writable ``memoryview`` of exactly ``nbytes`` bytes.
 
@@ -317,7 +317,7 @@ class Store(ABC):
         Raises
         ------
         InvalidKeyError, StoreError
-            As :meth:`get`.
+            As `get`.
         """
         validate_key(key)
         return await self._get_into(key, allocate)
@@ -329,7 +329,7 @@ class Store(ABC):
         -------
         (bytes or None, Generation or None)
             The value (None if missing) and its generation; the generation is None
-            for a missing key and on stores without :attr:`supports_conditional_writes`.
+            for a missing key and on stores without `supports_conditional_writes`.
         """
         validate_key(key)
         if not self.supports_conditional_writes:
@@ -339,7 +339,7 @@ class Store(ABC):
     async def stat(self, key: str) -> tuple[int, Generation | None] | None:
         """Size in bytes and generation of ``key``; None if it is missing (one ``HEAD``).
 
-        The generation is None on stores without :attr:`supports_conditional_reads`.
+        The generation is None on stores without `supports_conditional_reads`.
         """
         validate_key(key)
         return await self._stat(key)
@@ -362,7 +362,7 @@ class Store(ABC):
             The new value.
         if_generation_match : Generation, optional
             Write only if the stored value is still this generation (from
-            :meth:`get_with_generation`): S3 ``If-Match``, GCS
+            `get_with_generation`): S3 ``If-Match``, GCS
             ``ifGenerationMatch``.
         if_not_exists : bool
             Write only if the key does not exist (S3 ``If-None-Match: *``, GCS
@@ -378,7 +378,7 @@ class Store(ABC):
             A condition did not hold; nothing was written.
         ConsistencyUnsupportedError
             A condition was given and the store has no conditional writes
-            (:attr:`supports_conditional_writes`).
+            (`supports_conditional_writes`).
         """
         self._check_writable(key)
         validate_key(key)
@@ -395,7 +395,7 @@ class Store(ABC):
         """Delete ``key``; deleting a missing key is not an error.
 
         With ``if_generation_match``, delete only if the stored value is still that
-        generation (else :class:`~azarr.errors.PreconditionFailedError`).
+        generation (else `PreconditionFailedError`).
         """
         self._check_writable(key)
         validate_key(key)
@@ -408,7 +408,7 @@ class Store(ABC):
     async def delete_prefix(self, prefix: str) -> None:
         """Delete every key under ``prefix`` (``""`` clears the store).
 
-        Like :meth:`list_prefix`, ``"a"`` means the keys ``a/...``: a value stored at
+        Like `list_prefix`, ``"a"`` means the keys ``a/...``: a value stored at
         ``"a"`` itself, and keys under ``"ab/"``, are kept.
 
         Raises
@@ -486,7 +486,7 @@ class Store(ABC):
     def get_document(self, key: str) -> Any | None:
         """The decoded metadata document at ``key`` (None if absent), without I/O.
 
-        Only for stores that declare :attr:`serves_documents`; others raise.
+        Only for stores that declare `serves_documents`; others raise.
 
         Raises
         ------
@@ -507,21 +507,21 @@ class Store(ABC):
 
     # ------------------------------------------------------------------ blocking access
     def get_blocking(self, key: str) -> bytes | None:
-        """:meth:`get` without the event loop, for a worker thread (``supports_blocking_io`` stores).
+        """`get` without the event loop, for a worker thread (``supports_blocking_io`` stores).
 
         Raises
         ------
         NotImplementedError
-            The store does not declare :attr:`supports_blocking_io`.
+            The store does not declare `supports_blocking_io`.
         InvalidKeyError, StoreError
-            As :meth:`get`.
+            As `get`.
         """
         self._check_blocking(key)
         validate_key(key)
         return self._get_blocking(key)
 
     def set_blocking(self, key: str, value: bytes | memoryview) -> None:
-        """:meth:`set` (unconditional) without the event loop, for a worker thread.
+        """`set` (unconditional) without the event loop, for a worker thread.
 
         Parameters
         ----------
@@ -537,9 +537,9 @@ class Store(ABC):
         Raises
         ------
         NotImplementedError
-            The store does not declare :attr:`supports_blocking_io`.
+            The store does not declare `supports_blocking_io`.
         ReadOnlyError, InvalidKeyError, StoreError
-            As :meth:`set`.
+            As `set`.
         """
         self._check_blocking_write(key)
         if type(value) is not bytes and not self._set_blocking_takes_buffers:
@@ -547,14 +547,14 @@ class Store(ABC):
         self._set_blocking(key, value)
 
     def delete_blocking(self, key: str) -> None:
-        """:meth:`delete` (unconditional) without the event loop, for a worker thread.
+        """`delete` (unconditional) without the event loop, for a worker thread.
 
         Raises
         ------
         NotImplementedError
-            The store does not declare :attr:`supports_blocking_io`.
+            The store does not declare `supports_blocking_io`.
         ReadOnlyError, InvalidKeyError, StoreError
-            As :meth:`delete`.
+            As `delete`.
         """
         self._check_blocking_write(key)
         self._delete_blocking(key)

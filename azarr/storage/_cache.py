@@ -15,7 +15,7 @@ from azarr.storage._base import ByteRange, Store
 from azarr.storage._wrapper import WrapperStore
 
 RecheckPolicy = Literal["always", "open", "never"]
-"""When cached entries are re-fetched; see :class:`LRUStoreCache`."""
+"""When cached entries are re-fetched; see `LRUStoreCache`."""
 
 # The Zarr v2 metadata documents, by last key segment. (Spelled out here rather than
 # imported from azarr.metadata: the storage layer sits below the metadata layer.)
@@ -107,10 +107,10 @@ class LRUStoreCache(WrapperStore):
         ``recheck_cached_metadata``):
 
         * ``"open"`` (default): everything cached before the latest
-          :meth:`revalidate` is stale, and is re-fetched on its next use; anything
-          cached since is trusted. :func:`azarr.open_array`, :func:`azarr.open_group`,
-          :func:`azarr.open` and :func:`azarr.open_consolidated` call
-          :meth:`revalidate`, so each (re)open sees what other writers changed
+          `revalidate` is stale, and is re-fetched on its next use; anything
+          cached since is trusted. `azarr.open_array`, `azarr.open_group`,
+          `azarr.open` and `azarr.open_consolidated` call
+          `revalidate`, so each (re)open sees what other writers changed
           until then, and reads between opens cost no requests for cached keys.
         * ``"always"``: as ``"open"``, and moreover metadata documents
           (``.zarray``, ``.zgroup``, ``.zattrs``, ``.zmetadata``), their existence
@@ -118,7 +118,7 @@ class LRUStoreCache(WrapperStore):
           reaches the store. Chunk values stay cached.
         * ``"never"``: cached entries are trusted until evicted, invalidated, or
           replaced by a write through this cache (zarr-python 2 behaviour).
-          :meth:`revalidate` has no effect.
+          `revalidate` has no effect.
 
     Attributes
     ----------
@@ -138,8 +138,8 @@ class LRUStoreCache(WrapperStore):
     * Writes go through and update the cache: ``set`` caches the new value, ``delete``
       caches the absence, and listings that could include the key are dropped.
       Changes made to the wrapped store by others are seen as the policy says, or
-      after :meth:`invalidate`.
-    * The request budget is the wrapped store's (:attr:`budget_key`), so wrapping
+      after `invalidate`.
+    * The request budget is the wrapped store's (`budget_key`), so wrapping
       never adds connections.
     * Pickling keeps the wrapped store and the settings; the copy starts empty. A
       forked child keeps the cached entries but not the parent's fetches in flight.
@@ -212,7 +212,7 @@ class LRUStoreCache(WrapperStore):
 
     @property
     def generation(self) -> int:
-        """How many times :meth:`revalidate` ran; entries cached before the last one are stale."""
+        """How many times `revalidate` ran; entries cached before the last one are stale."""
         return self._state.generation
 
     # ------------------------------------------------------------------ cache control
@@ -220,7 +220,7 @@ class LRUStoreCache(WrapperStore):
         """Mark everything cached so far as stale (policies ``"open"`` and ``"always"``).
 
         Stale entries are fetched again on their next use. Called by
-        :func:`azarr.open_array` and the other opening functions; a wrapped store
+        `azarr.open_array` and the other opening functions; a wrapped store
         with its own ``revalidate`` (a nested cache) is revalidated too.
         """
         with self._state.lock:

@@ -3,24 +3,24 @@
 httpx maps httpcore's exceptions to its own in one place
 (``map_httpcore_exceptions``); azarr does the same for its stores. The S3
 transport, s3fs/gcsfs/fsspec stores and the HTTP store all classify through
-:func:`translate_error` (exceptions, including S3/GCS error responses) and
-:func:`error_for_status` (a bare HTTP status), so a 503 or a reset means the same
+`translate_error` (exceptions, including S3/GCS error responses) and
+`error_for_status` (a bare HTTP status), so a 503 or a reset means the same
 thing -- and is retried the same way by the scheduler -- whatever carried it:
 
 ==========================================  ===========================================
 backend failure                             azarr error
 ==========================================  ===========================================
-S3 ``NoSuchBucket``                         :class:`~azarr.errors.StoreUnavailableError`
-HTTP 401/403, ``AccessDenied``, bad keys    :class:`~azarr.errors.PermissionDeniedError`
-HTTP 429/503 ``SlowDown``, throttling codes :class:`~azarr.errors.ThrottledError` (retried)
-HTTP 408/5xx, ``InternalError``             :class:`~azarr.errors.TransientStoreError` (retried)
-HTTP 409 ``ConditionalRequestConflict``     :class:`~azarr.errors.TransientStoreError` (retried)
+S3 ``NoSuchBucket``                         `StoreUnavailableError`
+HTTP 401/403, ``AccessDenied``, bad keys    `PermissionDeniedError`
+HTTP 429/503 ``SlowDown``, throttling codes `ThrottledError` (retried)
+HTTP 408/5xx, ``InternalError``             `TransientStoreError` (retried)
+HTTP 409 ``ConditionalRequestConflict``     `TransientStoreError` (retried)
 HTTP 412, ``PreconditionFailed``, GCS
-``conditionNotMet``                         :class:`~azarr.errors.PreconditionFailedError`
-TLS certificate not trusted, wrong host     :class:`~azarr.errors.StoreUnavailableError` (not retried)
-refused, reset, DNS, server disconnected    :class:`~azarr.errors.ConnectionFailedError` (retried)
-read timeouts, bodies cut short             :class:`~azarr.errors.TransientStoreError` (retried)
-anything else                               :class:`~azarr.errors.StoreError`
+``conditionNotMet``                         `PreconditionFailedError`
+TLS certificate not trusted, wrong host     `StoreUnavailableError` (not retried)
+refused, reset, DNS, server disconnected    `ConnectionFailedError` (retried)
+read timeouts, bodies cut short             `TransientStoreError` (retried)
+anything else                               `StoreError`
 ==========================================  ===========================================
 
 A missing key is not an error: drivers answer ``None`` for 404 / ``NoSuchKey``
@@ -161,7 +161,7 @@ def is_invalid_range(exc: BaseException) -> bool:
 def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreError:
     """Map a backend exception to the azarr error tree; the message names ``where`` and ``key``.
 
-    Shared by :class:`FsspecStore` and the lean S3 transport (``_s3_transport``), so
+    Shared by `FsspecStore` and the lean S3 transport (``_s3_transport``), so
     both classify S3 codes, HTTP statuses and connection failures identically.
     """
     if isinstance(exc, StoreError):

@@ -31,7 +31,7 @@ class FsspecStore(Store):
         Root of the hierarchy inside the filesystem (``"bucket/data.zarr"``); a
         protocol prefix (``"s3://"``) is stripped.
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
     storage_options : dict, optional
         Filesystem constructor options (override those taken from ``fs``).
     protocol : str, optional
@@ -48,9 +48,9 @@ class FsspecStore(Store):
     -----
     Backend errors become azarr errors naming the store URL and key, chained to
     the original (``raise ... from``): ``PermissionError``/HTTP 403/``AccessDenied`` ->
-    :class:`~azarr.errors.PermissionDeniedError`; connection refused, unreachable
-    host, missing bucket -> :class:`~azarr.errors.StoreUnavailableError`; anything
-    else -> :class:`~azarr.errors.StoreError`. A missing key reads as ``None``.
+    `PermissionDeniedError`; connection refused, unreachable
+    host, missing bucket -> `StoreUnavailableError`; anything
+    else -> `StoreError`. A missing key reads as ``None``.
 
     Call ``await store.close()`` (or use ``async with store``) to release the
     connections of the running loop; sessions left open are closed when their

@@ -39,11 +39,11 @@ def _innermost(fs: Any) -> Any:
 class SyncFsspecStore(Store):
     """A store over a synchronous fsspec filesystem, whose calls run in a small thread pool.
 
-    :class:`FsspecStore` drives async filesystems on the event loop; this class is
+    `FsspecStore` drives async filesystems on the event loop; this class is
     for those that only have a blocking API, such as fsspec's caching wrappers
     (``simplecache::s3://...``, ``filecache::``, ``blockcache::``), which are
     synchronous even over an async target, and archive or custom filesystems.
-    :func:`~azarr.storage.from_url` picks it for such (chained) URLs; zarr-python 2
+    `from_url` picks it for such (chained) URLs; zarr-python 2
     ``FSStore`` runs the same calls on the calling thread.
 
     Parameters
@@ -53,7 +53,7 @@ class SyncFsspecStore(Store):
     path : str
         Root of the hierarchy in ``fs`` (protocol optional, stripped).
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
     max_workers : int, optional
         Threads calling the filesystem (default 8).
     url : str, optional
@@ -63,7 +63,7 @@ class SyncFsspecStore(Store):
     ------
     TypeError
         ``fs`` is not an fsspec filesystem, or is an async one in asynchronous mode
-        (use :class:`FsspecStore`).
+        (use `FsspecStore`).
 
     Notes
     -----
@@ -75,9 +75,9 @@ class SyncFsspecStore(Store):
     * Caching wrappers cache what they read and nothing else: ``simplecache`` keeps
       serving a value after it was overwritten or deleted by someone else (that is
       its purpose), and its listings come from the target.
-    * Errors are classified as :class:`FsspecStore` does (missing key -> ``None``,
-      403 -> :class:`~azarr.errors.PermissionDeniedError`, missing bucket or refused
-      connection -> :class:`~azarr.errors.StoreUnavailableError`, transient errors
+    * Errors are classified as `FsspecStore` does (missing key -> ``None``,
+      403 -> `PermissionDeniedError`, missing bucket or refused
+      connection -> `StoreUnavailableError`, transient errors
       retried by the scheduler).
     * Pickling pickles the filesystem, which fsspec does as its configuration
       (class and ``storage_options``), so the copy reconnects in another process.
@@ -118,7 +118,7 @@ class SyncFsspecStore(Store):
         self._url = url
         workers = _DEFAULT_WORKERS if max_workers is None else int(max_workers)
         self._io = BlockingIO(workers, "azarr-fsspec")
-        #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
+        #: Requests in flight at most (read by `azarr.scheduler.budget_for`).
         self.max_requests = _REQUESTS_PER_WORKER * workers
         self.is_local = bool(set(_protocols(_innermost(fs))) & _LOCAL_PROTOCOLS)
 
@@ -131,7 +131,7 @@ class SyncFsspecStore(Store):
         read_only: bool = False,
         max_workers: int | None = None,
     ) -> SyncFsspecStore:
-        """Build the filesystem of ``url`` with :func:`fsspec.core.url_to_fs` and wrap it.
+        """Build the filesystem of ``url`` with `fsspec.core.url_to_fs` and wrap it.
 
         ``storage_options`` are passed as fsspec users pass them; for a chained URL,
         per protocol: ``{"s3": {...}, "simplecache": {"cache_storage": ...}}``.

@@ -43,7 +43,7 @@ class GCSStore(FsspecStore):
         ``"bucket/path/to/data.zarr"`` (a ``gs://`` or ``gcs://`` prefix is accepted).
         The bucket must exist; the path need not.
     storage_options : dict, optional
-        :class:`gcsfs.GCSFileSystem` options exactly as gcsfs users pass them, e.g.
+        `gcsfs.GCSFileSystem` options exactly as gcsfs users pass them, e.g.
         ``{"project": "my-project", "token": "anon"}`` (``token`` also takes
         ``"google_default"``, ``"cloud"``, a service-account JSON path or a
         credentials object), ``{"requester_pays": True}``, or
@@ -56,7 +56,7 @@ class GCSStore(FsspecStore):
             backoff, a deadline and counters, and stacked retry layers multiply.
             gcsfs fixes that number for the class; azarr applies it per store.
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
 
     Raises
     ------
@@ -69,7 +69,7 @@ class GCSStore(FsspecStore):
     would miss keys written after it).
 
     Each event loop gets its own ``GCSFileSystem`` and aiohttp session, closed by
-    :meth:`close` or when that loop shuts down (see :class:`FsspecStore`). Pickling
+    `close` or when that loop shuts down (see `FsspecStore`). Pickling
     keeps only the configuration. ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT`` is set to
     ``false`` (unless already set) when this module is imported, and azarr always
     uses ``gcsfs.core.GCSFileSystem``, never the experimental zonal-bucket class.
@@ -77,16 +77,16 @@ class GCSStore(FsspecStore):
     Errors name the store URL (and the endpoint, if not Google's) and the key:
 
     * HTTP 401/403 (bad or missing credentials, no IAM permission) ->
-      :class:`~azarr.errors.PermissionDeniedError`;
+      `PermissionDeniedError`;
     * a missing bucket, or an endpoint that cannot be reached (after the retries
-      above) -> :class:`~azarr.errors.StoreUnavailableError`;
-    * anything else -> :class:`~azarr.errors.StoreError`.
+      above) -> `StoreUnavailableError`;
+    * anything else -> `StoreError`.
 
     A missing key reads as ``None``. GCS answers a missing bucket with the same bare
     404 as a missing object, and gcsfs drops the body that tells them apart; so the
     first time a key reads as missing (or a listing comes back empty, or a write
     fails with 404), the store asks once for the bucket's metadata. A 404 there
-    raises :class:`~azarr.errors.StoreUnavailableError`; 401/403 (anonymous access
+    raises `StoreUnavailableError`; 401/403 (anonymous access
     to a public bucket often may read objects but not bucket metadata) counts as
     "the bucket exists". The answer is remembered for the store's lifetime.
 

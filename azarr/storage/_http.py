@@ -99,8 +99,8 @@ class HTTPStore(Store):
         ``headers`` : dict
             Sent with every request (e.g. ``{"Authorization": "Bearer ..."}``).
         ``client_kwargs`` : dict
-            Passed to :class:`aiohttp.ClientSession` (``auth``, ``trust_env``,
-            ``timeout`` as an :class:`aiohttp.ClientTimeout`, ...). ``connector``,
+            Passed to `aiohttp.ClientSession` (``auth``, ``trust_env``,
+            ``timeout`` as an `aiohttp.ClientTimeout`, ...). ``connector``,
             ``loop`` and ``raise_for_status`` are managed by the store.
         ``timeout`` : float
             Seconds allowed to connect, and between two received pieces of a
@@ -116,11 +116,11 @@ class HTTPStore(Store):
             How to verify an ``https://`` server's certificate (fsspec's
             ``HTTPFileSystem`` passes the same ``ssl`` to aiohttp): ``True``
             (default) against the system's trust store; a path to a PEM CA bundle
-            (a private CA); an :class:`ssl.SSLContext` as given (it does not pickle:
+            (a private CA); an `ssl.SSLContext` as given (it does not pickle:
             give a path to a store sent to other processes); ``False`` not at all.
         ``allow_cross_origin_redirects`` : bool
             Follow redirects to another scheme, host or port (default False:
-            such redirects raise :class:`~azarr.storage._redirects.RedirectRefusedError`).
+            such redirects raise `RedirectRefusedError`).
             ``headers`` and credentials are never sent to the other origin, and
             https -> http or link-local/metadata targets are refused regardless
             (see ``docs/security.md``).
@@ -138,7 +138,7 @@ class HTTPStore(Store):
     * Reads are ``GET`` requests; byte ranges are sent as ``Range: bytes=a-b`` or
       ``bytes=-n`` (suffix), with ``Accept-Encoding: identity`` so the range applies
       to the stored bytes. A ``206`` must carry a ``Content-Range`` that matches the
-      request (else :class:`~azarr.errors.StoreError`); a server that ignores
+      request (else `StoreError`); a server that ignores
       ``Range`` and answers ``200`` gets the range sliced locally; ``416`` means a
       range past the end and reads as ``b""`` (Python slicing, like every store).
     * ``exists`` and ``getsize`` use ``HEAD`` (``Content-Length``); a server that
@@ -156,17 +156,17 @@ class HTTPStore(Store):
       send no request. Open such data with consolidated metadata
       (``azarr.open_consolidated``), which needs no listing.
     * Errors name the store URL and the key, and the HTTP status: 404 -> missing
-      (``None``); 401/403 -> :class:`~azarr.errors.PermissionDeniedError`; 429 ->
-      :class:`~azarr.errors.ThrottledError`; 5xx and 408 ->
-      :class:`~azarr.errors.TransientStoreError`; other statuses ->
-      :class:`~azarr.errors.StoreError`; connection refused, DNS failure, reset or
-      timeout -> :class:`~azarr.errors.ConnectionFailedError` (a
-      :class:`~azarr.errors.StoreUnavailableError`); a body cut short ->
-      :class:`~azarr.errors.TransientStoreError`. The store itself does not retry:
+      (``None``); 401/403 -> `PermissionDeniedError`; 429 ->
+      `ThrottledError`; 5xx and 408 ->
+      `TransientStoreError`; other statuses ->
+      `StoreError`; connection refused, DNS failure, reset or
+      timeout -> `ConnectionFailedError` (a
+      `StoreUnavailableError`); a body cut short ->
+      `TransientStoreError`. The store itself does not retry:
       azarr's scheduler retries the transient ones (aiohttp itself retries an
       idempotent request once when a kept-alive connection turns out to be closed).
-    * One :class:`aiohttp.ClientSession` and ``TCPConnector`` per event loop, created
-      on first use there and closed by :meth:`close` or when that loop shuts down
+    * One `aiohttp.ClientSession` and ``TCPConnector`` per event loop, created
+      on first use there and closed by `close` or when that loop shuts down
       (``asyncio.run``); the store can be used from any number of loops and threads.
       Pickling keeps only the configuration.
 
@@ -283,7 +283,7 @@ class HTTPStore(Store):
         """The aiohttp session serving the running event loop (created on first use).
 
         Shared with every HTTPStore of the same connection options, as the S3
-        transport's is (:class:`~azarr.storage._aiohttp.SharedSessions`). For
+        transport's is (`SharedSessions`). For
         advanced use (requests azarr does not make).
         """
         if self._sessions is None:
@@ -292,7 +292,7 @@ class HTTPStore(Store):
 
     async def close(self) -> None:
         """Release the running loop's connections: they close once no other HTTPStore with
-        the same options uses them, after ``connection_linger`` seconds (:mod:`azarr.config`).
+        the same options uses them, after ``connection_linger`` seconds (`azarr.config`).
         The store stays usable."""
         if self._sessions is not None:
             await self._sessions.release(self)
@@ -308,7 +308,7 @@ class HTTPStore(Store):
         allocate: Allocator | None = None,
     ) -> _Reply:
         """One request; transport failures become azarr errors naming URL and key.
-        ``allocate``: where a 200 response's body goes (:func:`read_body`)."""
+        ``allocate``: where a 200 response's body goes (`read_body`)."""
         import aiohttp
 
         session = await self.session()

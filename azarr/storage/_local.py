@@ -45,7 +45,7 @@ class _TmpTokens:
     ``uuid.uuid4()`` cost a ``getrandom`` call per chunk written; a counter is free. The random
     part is drawn again in a forked child, so parent and child do not count through the same
     names. Uniqueness is a convenience, not the safety: the file is created with ``O_EXCL``
-    and a name already taken is skipped (:meth:`LocalStore._open_tmp`).
+    and a name already taken is skipped (`LocalStore._open_tmp`).
     """
 
     def __init__(self) -> None:
@@ -117,15 +117,15 @@ class LocalStore(Store):
         Directory holding the hierarchy; made absolute at construction. It need not
         exist: reads then find nothing, and the first write creates it.
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
     auto_mkdir : bool
         Create missing parent directories on write (default). When False, writing
-        a key whose directory is missing raises :class:`~azarr.errors.StoreError`.
+        a key whose directory is missing raises `StoreError`.
     confine_writes : bool
         Refuse to write or delete through a symbolic link whose target lies
         outside ``root`` (default True): a store shared by someone else cannot
         make a write land elsewhere on the machine. Raises
-        :class:`~azarr.errors.PermissionDeniedError` naming the key.
+        `PermissionDeniedError` naming the key.
     confine_reads : bool
         Likewise refuse to read through such links (default False: zarr-python 2
         follows them, and linking chunk directories from another disk is common).
@@ -510,7 +510,7 @@ class LocalStore(Store):
             raise self._error(exc, "set", key) from exc
 
     def _file_path(self, key: str) -> str:
-        """:meth:`_path` as a string, without pathlib where key -> path is this class's."""
+        """`_path` as a string, without pathlib where key -> path is this class's."""
         if self._prefix is None:
             return os.fspath(self._path(key))
         return self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
@@ -600,7 +600,7 @@ class LocalStore(Store):
 _CONFINED_DIRS_MAX = 1 << 16
 
 
-#: Files below this size count as small for :func:`_read_whole` (bytes).
+#: Files below this size count as small for `_read_whole` (bytes).
 _SMALL_FILE = 64 * 1024
 _O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
@@ -644,7 +644,7 @@ def _write_all(fd: int, value: bytes | memoryview) -> None:
 
     A contiguous value goes in one call with no intermediate copy (a file object would
     copy values smaller than its buffer and add an ``ioctl`` and an ``lseek`` per file).
-    A 2-D byte view with contiguous rows (:meth:`ChunkCodec.encode_buffer` of a region
+    A 2-D byte view with contiguous rows (`ChunkCodec.encode_buffer` of a region
     of a wider array) goes row by row in ``writev`` calls, still with no copy.
     """
     view = memoryview(value)

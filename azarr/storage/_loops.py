@@ -2,7 +2,7 @@
 
 aiohttp sessions and fsspec async filesystems are bound to the event loop they
 were made on, but an azarr store must work from any loop (``asyncio.run`` twice,
-several threads). :class:`PerLoop` keeps one resource per loop, creates it on
+several threads). `PerLoop` keeps one resource per loop, creates it on
 first use in that loop, and closes it when the store is closed or when the loop
 shuts down -- shared by ``FsspecStore``, ``HTTPStore`` and the S3 transport.
 """
@@ -50,7 +50,7 @@ async def _session_guard(
     ``asyncio.Runner`` close every such generator before closing the loop
     (``loop.shutdown_asyncgens``). Its ``finally`` is therefore a reliable "this loop
     is ending" hook: sessions get closed on the right loop even when the caller
-    never calls :meth:`Store.close`. It references no store, so dropping the store
+    never calls `Store.close`. It references no store, so dropping the store
     lets the loop close the generator (and the session) too.
     """
     try:
@@ -64,7 +64,7 @@ async def _session_guard(
 def _owner_dropped(loop: asyncio.AbstractEventLoop, state: _LoopState) -> None:
     """The owner of ``state`` was garbage-collected: close its resource on its own loop.
 
-    Registered with :class:`weakref.finalize`, whose registry holds ``state`` -- and so
+    Registered with `weakref.finalize`, whose registry holds ``state`` -- and so
     the resource -- strongly. Without it the resource would hang only off the dropped
     owner: a store is a reference cycle (it holds its ``PerLoop``, which holds its
     bound ``create``), so the collector would finalize the aiohttp session in the same
@@ -173,7 +173,7 @@ class PerLoop(Generic[T]):
         return None if state is None or self._pid != os.getpid() else state.fs
 
     async def close(self) -> None:
-        """Close the running loop's resource (a later :meth:`get` makes a new one).
+        """Close the running loop's resource (a later `get` makes a new one).
 
         Resources of other loops are closed by those loops (or when they shut down).
         """

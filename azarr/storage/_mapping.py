@@ -48,24 +48,24 @@ def iter_keys(keys: Iterable[Any], prefix: str) -> list[str]:
 class MappingStore(Store):
     """A store over a synchronous ``MutableMapping[str, bytes]``, run in a small thread pool.
 
-    For key-value backends with a blocking mapping interface: :mod:`dbm` /
-    :mod:`shelve`-style databases, LMDB or SQLite wrappers, redis-py based mappings,
+    For key-value backends with a blocking mapping interface: `dbm` /
+    `shelve`-style databases, LMDB or SQLite wrappers, redis-py based mappings,
     and zarr-python 2 stores (``DBMStore``, ``LMDBStore``, ``SQLiteStore``,
     ``RedisStore``, ``ZipStore``, ...). zarr-python 2 accepts such mappings directly
-    as ``store=``; :func:`~azarr.storage.make_store` wraps them in this class.
+    as ``store=``; `make_store` wraps them in this class.
 
     Parameters
     ----------
     mapping : MutableMapping[str, bytes]
         The mapping, used (not copied). Keys are ``/``-separated strings; keys
-        returned as UTF-8 ``bytes`` (as :mod:`dbm` does) are decoded. Values may be
+        returned as UTF-8 ``bytes`` (as `dbm` does) are decoded. Values may be
         any bytes-like object; they are returned as ``bytes``.
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
     max_workers : int, optional
         Threads calling the mapping. The default, 1, runs every call on one thread,
         one at a time, which is safe for mappings that are not thread-safe
-        (:mod:`dbm`, :mod:`shelve`, most SQLite wrappers). Give more for thread-safe
+        (`dbm`, `shelve`, most SQLite wrappers). Give more for thread-safe
         clients of remote servers (redis-py, LMDB), so requests overlap.
 
     Raises
@@ -85,17 +85,17 @@ class MappingStore(Store):
       ``len(mapping[key])`` (computed in the worker, the value is not returned);
       listings iterate over every key of the mapping.
     * ``close()`` does nothing: the caller owns the mapping (and its ``close``),
-      and the store stays usable, as the :class:`Store` protocol requires.
+      and the store stays usable, as the `Store` protocol requires.
     * Errors: ``KeyError`` means a missing key (``None`` / ignored on delete);
-      ``PermissionError`` becomes :class:`~azarr.errors.PermissionDeniedError`, a
+      ``PermissionError`` becomes `PermissionDeniedError`, a
       ``ConnectionError`` (builtin, or a client library's class of that name)
-      :class:`~azarr.errors.ConnectionFailedError`, anything else
-      :class:`~azarr.errors.StoreError`; each names the key and chains the original.
-    * Pickling pickles the mapping (with the standard :mod:`pickle` module), so the
+      `ConnectionFailedError`, anything else
+      `StoreError`; each names the key and chains the original.
+    * Pickling pickles the mapping (with the standard `pickle` module), so the
       copy is independent unless the mapping pickles as a reference to shared data
       (a file name, a server address). An unpicklable mapping (an open ``dbm``
-      handle, a client with sockets) raises a :class:`TypeError` naming it.
-    * The request budget (:func:`azarr.scheduler.budget_for`) defaults to
+      handle, a client with sockets) raises a `TypeError` naming it.
+    * The request budget (`azarr.scheduler.budget_for`) defaults to
       ``2 * max_workers`` requests in flight: more would only queue in front of the
       workers, where waiting counts against ``request_timeout``.
 
@@ -123,7 +123,7 @@ class MappingStore(Store):
         self._anonymous_root = anonymous_root("mapping")
         workers = 1 if max_workers is None else int(max_workers)
         self._io = BlockingIO(workers, "azarr-mapping")
-        #: Requests in flight at most (read by :func:`azarr.scheduler.budget_for`).
+        #: Requests in flight at most (read by `azarr.scheduler.budget_for`).
         self.max_requests = _REQUESTS_PER_WORKER * workers
 
     @property

@@ -28,12 +28,12 @@ class MemoryStore(Store):
         The mapping to use, shared, not copied (a new ``dict`` when omitted). Its
         methods run on the event loop, so it should be an in-memory mapping.
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
 
     Notes
     -----
     Pickling copies the contents: the unpickled store is independent, except for
-    stores opened by name (:meth:`named`, ``memory://<name>``), which rejoin the
+    stores opened by name (`named`, ``memory://<name>``), which rejoin the
     process-wide registry entry of that name.
 
     Examples

@@ -2,7 +2,7 @@
 
 Before ``dimension_separator`` existed (zarr-python < 2.8), nested data was
 written with chunk keys ``"0.0"`` stored as files ``0/0``, and ``.zarray`` said
-nothing about it. Opened through a plain :class:`LocalStore` such an array
+nothing about it. Opened through a plain `LocalStore` such an array
 reads as all fill value. This store maps every chunk key whose last segment is
 ``digits(.digits)+`` to the nested file, as zarr-python 2 does
 (``_nested_map_ckey``); arrays whose ``.zarray`` says ``"/"`` already use

@@ -17,7 +17,7 @@ __all__ = ["GCSOptions", "HTTPOptions", "S3Options"]
 
 
 class S3Options(TypedDict, total=False):
-    """:class:`~azarr.storage.S3Store` options: :class:`s3fs.S3FileSystem`'s, as s3fs users pass them."""
+    """`S3Store` options: `s3fs.S3FileSystem`'s, as s3fs users pass them."""
 
     anon: bool
     """Unsigned requests (public buckets)."""
@@ -43,7 +43,7 @@ class S3Options(TypedDict, total=False):
 
 
 class GCSOptions(TypedDict, total=False):
-    """:class:`~azarr.storage.GCSStore` options: :class:`gcsfs.GCSFileSystem`'s, plus ``retries``."""
+    """`GCSStore` options: `gcsfs.GCSFileSystem`'s, plus ``retries``."""
 
     project: str
     """Billing / bucket-listing project."""
@@ -58,12 +58,12 @@ class GCSOptions(TypedDict, total=False):
 
 
 class HTTPOptions(TypedDict, total=False):
-    """:class:`~azarr.storage.HTTPStore` options."""
+    """`HTTPStore` options."""
 
     headers: dict[str, str]
     """Sent with every request (e.g. ``Authorization``); never shown in ``repr`` or messages."""
     client_kwargs: dict[str, Any]
-    """:class:`aiohttp.ClientSession` arguments (``auth``, ``trust_env``, ``timeout``, ...)."""
+    """`aiohttp.ClientSession` arguments (``auth``, ``trust_env``, ``timeout``, ...)."""
     timeout: float
     """Seconds allowed to connect, and between two received pieces of a response."""
     max_connections: int
@@ -72,4 +72,4 @@ class HTTPOptions(TypedDict, total=False):
     """False: never request directory listings (default True)."""
     ssl: bool | str | SSLContext
     """Certificate verification for ``https://``: True (system trust), a PEM CA bundle path,
-    an :class:`ssl.SSLContext`, or False (none); fsspec's ``HTTPFileSystem`` takes ``ssl`` too."""
+    an `ssl.SSLContext`, or False (none); fsspec's ``HTTPFileSystem`` takes ``ssl`` too."""

@@ -87,7 +87,7 @@ def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict
-        The same keys; values of secret-named keys (:func:`is_secret_name`) are
+        The same keys; values of secret-named keys (`is_secret_name`) are
         ``"***"``, strings containing URLs have their user info removed.
     """
     return {name: _redact_value(name, value) for name, value in options.items()}

@@ -1,9 +1,9 @@
-"""Which HTTP redirects :class:`~azarr.storage.HTTPStore` follows, and with which headers.
+"""Which HTTP redirects `HTTPStore` follows, and with which headers.
 
 A server azarr reads from must not be able to point it somewhere the user did
 not: at the cloud metadata service that hands out instance credentials, at a
 plain-text copy of an https URL, or at another host that would then receive
-the user's ``Authorization`` header. :class:`RedirectPolicy` decides each hop
+the user's ``Authorization`` header. `RedirectPolicy` decides each hop
 (``HTTPStore._send`` follows redirects itself, one hop at a time):
 
 * same origin (scheme, host, port) by default; other origins only with
@@ -13,7 +13,7 @@ the user's ``Authorization`` header. :class:`RedirectPolicy` decides each hop
 * never to a link-local or cloud metadata address (``169.254.0.0/16``,
   ``fe80::/10``, ``fd00:ec2::254``, ``metadata.google.internal``, ...), checked
   on the literal host and on every address its name resolves to;
-* at most :data:`MAX_REDIRECTS` hops.
+* at most `MAX_REDIRECTS` hops.
 
 The same rules as browsers' fetch (no https -> http downgrade; credentials are
 dropped on cross-origin redirects, as aiohttp and requests do for
@@ -93,7 +93,7 @@ class RedirectPolicy:
     allow_cross_origin : bool
         Follow redirects to another scheme/host/port (default False). Even then
         https -> http and link-local/metadata targets are refused, and the
-        caller must drop custom headers and credentials (see :meth:`check`).
+        caller must drop custom headers and credentials (see `check`).
     resolver : callable, optional
         ``await resolver(host, port)`` -> IP address strings, to check names
         that resolve to forbidden addresses (default: the loop's getaddrinfo).

@@ -1,10 +1,10 @@
 """The driver registry: URL schemes -> store classes, extensible without editing azarr.
 
 TensorStore registers each kvstore driver and URL scheme where the driver is
-defined; azarr does the same. A driver is a :class:`~azarr.storage.Store`
+defined; azarr does the same. A driver is a `Store`
 subclass with two class methods, ``spec_from_url(url, storage_options)`` and
 ``from_spec(spec)``. azarr's own drivers are registered below; a third-party
-package registers its own either by calling :func:`register_store` or, with no
+package registers its own either by calling `register_store` or, with no
 import needed, through the ``azarr.stores`` entry-point group::
 
     # pyproject.toml of the third-party package
@@ -13,7 +13,7 @@ import needed, through the ``azarr.stores`` entry-point group::
 
 after which ``azarr.open_array("mykv://...")`` finds it. Schemes that are
 neither registered nor entry points fall back to fsspec: any protocol with an
-async fsspec implementation opens as :class:`~azarr.storage.FsspecStore`.
+async fsspec implementation opens as `FsspecStore`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class StoreDriver(Protocol):
-    """What :func:`register_store` takes: usually a Store subclass (its class methods)."""
+    """What `register_store` takes: usually a Store subclass (its class methods)."""
 
     def spec_from_url(self, url: str, storage_options: Mapping[str, Any] | None) -> StoreSpec:
         """The spec of ``url`` (no I/O). Raises TypeError for options that do not apply."""
@@ -66,7 +66,7 @@ def register_store(scheme: str, driver: StoreDriver, *, replace: bool = False) -
     scheme : str
         Lower-case URL scheme (``"mykv"``).
     driver : StoreDriver
-        Usually a :class:`~azarr.storage.Store` subclass: anything with the (class)
+        Usually a `Store` subclass: anything with the (class)
         methods ``spec_from_url(url, storage_options) -> StoreSpec`` and
         ``from_spec(spec) -> Store``.
     replace : bool
@@ -105,8 +105,8 @@ def driver_for(name: str) -> StoreDriver:
     """The driver class for a scheme or spec driver name.
 
     Looks in the registry, then the ``azarr.stores`` entry points (loaded on first
-    use); fsspec protocols are the :class:`~azarr.storage.FsspecStore` driver's
-    business (see :func:`spec_from_url`), not this lookup's.
+    use); fsspec protocols are the `FsspecStore` driver's
+    business (see `spec_from_url`), not this lookup's.
 
     Raises
     ------
@@ -132,7 +132,7 @@ def driver_for(name: str) -> StoreDriver:
 
 
 def spec_from_url(url: str, *, storage_options: Mapping[str, Any] | None = None) -> StoreSpec:
-    """Resolve a URL or local path to the :class:`~azarr.storage.StoreSpec` of its driver.
+    """Resolve a URL or local path to the `StoreSpec` of its driver.
 
     Local paths and ``file://`` URLs go to the local driver; ``a::b`` chained URLs to
     the fsspec-chain driver; a registered or entry-point scheme to its driver;

@@ -38,22 +38,22 @@ class S3Store(FsspecStore):
         ``"bucket/path/to/data.zarr"`` (an ``s3://`` prefix is accepted). The bucket
         must exist; the path need not.
     storage_options : dict, optional
-        :class:`s3fs.S3FileSystem` options exactly as s3fs users pass them, e.g.
+        `s3fs.S3FileSystem` options exactly as s3fs users pass them, e.g.
         ``{"endpoint_url": "http://127.0.0.1:8333", "key": ..., "secret": ...,
         "anon": False, "client_kwargs": {"region_name": "eu-west-1"},
         "config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 3}}}``.
     read_only : bool
-        Refuse writes with :class:`~azarr.errors.ReadOnlyError`.
+        Refuse writes with `ReadOnlyError`.
     transport : {"aiohttp", "s3fs"}
         What carries the per-key requests (``get``, ``set``, ``delete``, ``exists``,
         ``getsize``). ``"aiohttp"`` (default):
-        :class:`~azarr.storage._s3_transport.S3Transport`, aiohttp requests with SigV4
+        `S3Transport`, aiohttp requests with SigV4
         signatures and botocore's credential chain: far less CPU per request than
         s3fs/aiobotocore, which is the bottleneck on fast networks.
         ``"s3fs"``: everything through s3fs/aiobotocore. Listing and
         ``delete_prefix`` always use s3fs. The store falls back to ``"s3fs"`` by
         itself when ``storage_options`` hold something the lean transport does not
-        implement (listed in :attr:`transport_fallback`): a ``session``,
+        implement (listed in `transport_fallback`): a ``session``,
         ``s3_additional_kwargs`` (server-side encryption, ACLs, ...),
         ``version_aware=True``, ``client_kwargs`` other than ``region_name``,
         ``endpoint_url``, ``aws_access_key_id``/``aws_secret_access_key``/
@@ -98,7 +98,7 @@ class S3Store(FsspecStore):
     * ``use_listings_cache=False``: s3fs would otherwise cache listings, and list
       results would miss keys written after the first listing.
 
-    Each event loop gets its own ``S3FileSystem`` (see :class:`FsspecStore`); they
+    Each event loop gets its own ``S3FileSystem`` (see `FsspecStore`); they
     share one botocore model loader, so only the first parses the S3 service model.
 
     ``list_dir`` checks that each sub-prefix it reports still holds a key (one flat
@@ -108,14 +108,14 @@ class S3Store(FsspecStore):
     With ``transport="aiohttp"`` the connection pool holds ``max_pool_connections``
     connections per event loop, shared by every ``S3Store`` with the same endpoint
     settings and kept ``connection_linger`` seconds after the last of them closed
-    (see :class:`S3Transport`; s3fs's pool for listings is separate), ``PUT``
-    bodies are sent as ``UNSIGNED-PAYLOAD`` (see :class:`S3Transport` for signing
+    (see `S3Transport`; s3fs's pool for listings is separate), ``PUT``
+    bodies are sent as ``UNSIGNED-PAYLOAD`` (see `S3Transport` for signing
     them), and aiohttp's silent re-send after a dropped connection is off, so every
     attempt the scheduler counts is exactly one request.
 
     Errors: a wrong key/secret or a denied policy raises
-    :class:`~azarr.errors.PermissionDeniedError`; a missing bucket or an endpoint
-    that refuses connections raises :class:`~azarr.errors.StoreUnavailableError`
+    `PermissionDeniedError`; a missing bucket or an endpoint
+    that refuses connections raises `StoreUnavailableError`
     (lower the wait through ``config_kwargs={"connect_timeout": ...}``).
 
     Examples

@@ -4,21 +4,21 @@ s3fs reaches S3 through aiobotocore, whose generic machinery (request
 serialization from the service model, event hooks, response parsing) costs more
 CPU per request than moving a 1 MiB body: on loopback SeaweedFS, s3fs
 ``_cat_file`` reaches 30-50 % of what raw aiohttp GETs do (``TESTING-NOTES.md``).
-:class:`S3Transport` sends the four requests a Zarr store needs per key
+`S3Transport` sends the four requests a Zarr store needs per key
 (``GET``/``PUT``/``DELETE``/``HEAD`` of one object) itself:
 
 * credentials, region and endpoint come from botocore, from the same places it
   looks (explicit options, a profile, the default credential chain), resolved once;
-* the SigV4 signature is computed by :func:`sign_v4`, a few lines that produce
-  exactly what botocore's :class:`botocore.auth.S3SigV4Auth` does for these
+* the SigV4 signature is computed by `sign_v4`, a few lines that produce
+  exactly what botocore's `botocore.auth.S3SigV4Auth` does for these
   requests (tested byte for byte) at a third of its cost, reusing each day's
   derived signing key;
 * error responses are classified exactly like s3fs errors
-  (:func:`azarr.storage._fsspec.translate_error`), so the scheduler retries the
+  (`azarr.storage._fsspec.translate_error`), so the scheduler retries the
   same things whichever transport is in use.
 
 Listing, bulk deletes and anything this module does not understand stay on s3fs
-(:class:`azarr.storage.S3Store` decides, see :meth:`S3Transport.unsupported_options`).
+(`azarr.storage.S3Store` decides, see `S3Transport.unsupported_options`).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ class S3ResponseError(Exception):
 
     Shaped like botocore's ``ClientError`` (``.response["Error"]["Code"]``,
     ``.response["ResponseMetadata"]["HTTPStatusCode"]``, ``.status``) so the shared
-    classifier (:func:`azarr.storage._fsspec.translate_error`) reads it as it
+    classifier (`azarr.storage._fsspec.translate_error`) reads it as it
     reads s3fs errors. Raised internally, always chained under an azarr error.
 
     Attributes
@@ -200,7 +200,7 @@ def sign_v4(
 ) -> dict[str, str]:
     """Add AWS Signature Version 4 headers (service ``s3``) to ``headers``.
 
-    The same signature botocore's :class:`botocore.auth.S3SigV4Auth` computes for a
+    The same signature botocore's `botocore.auth.S3SigV4Auth` computes for a
     request without query string, with less work: botocore builds an ``AWSRequest``
     and ``HTTPHeaders`` and derives the signing key every time, ~60 us per request
     here (~25 us with the key cached), against ~6 us for this function -- a
@@ -357,7 +357,7 @@ def _dns_compatible(bucket: str, *, https: bool) -> bool:
 class S3Transport:
     """GET/PUT/DELETE/HEAD of single S3 objects over aiohttp, signed with SigV4.
 
-    The per-key hot path of :class:`~azarr.storage.S3Store` (``transport="aiohttp"``).
+    The per-key hot path of `S3Store` (``transport="aiohttp"``).
     Keys are relative to ``prefix`` inside ``bucket``.
 
     Parameters
@@ -368,7 +368,7 @@ class S3Transport:
         Key prefix inside the bucket (``"path/data.zarr"``, no slashes at the ends);
         ``key`` arguments are relative to it.
     storage_options : dict, optional
-        :class:`s3fs.S3FileSystem` options, read exactly as s3fs reads them. Supported:
+        `s3fs.S3FileSystem` options, read exactly as s3fs reads them. Supported:
 
         * credentials: ``key``/``secret``/``token`` (or ``username``/``password``, or
           ``client_kwargs`` ``aws_access_key_id``/``aws_secret_access_key``/
@@ -405,7 +405,7 @@ class S3Transport:
     ------
     ValueError
         An option this transport does not implement (see
-        :meth:`unsupported_options`), or no bucket.
+        `unsupported_options`), or no bucket.
 
     Notes
     -----
@@ -420,23 +420,23 @@ class S3Transport:
       check is a ``GET`` of ``Range: bytes=0-0`` instead of a ``HEAD``, whose 404
       could not tell a missing key from a missing bucket. aiohttp's silent re-send of
       idempotent requests after a dropped connection is disabled with a client
-      middleware (aiohttp >= 3.12); :mod:`azarr.scheduler` retries and counts.
+      middleware (aiohttp >= 3.12); `azarr.scheduler` retries and counts.
     * **Errors** are azarr errors naming the location, the key and (through the
-      chained :class:`S3ResponseError`) the request URL: 403/``AccessDenied``/
-      ``SignatureDoesNotMatch`` -> :class:`~azarr.errors.PermissionDeniedError`;
-      ``NoSuchBucket`` -> :class:`~azarr.errors.StoreUnavailableError`;
-      ``SlowDown``/429 -> :class:`~azarr.errors.ThrottledError`; 5xx, 408,
-      ``RequestTimeout``, a body cut short -> :class:`~azarr.errors.TransientStoreError`;
+      chained `S3ResponseError`) the request URL: 403/``AccessDenied``/
+      ``SignatureDoesNotMatch`` -> `PermissionDeniedError`;
+      ``NoSuchBucket`` -> `StoreUnavailableError`;
+      ``SlowDown``/429 -> `ThrottledError`; 5xx, 408,
+      ``RequestTimeout``, a body cut short -> `TransientStoreError`;
       refused, reset, disconnected, timed out ->
-      :class:`~azarr.errors.ConnectionFailedError`; anything else ->
-      :class:`~azarr.errors.StoreError`. Missing keys are ``None``.
-    * **Connections.** One :class:`aiohttp.ClientSession` with a
+      `ConnectionFailedError`; anything else ->
+      `StoreError`. Missing keys are ``None``.
+    * **Connections.** One `aiohttp.ClientSession` with a
       ``TCPConnector(limit=max_pool_connections)`` per event loop, created on first
       use in that loop and shared by every transport with the same connection
       settings (pool size, timeouts, TLS verification; any bucket or prefix), as
-      s3fs's cached filesystem instances share one client. :meth:`close` releases
+      s3fs's cached filesystem instances share one client. `close` releases
       it; it closes ``connection_linger`` seconds after the last transport released
-      it (:mod:`azarr.config`, default 15; a new store in the meantime reuses the
+      it (`azarr.config`, default 15; a new store in the meantime reuses the
       warm connections), or when the loop shuts down (``asyncio.run``). Responses are
       returned as stored (no ``Accept-Encoding``, no automatic decompression), like
       botocore. Pickling keeps only the configuration.
@@ -678,7 +678,7 @@ class S3Transport:
     async def session(self) -> aiohttp.ClientSession:
         """The aiohttp session serving the running event loop (created on first use).
 
-        Shared with every transport of equal settings (:class:`SharedSessions`):
+        Shared with every transport of equal settings (`SharedSessions`):
         connections outlive the store that opened them.
         """
         sessions = self._sessions
@@ -689,7 +689,7 @@ class S3Transport:
 
     async def close(self) -> None:
         """Release the running loop's connections: they close once no other transport with
-        the same settings uses them, after ``connection_linger`` seconds (:mod:`azarr.config`).
+        the same settings uses them, after ``connection_linger`` seconds (`azarr.config`).
         The transport stays usable."""
         if self._sessions is not None:
             await self._sessions.release(self)
@@ -751,7 +751,7 @@ class S3Transport:
         """Send one request for ``key``; transport failures become azarr errors.
 
         Follows one region redirect (``x-amz-bucket-region``), re-signing for it.
-        ``allocate``: where a 200 response's body goes (:func:`read_body`).
+        ``allocate``: where a 200 response's body goes (`read_body`).
         """
         import aiohttp
         from yarl import URL
@@ -827,7 +827,7 @@ class S3Transport:
         ------
         StoreError
             See the class notes; a missing bucket is
-            :class:`~azarr.errors.StoreUnavailableError`.
+            `StoreUnavailableError`.
         PreconditionFailedError
             ``if_match`` (an ETag) was given and the object is another version now.
         ValueError
@@ -863,7 +863,7 @@ class S3Transport:
     async def get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
         """The whole object at ``key``, its body received into ``allocate(size)``; None if missing.
 
-        Raises as :meth:`get` does.
+        Raises as `get` does.
         """
         reply = await self._request("get", key, "GET", {}, allocate=allocate)
         if reply.status == 200:
@@ -956,7 +956,7 @@ class S3Transport:
         ------
         StoreError
             See the class notes; a missing bucket is
-            :class:`~azarr.errors.StoreUnavailableError`.
+            `StoreUnavailableError`.
         """
         reply = await self._request("delete", key, "DELETE", {})
         if 200 <= reply.status < 300:
@@ -979,7 +979,7 @@ class S3Transport:
         ------
         StoreError
             See the class notes; a missing bucket is
-            :class:`~azarr.errors.StoreUnavailableError`.
+            `StoreUnavailableError`.
         """
         if not self._bucket_seen:
             probe = await self._request(op, key, "GET", {"range": "bytes=0-0"})

@@ -2,17 +2,17 @@
 
 TensorStore splits a kvstore into a ``DriverSpec`` (plain, serialisable
 configuration) and the ``Driver`` opened from it (connections, caches). azarr
-does the same: a :class:`StoreSpec` is frozen, hashable and picklable -- a driver
+does the same: a `StoreSpec` is frozen, hashable and picklable -- a driver
 name, a root, the ``storage_options`` and the driver's other constructor
-parameters -- and a live :class:`~azarr.storage.Store` is opened from it
-(:func:`open_store`). Everything that must be shared *per store* rather than per
+parameters -- and a live `Store` is opened from it
+(`open_store`). Everything that must be shared *per store* rather than per
 Python object is keyed by the spec: request budgets, traffic counters, and the
 live store itself, so two ``open_array("s3://b/x")`` calls, or two unpickled
 copies of one array in a process, are one store for budgets and stats.
 
 A store pickles as its spec (sessions, pools and per-loop state are rebuilt on
 first use in the other process); ``repr`` of a spec hides credentials
-(:mod:`azarr.storage._redact`). A pickled spec carries the credentials the user
+(`azarr.storage._redact`). A pickled spec carries the credentials the user
 put in ``storage_options`` -- that is what lets a dask worker reconnect -- and
 nothing else.
 """
@@ -64,7 +64,7 @@ def freeze(value: Any) -> Any:
     """A hashable, picklable stand-in for an option value (dicts, lists, objects).
 
     Mappings become sorted pair tuples and lists tuples (both reversible by
-    :func:`thaw`); hashable values stay as they are; anything else is kept by
+    `thaw`); hashable values stay as they are; anything else is kept by
     identity (two specs holding the same object are equal, copies are not).
     """
     if isinstance(value, Mapping):
@@ -81,7 +81,7 @@ def freeze(value: Any) -> Any:
 
 
 def thaw(value: Any) -> Any:
-    """The plain value :func:`freeze` stood for (fresh dicts and lists: safe to mutate)."""
+    """The plain value `freeze` stood for (fresh dicts and lists: safe to mutate)."""
     if isinstance(value, _FrozenMapping):
         return {k: thaw(v) for k, v in value}
     if isinstance(value, _FrozenList):
@@ -115,20 +115,20 @@ class StoreSpec:
     driver : str
         Registered driver name (``"s3"``, ``"gs"``, ``"file"``, ``"memory"``,
         ``"http"``, ``"zip"``, an fsspec protocol, or a third-party scheme from the
-        ``azarr.stores`` entry-point group); see :func:`azarr.storage.register_store`.
+        ``azarr.stores`` entry-point group); see `azarr.storage.register_store`.
     root : str
         Location of the hierarchy root as the driver spells it (``"bucket/x.zarr"``,
         an absolute path, a URL).
     options : frozen mapping
-        The ``storage_options`` (use :meth:`storage_options` for a plain dict).
+        The ``storage_options`` (use `storage_options` for a plain dict).
     params : frozen mapping
         The driver's other constructor parameters (``transport``, ``auto_mkdir``, ...).
 
     Notes
     -----
     ``read_only`` is not part of a spec: a read-only view of a store is the same
-    store for budgets and stats. Build specs with :meth:`create` or
-    :meth:`from_url`; every live store has one (:attr:`azarr.storage.Store.spec`).
+    store for budgets and stats. Build specs with `create` or
+    `from_url`; every live store has one (`azarr.storage.Store.spec`).
     """
 
     driver: str
@@ -151,7 +151,7 @@ class StoreSpec:
     def from_url(cls, url: str, *, storage_options: Mapping[str, Any] | None = None) -> StoreSpec:
         """The spec a URL or path resolves to (no I/O, nothing opened).
 
-        Same rules as :func:`azarr.storage.from_url`, which opens the result.
+        Same rules as `azarr.storage.from_url`, which opens the result.
 
         Raises
         ------
@@ -175,7 +175,7 @@ class StoreSpec:
         return result
 
     def open(self, *, read_only: bool = False) -> Store:
-        """The live store for this spec (shared while anyone holds it; see :func:`open_store`)."""
+        """The live store for this spec (shared while anyone holds it; see `open_store`)."""
         return open_store(self, read_only=read_only)
 
     def __repr__(self) -> str:

@@ -11,16 +11,16 @@ from azarr.storage._local import LocalStore
 
 
 class TempStore(LocalStore):
-    """A :class:`LocalStore` in a fresh temporary directory (zarr-python 2 ``TempStore``).
+    """A `LocalStore` in a fresh temporary directory (zarr-python 2 ``TempStore``).
 
-    The directory is removed by :meth:`close`, or when the store is garbage
+    The directory is removed by `close`, or when the store is garbage
     collected, or at interpreter exit, whichever comes first (zarr-python 2
     removes it at exit only).
 
     Parameters
     ----------
     suffix, prefix : str
-        Passed to :func:`tempfile.mkdtemp` (prefix default ``"azarr-"``).
+        Passed to `tempfile.mkdtemp` (prefix default ``"azarr-"``).
     dir : str, optional
         Parent directory (default: the system's temporary directory).
     """

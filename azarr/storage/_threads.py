@@ -6,7 +6,7 @@ codec pool: a slow key-value server would then hold codec threads and stall
 decoding for every other array. Nor ``asyncio.to_thread``: the loop's default
 executor is shared with everything else on that loop, is bound to one loop,
 and would let hundreds of queued chunk requests hit a backend that is not
-thread-safe at once. Each store instead owns a :class:`BlockingIO`, sized by
+thread-safe at once. Each store instead owns a `BlockingIO`, sized by
 what its backend tolerates.
 """
 
@@ -75,7 +75,7 @@ class BlockingIO:
     async def run(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """Run ``fn(*args)`` on a worker thread and await its result.
 
-        Runs in a copy of the caller's :mod:`contextvars` context, like
+        Runs in a copy of the caller's `contextvars` context, like
         ``asyncio.to_thread``. Cancelling the awaiting task does not interrupt a
         call already running (threads cannot be interrupted); its result is dropped.
         """
@@ -101,7 +101,7 @@ class BlockingIO:
         fn: Callable[[*Ts], T],
         *args: *Ts,
     ) -> T:
-        """:meth:`run` one store operation, its failure turned into the store's error.
+        """`run` one store operation, its failure turned into the store's error.
 
         azarr errors pass through. Any other exception becomes
         ``translate(exc, op, key)``, chained to it, or is re-raised as it is when
@@ -118,7 +118,7 @@ class BlockingIO:
             raise error from exc
 
     def shutdown(self) -> None:
-        """Stop the workers after the calls already queued (a later :meth:`run` starts new ones)."""
+        """Stop the workers after the calls already queued (a later `run` starts new ones)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:

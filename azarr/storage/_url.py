@@ -50,8 +50,8 @@ def from_url(
 ) -> Store:
     """Open the store a URL or local path points to (zarr-python 3 ``make_store_path``).
 
-    The URL is resolved to a :class:`~azarr.storage.StoreSpec` by the driver
-    registered for its scheme (:func:`~azarr.storage.register_store`, or the
+    The URL is resolved to a `StoreSpec` by the driver
+    registered for its scheme (`register_store`, or the
     ``azarr.stores`` entry points), and the live store of that spec is returned:
     the same object for every open of one spec while any is in use, so opens
     share connections, budget and counters.
@@ -59,20 +59,20 @@ def from_url(
     Parameters
     ----------
     url_or_path : str or os.PathLike
-        * a local path, or ``file://`` / ``local://`` URL -> :class:`LocalStore`;
-        * ``memory://<name>`` -> :class:`MemoryStore` shared by every open of that name;
-        * ``s3://bucket/path`` (or ``s3a://``) -> :class:`S3Store`;
-        * ``gs://bucket/path`` (or ``gcs://``) -> :class:`GCSStore`;
-        * ``http://`` / ``https://`` -> :class:`HTTPStore` (read-only; ``read_only`` is ignored);
-        * ``zip::path/to/data.zip`` or ``zip://path/to/data.zip`` -> :class:`ZipStore`
+        * a local path, or ``file://`` / ``local://`` URL -> `LocalStore`;
+        * ``memory://<name>`` -> `MemoryStore` shared by every open of that name;
+        * ``s3://bucket/path`` (or ``s3a://``) -> `S3Store`;
+        * ``gs://bucket/path`` (or ``gcs://``) -> `GCSStore`;
+        * ``http://`` / ``https://`` -> `HTTPStore` (read-only; ``read_only`` is ignored);
+        * ``zip::path/to/data.zip`` or ``zip://path/to/data.zip`` -> `ZipStore`
           in mode ``"r"`` (always read-only: to write, create a ``ZipStore`` and close it);
         * a scheme registered by a third-party driver;
         * any other fsspec protocol with an async implementation (``az://``, ``abfs://``,
-          ...) -> :class:`FsspecStore`;
+          ...) -> `FsspecStore`;
         * a chained fsspec URL (``simplecache::s3://bucket/x.zarr``,
-          ``zip::s3://bucket/data.zip``) -> built by :func:`fsspec.core.url_to_fs`:
-          :class:`FsspecStore` if the outermost filesystem is async, else
-          :class:`SyncFsspecStore` (the caching wrappers are synchronous).
+          ``zip::s3://bucket/data.zip``) -> built by `fsspec.core.url_to_fs`:
+          `FsspecStore` if the outermost filesystem is async, else
+          `SyncFsspecStore` (the caching wrappers are synchronous).
     storage_options : dict, optional
         Filesystem options for fsspec/s3fs URLs (``endpoint_url``, ``key``, ``anon``, ...),
         exactly as fsspec takes them; for a chained URL, keyed by protocol:
@@ -123,7 +123,7 @@ class ChainedURLDriver:
         return StoreSpec.create("fsspec-chain", url, storage_options)
 
     def from_spec(self, spec: StoreSpec) -> Store:
-        """The filesystem of the chain (:func:`fsspec.core.url_to_fs`), async or not."""
+        """The filesystem of the chain (`fsspec.core.url_to_fs`), async or not."""
         import fsspec.core
         from fsspec.asyn import AsyncFileSystem
 
@@ -148,18 +148,18 @@ def make_store(
     storage_options: Mapping[str, Any] | None = None,
     read_only: bool = False,
 ) -> Store:
-    """Coerce what users pass as ``store=`` into a :class:`Store`.
+    """Coerce what users pass as ``store=`` into a `Store`.
 
     Parameters
     ----------
     store_like : Store, StoreSpec, str, os.PathLike or MutableMapping[str, bytes]
         A Store is returned as is (a read-only view of it if ``read_only`` and it is
-        writable); a StoreSpec opens its live store (:func:`~azarr.storage.open_store`); a str or path goes through :func:`from_url`; a ``dict`` is wrapped in a
-        :class:`MemoryStore` sharing it, and any other ``MutableMapping`` (``dbm``,
-        zarr-python 2 stores, ...) in a :class:`MappingStore`, which calls it from a
+        writable); a StoreSpec opens its live store (`open_store`); a str or path goes through `from_url`; a ``dict`` is wrapped in a
+        `MemoryStore` sharing it, and any other ``MutableMapping`` (``dbm``,
+        zarr-python 2 stores, ...) in a `MappingStore`, which calls it from a
         worker thread.
     storage_options : dict, optional
-        Passed to :func:`from_url`; an error with a Store or a mapping.
+        Passed to `from_url`; an error with a Store or a mapping.
     read_only : bool
         Open read-only.
 

@@ -2,7 +2,7 @@
 
 A wrapper passes every operation to the store it wraps unless it overrides
 it, and it is the *same store* for the scheduler: its budget and counters are
-the wrapped store's (:attr:`budget_key`), so wrapping never multiplies the
+the wrapped store's (`budget_key`), so wrapping never multiplies the
 connection limit. Its spec records the wrapped store's spec and its own
 parameters; it pickles as ``(wrapped store, parameters)``.
 """
@@ -30,8 +30,8 @@ class WrapperStore(Store):
 
     Notes
     -----
-    Subclasses set :attr:`wrapper_name` (the spec's driver name) and override
-    :meth:`wrapper_params` (the keyword arguments that rebuild them around a
+    Subclasses set `wrapper_name` (the spec's driver name) and override
+    `wrapper_params` (the keyword arguments that rebuild them around a
     store) and whichever primitives they change.
     """
 
@@ -65,7 +65,7 @@ class WrapperStore(Store):
         return self.inner.budget_key
 
     def wrapper_params(self) -> dict[str, Any]:
-        """Keyword arguments that rebuild this wrapper around :attr:`inner` (pickling, spec)."""
+        """Keyword arguments that rebuild this wrapper around `inner` (pickling, spec)."""
         return {}
 
     def _make_spec(self) -> StoreSpec:

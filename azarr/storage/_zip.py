@@ -28,9 +28,9 @@ _MAX_CONCURRENCY = 4
 
 
 class _Archive:
-    """The open ``ZipFile`` of a :class:`ZipStore` and its lifecycle, shared by its read-only views.
+    """The open ``ZipFile`` of a `ZipStore` and its lifecycle, shared by its read-only views.
 
-    All methods run on the store's worker thread (or, for :meth:`flush` during
+    All methods run on the store's worker thread (or, for `flush` during
     pickling, the caller's) and hold ``lock`` for their whole duration: ``zipfile``
     allows one writer and no reads while an entry is being written.
     """
@@ -189,7 +189,7 @@ class ZipStore(Store):
     mode : {"r", "w", "x", "a"}
         ``"r"`` read an existing archive (read-only store); ``"w"`` create or
         truncate; ``"x"`` create, failing if the file exists; ``"a"`` add keys to an
-        existing archive (or create it). As :class:`zipfile.ZipFile`.
+        existing archive (or create it). As `zipfile.ZipFile`.
     compression : int
         ``zipfile.ZIP_STORED`` (default, as zarr-python 2: chunks are usually
         compressed by their codec already, and stored entries allow cheap byte-range
@@ -207,10 +207,10 @@ class ZipStore(Store):
     Notes
     -----
     **Write-once.** A zip archive cannot replace or remove an entry, so writing a
-    key that is already in the archive raises :class:`~azarr.errors.KeyExistsError`
+    key that is already in the archive raises `KeyExistsError`
     (zarr-python 2 appends a duplicate entry and warns; readers then disagree about
     which one is current). ``delete`` of a key that is not there is a no-op, and of
-    one that is raises :class:`~azarr.errors.StoreError`. Write each chunk once:
+    one that is raises `StoreError`. Write each chunk once:
     create an array and write it in whole-chunk slices, e.g. ``azarr.array(data,
     store=zip_store)``; partial updates of a written chunk fail.
 
@@ -218,7 +218,7 @@ class ZipStore(Store):
     lists its entries, is written by ``await store.close()`` (or leaving ``async with
     store``); without it the file is unreadable. After ``close()`` a writing store
     is final: reads still work (the archive is reopened read-only) and writes raise
-    :class:`~azarr.errors.StoreError`. ``await store.flush()`` writes the directory
+    `StoreError`. ``await store.flush()`` writes the directory
     and keeps the store writable (zarr-python 2 ``ZipStore.flush``). Closing a
     read-mode store only releases the file handle.
 
@@ -238,8 +238,8 @@ class ZipStore(Store):
     flush or close in the parent before forking readers.
 
     A missing archive in mode ``"r"`` raises
-    :class:`~azarr.errors.StoreUnavailableError`; a corrupt one
-    :class:`~azarr.errors.StoreError`.
+    `StoreUnavailableError`; a corrupt one
+    `StoreError`.
 
     Examples
     --------
@@ -286,7 +286,7 @@ class ZipStore(Store):
         """Finalize the archive (writing modes) and release the file handle.
 
         Writing modes: writes the zip central directory; afterwards the store is
-        read-only in effect (writes raise :class:`~azarr.errors.StoreError`). Mode
+        read-only in effect (writes raise `StoreError`). Mode
         ``"r"``: the next use reopens the file. Idempotent.
         """
         if self.read_only and self.mode != "r":

@@ -1,7 +1,7 @@
 """azarr's synchronous facade: zarr-python 2's API, blocking, over the async core.
 
 Every call runs the async API's coroutine on one process-wide I/O loop thread
-(:func:`run`), so all threads share each store's sessions and request budget, it
+(`run`), so all threads share each store's sessions and request budget, it
 works where an event loop already runs (Jupyter, an ``async def``), ``timeout=``
 and Ctrl-C cancel the work, and a forked child starts its own loop::
 

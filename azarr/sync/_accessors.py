@@ -1,4 +1,4 @@
-"""``z.oindex`` / ``z.vindex`` / ``z.blocks`` of :class:`azarr.sync.Array`: blocking accessors."""
+"""``z.oindex`` / ``z.vindex`` / ``z.blocks`` of `azarr.sync.Array`: blocking accessors."""
 
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ class _Accessor:
 
 
 class OIndex(_Accessor):
-    """Orthogonal selection (zarr-python 2 ``Array.oindex``); see :meth:`Array.get_orthogonal_selection`."""
+    """Orthogonal selection (zarr-python 2 ``Array.oindex``); see `Array.get_orthogonal_selection`."""
 
 
 class VIndex(_Accessor):
-    """Coordinate or mask selection (zarr-python 2 ``Array.vindex``); see :meth:`Array.get_coordinate_selection`."""
+    """Coordinate or mask selection (zarr-python 2 ``Array.vindex``); see `Array.get_coordinate_selection`."""
 
 
 class BlockIndex(_Accessor):
-    """Chunk-grid selection (zarr-python 2 ``Array.blocks``); see :meth:`Array.get_block_selection`."""
+    """Chunk-grid selection (zarr-python 2 ``Array.blocks``); see `Array.get_block_selection`."""

@@ -1,10 +1,10 @@
 """zarr-python 2's top-level functions (``open_array``, ``zeros``, ``copy_store``, ...), blocking.
 
-Each is generated from the coroutine of the same name in :mod:`azarr.api`: same
+Each is generated from the coroutine of the same name in `azarr.api`: same
 parameters plus a keyword-only ``timeout`` (seconds), same docstring, the same
 coroutine run on the I/O loop thread. Sync arrays/groups passed in (``zeros_like(z)``)
-are unwrapped; arrays/groups returned are wrapped (:class:`azarr.sync.Array` /
-:class:`azarr.sync.Group`, whose default ``timeout`` is the one given here).
+are unwrapped; arrays/groups returned are wrapped (`azarr.sync.Array` /
+`azarr.sync.Group`, whose default ``timeout`` is the one given here).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``azarr.sync.Array``: zarr-python 2's ``zarr.Array``, blocking, over an :class:`~azarr.AsyncArray`."""
+"""``azarr.sync.Array``: zarr-python 2's ``zarr.Array``, blocking, over an `AsyncArray`."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ class Array:
     """A Zarr v2 array with zarr-python 2's synchronous API.
 
     A thin layer: every method runs the same-named coroutine of the wrapped
-    :class:`~azarr.AsyncArray` on azarr's I/O loop thread (:func:`azarr.sync.run`)
+    `AsyncArray` on azarr's I/O loop thread (`azarr.sync.run`)
     and blocks until it is done, so requests share the store's one budget with
-    every other thread. Get one from :func:`azarr.sync.open_array` and friends,
+    every other thread. Get one from `azarr.sync.open_array` and friends,
     or ``async_array.to_sync()``; ``array.async_array`` goes back.
 
     Parameters
@@ -64,7 +64,7 @@ class Array:
 
     @property
     def async_array(self) -> AsyncArray:
-        """The :class:`~azarr.AsyncArray` this wraps (same store, budget and metadata)."""
+        """The `AsyncArray` this wraps (same store, budget and metadata)."""
         return self._async
 
     # ---------------------------------------------------------------- properties (no I/O)
@@ -218,7 +218,7 @@ class Array:
         return self._run(self._async.getitem(selection), timeout)
 
     def __getitem__(self, selection: Any) -> Any:
-        """``z[selection]``: see :meth:`getitem` (zarr-python 2 ``Array.__getitem__``)."""
+        """``z[selection]``: see `getitem` (zarr-python 2 ``Array.__getitem__``)."""
         return self._run(self._async.getitem(selection), None)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
@@ -307,7 +307,7 @@ class Array:
         self._run(self._async.setitem(selection, value), timeout)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        """``z[selection] = value``: see :meth:`setitem` (zarr-python 2 ``Array.__setitem__``)."""
+        """``z[selection] = value``: see `setitem` (zarr-python 2 ``Array.__setitem__``)."""
         self._run(self._async.setitem(selection, value), None)
 
     # ---------------------------------------------------------------- shape changes
@@ -344,16 +344,16 @@ class Array:
     set_fill_value = mirror_method(AsyncArray.set_fill_value)
 
     def set_recheck_metadata(self, policy: RecheckPolicy) -> Array:
-        """When ``.zarray`` is reread (see :meth:`azarr.AsyncArray.set_recheck_metadata`); returns this array."""
+        """When ``.zarray`` is reread (see `azarr.AsyncArray.set_recheck_metadata`); returns this array."""
         self._async.set_recheck_metadata(policy)
         return self
 
     def view(self, **kwargs: Any) -> Array:
-        """A view with other metadata (zarr-python 2 ``Array.view``; see :meth:`azarr.AsyncArray.view`)."""
+        """A view with other metadata (zarr-python 2 ``Array.view``; see `azarr.AsyncArray.view`)."""
         return Array(self._async.view(**kwargs), timeout=self.timeout)
 
     def astype(self, dtype: Any) -> Array:
-        """A view decoding to ``dtype`` (zarr-python 2 ``Array.astype``; see :meth:`azarr.AsyncArray.astype`)."""
+        """A view decoding to ``dtype`` (zarr-python 2 ``Array.astype``; see `azarr.AsyncArray.astype`)."""
         return Array(self._async.astype(dtype), timeout=self.timeout)
 
     def islice(self, start: int | None = None, end: int | None = None) -> Iterator[Any]:

@@ -1,4 +1,4 @@
-"""``azarr.sync.Group``: zarr-python 2's ``zarr.hierarchy.Group``, blocking, over an :class:`~azarr.AsyncGroup`."""
+"""``azarr.sync.Group``: zarr-python 2's ``zarr.hierarchy.Group``, blocking, over an `AsyncGroup`."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ async def _collect(items: AsyncIterator[T]) -> list[T]:
 class Group:
     """A Zarr v2 group with zarr-python 2's synchronous API.
 
-    A thin layer over :class:`~azarr.AsyncGroup` (see :class:`azarr.sync.Array`):
+    A thin layer over `AsyncGroup` (see `azarr.sync.Array`):
     ``g["a/b"]``, ``"a" in g``, ``for name in g``, ``len(g)``, ``g.tree()``,
     ``g.create_group``, ``g.create_dataset``, ``g.require_*``. Members come back as
-    :class:`Array` / :class:`Group` with this group's default ``timeout``; listing
+    `Array` / `Group` with this group's default ``timeout``; listing
     methods (``keys``, ``arrays``, ...) list the store once and return iterators.
 
     Parameters
@@ -48,7 +48,7 @@ class Group:
 
     @property
     def async_group(self) -> AsyncGroup:
-        """The :class:`~azarr.AsyncGroup` this wraps."""
+        """The `AsyncGroup` this wraps."""
         return self._async
 
     store: Forward[Store] = Forward(AsyncGroup, "store")
@@ -104,7 +104,7 @@ class Group:
         return node
 
     def __getitem__(self, name: str) -> Array | Group:
-        """``g[name]``: see :meth:`get` (raises :class:`~azarr.errors.NodeNotFoundError`, a KeyError)."""
+        """``g[name]``: see `get` (raises `NodeNotFoundError`, a KeyError)."""
         return self.get(name)
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -234,7 +234,7 @@ class Group:
     full_like = mirror_method(AsyncGroup.full_like)
 
     def __delitem__(self, name: str) -> None:
-        """``del g[name]``: see :meth:`delitem`."""
+        """``del g[name]``: see `delitem`."""
         self.delitem(name)
 
     def _visitor(self, func: Callable[..., Any]) -> Callable[..., Any]:

@@ -32,7 +32,7 @@ T = TypeVar("T")
 #: Seconds to wait, after cancelling a call, for its coroutine to unwind (close
 #: its requests) before giving control back to the caller.
 _CANCEL_GRACE_S = 10.0
-#: Seconds :func:`shutdown` waits for the loop thread to finish.
+#: Seconds `shutdown` waits for the loop thread to finish.
 _SHUTDOWN_GRACE_S = 10.0
 
 
@@ -132,7 +132,7 @@ class _Call:
         self.error: BaseException | None = None
 
     def start(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """On the loop: run ``coro`` as a task whose end releases :attr:`done`."""
+        """On the loop: run ``coro`` as a task whose end releases `done`."""
         self.task = asyncio.ensure_future(coro)
         self.task.add_done_callback(self._finish)
 
@@ -165,7 +165,7 @@ def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         What to run, e.g. ``azarr_array.get_basic_selection(...)``.
     timeout : float, optional
         Seconds to wait. On expiry the coroutine is cancelled (its in-flight requests
-        are aborted) and :class:`SyncTimeoutError` is raised. None waits without limit.
+        are aborted) and `SyncTimeoutError` is raised. None waits without limit.
 
     Returns
     -------
@@ -247,7 +247,7 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
     """Iterate an async iterator from synchronous code, on the I/O loop.
 
     ``make()`` is called on the I/O loop (so the iterator and any tasks it starts
-    belong to it), and each item is fetched with :func:`run`. Leaving the ``for``
+    belong to it), and each item is fetched with `run`. Leaving the ``for``
     early (``break``, an exception, garbage collection) closes the async iterator
     on its loop, so its pending work (prefetches, requests) is cancelled.
 

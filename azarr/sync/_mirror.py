@@ -14,7 +14,7 @@ T = TypeVar("T")
 TIMEOUT_DOC = (
     "Synchronous form of the coroutine of the same name: blocks until done. ``timeout`` "
     "(seconds, keyword-only; default the object's ``timeout``, None = no limit) cancels the "
-    "coroutine and its requests on expiry (:class:`azarr.sync.SyncTimeoutError`)."
+    "coroutine and its requests on expiry (`azarr.sync.SyncTimeoutError`)."
 )
 
 
@@ -101,7 +101,7 @@ def mirror_method(async_fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def to_sync(node: Any, timeout: float | None = None) -> Any:
-    """An :class:`~azarr.AsyncArray` / :class:`~azarr.AsyncGroup` as its sync wrapper; anything else as is."""
+    """An `AsyncArray` / `AsyncGroup` as its sync wrapper; anything else as is."""
     from azarr.core import AsyncArray, AsyncGroup
     from azarr.sync._array import Array
     from azarr.sync._group import Group
@@ -114,7 +114,7 @@ def to_sync(node: Any, timeout: float | None = None) -> Any:
 
 
 def to_async(value: Any) -> Any:
-    """A sync :class:`Array` / :class:`Group` as the async node it wraps; anything else as is."""
+    """A sync `Array` / `Group` as the async node it wraps; anything else as is."""
     from azarr.sync._array import Array
     from azarr.sync._group import Group
 

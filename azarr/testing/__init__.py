@@ -1,1 +1,1 @@
-"""Test utilities for third-party code: the store conformance suite (:mod:`azarr.testing.store`)."""
+"""Test utilities for third-party code: the store conformance suite (`azarr.testing.store`)."""

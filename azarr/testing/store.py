@@ -1,7 +1,7 @@
-"""The store conformance suite: behaviour every :class:`~azarr.storage.Store` must have.
+"""The store conformance suite: behaviour every `Store` must have.
 
 Like zarr-python 3's ``zarr.testing.store.StoreTests``: a driver's test module
-subclasses :class:`StoreTests` and says how to make a fresh, empty store; it
+subclasses `StoreTests` and says how to make a fresh, empty store; it
 then runs every test here (keys, byte ranges, listings, deletes, concurrency,
 read-only views, several event loops and threads, pickling, specs)::
 
@@ -72,12 +72,12 @@ RANGES = [
 ]
 
 
-#: The keys :func:`check_listing` expects a store to hold.
+#: The keys `check_listing` expects a store to hold.
 LISTING_KEYS = [".zgroup", "a/.zarray", "a/0.0", "a/0.1", "a/sub/.zgroup", "ab/.zarray", "ab/0"]
 
 
 async def check_listing(store: Store) -> None:
-    """Check ``list_prefix``/``list_dir`` of a store holding exactly :data:`LISTING_KEYS`.
+    """Check ``list_prefix``/``list_dir`` of a store holding exactly `LISTING_KEYS`.
 
     Prefixes are paths (``"a"`` does not list ``"ab/..."``), a trailing slash is
     optional, values are not directories, and directory-like names are not values.
@@ -118,7 +118,7 @@ async def collect(it: AsyncIterator[str]) -> list[str]:
 
 
 class StoreTests:
-    """Behaviour every :class:`Store` must have. Subclasses provide ``make_store``."""
+    """Behaviour every `Store` must have. Subclasses provide ``make_store``."""
 
     # Subclasses may lower this for slow backends.
     concurrency: ClassVar[int] = 200

@@ -232,7 +232,7 @@ def load(ds: Dataset, *, timeout: float | None = None) -> Dataset:
         backend too, else they are read one at a time in the worker thread).
     timeout : float, optional
         Seconds for the concurrent reads; on expiry they are cancelled
-        (:class:`azarr.sync.SyncTimeoutError`). A variable already being read through
+        (`azarr.sync.SyncTimeoutError`). A variable already being read through
         the sync fallback finishes in its thread.
 
     Returns

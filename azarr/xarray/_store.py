@@ -32,7 +32,7 @@ class AzarrBackendArray(BackendArray):
 
     Indexing support is ``VECTORIZED`` (azarr reads basic, orthogonal and
     coordinate selections natively). ``__getitem__`` runs on azarr's I/O loop
-    (:func:`azarr.sync.run`); ``async_getitem`` awaits on the caller's loop, so
+    (`azarr.sync.run`); ``async_getitem`` awaits on the caller's loop, so
     ``await ds.load_async()`` fetches every variable at once under the store budget.
     """
 

@@ -119,7 +119,7 @@ def _region_selection(var: Variable, region: Mapping[Hashable, slice] | None) ->
 async def _write_values(array: AsyncArray, var: Variable, selection: tuple[slice, ...]) -> None:
     """Write ``var``'s values into ``selection`` of ``array``, off the event loop where it computes.
 
-    A dask-backed variable goes through :func:`azarr.dask.to_azarr` block by block (never
+    A dask-backed variable goes through `azarr.dask.to_azarr` block by block (never
     whole in memory; on a dask.distributed cluster when one is the default scheduler). A
     lazily opened one is read through azarr's sync facade, which must not run on a loop
     thread, so it is materialised in a worker thread.
@@ -172,7 +172,7 @@ async def to_zarr_async(
     ----------
     ds : xarray.Dataset
         What to write; dask-backed variables are written block by block with
-        :func:`azarr.dask.to_azarr` (extra ``azarr[dask]``), others at once.
+        `azarr.dask.to_azarr` (extra ``azarr[dask]``), others at once.
     store : str, os.PathLike, Store or MutableMapping
         Where (a URL like ``"s3://bucket/x.zarr"`` or a store).
     mode : {"w-", "w", "a", "r+"}
@@ -296,9 +296,9 @@ def to_zarr(
     storage_options: dict[str, Any] | None = None,
     timeout: float | None = None,
 ) -> Group:
-    """Write ``ds`` to a Zarr v2 group; blocking form of :func:`to_zarr_async` (same parameters).
+    """Write ``ds`` to a Zarr v2 group; blocking form of `to_zarr_async` (same parameters).
 
-    ``timeout`` (seconds) cancels the write on expiry (:class:`azarr.sync.SyncTimeoutError`).
+    ``timeout`` (seconds) cancels the write on expiry (`azarr.sync.SyncTimeoutError`).
 
     Returns
     -------

@@ -13,7 +13,7 @@ Serve your own hierarchies: ``AZARR_DATASETS`` is a JSON object of
 
 Other settings: ``AZARR_REFRESH_INTERVAL`` (seconds between metadata refreshes,
 default 300), ``AZARR_DEADLINE`` (seconds per request before a 504, default 30),
-``AZARR_CONFIG`` (JSON of :func:`azarr.config.set` settings, e.g. retries),
+``AZARR_CONFIG`` (JSON of `azarr.config.set` settings, e.g. retries),
 ``AZARR_MAX_BYTES`` (bytes of a streamed result held in memory, default 32 MiB).
 
 Endpoints

@@ -80,7 +80,7 @@ def venv_lock(lock_path: Path, report: Reporter, tag: str = "[ref-zarr218]") -> 
 
 
 def check_interpreter(python: Path | str) -> str:
-    """Return ``"zarr X numcodecs Y xarray Z numpy W"`` of ``python`` or raise :class:`RefEnvError`."""
+    """Return ``"zarr X numcodecs Y xarray Z numpy W"`` of ``python`` or raise `RefEnvError`."""
     code = (
         "import zarr, numcodecs, xarray, numpy, msgpack;"
         "print(zarr.__version__, numcodecs.__version__, xarray.__version__, numpy.__version__)"
@@ -173,7 +173,7 @@ def _build(venv: Path, key: str, report: Reporter) -> None:
 def ensure_reference_python(report: Reporter = _stderr) -> Path:
     """Return the path of a python with zarr 2.18, building the cached venv if needed.
 
-    Raises :class:`RefEnvError` if the environment cannot be built or verified.
+    Raises `RefEnvError` if the environment cannot be built or verified.
     """
     override = os.environ.get(ENV_VAR)
     if override:

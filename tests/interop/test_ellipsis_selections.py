@@ -2,15 +2,15 @@
 
 The table lives in ``ref_scripts/ellipsis_selections.py``; the reference interpreter
 reads every case with ``z[...]``, ``get_basic_selection`` and ``oindex`` and this
-test does the same with :mod:`azarr.sync` on an array of the same shape and chunks.
+test does the same with `azarr.sync` on an array of the same shape and chunks.
 
 Rules:
 
 - zarr 2.18 returns a result: azarr returns the same shape and values.
-- zarr 2.18 raises an :class:`IndexError` (a selection it rejects): azarr raises an
-  :class:`IndexError` too (the same class for bounds errors; the same words for
+- zarr 2.18 raises an `IndexError` (a selection it rejects): azarr raises an
+  `IndexError` too (the same class for bounds errors; the same words for
   "unsupported selection item for basic indexing"), except for ``z[...]`` with one
-  Ellipsis and one int list/array (:data:`EXTENDED`), which azarr routes like the
+  Ellipsis and one int list/array (`EXTENDED`), which azarr routes like the
   written-out selection (``z[:, :, idx]``): what 2.18's ``oindex`` gives for it.
 - zarr 2.18 crashes with ``ValueError: The truth value of an array ... is ambiguous``
   (its ``Ellipsis in selection`` test compares the array item): a 2.18 bug, azarr

@@ -8,7 +8,7 @@ JSON + npz description (no pickles, no netCDF library).
 
 Writing: those datasets, written back by ``azarr.xarray.to_zarr``, open in the reference identical
 to the reference-written originals, and their ``.zarray`` / ``.zattrs`` documents match the
-reference's (the known differences are normalised and named in :func:`_normalise`).
+reference's (the known differences are normalised and named in `_normalise`).
 """
 
 from __future__ import annotations

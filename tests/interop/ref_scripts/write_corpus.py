@@ -14,7 +14,7 @@ Creates under TARGET_DIR:
 Each array is read back by zarr 2.18 right after writing and checked against the values that were
 meant to be stored, so the corpus is self-verified before azarr ever sees it.
 
-The azarr tests import this module (without zarr or xarray) for :func:`declare_corpus`: the same
+The azarr tests import this module (without zarr or xarray) for `declare_corpus`: the same
 declarations (``ArraySpec``: ``zarr.create`` arguments, writes, intended values) parametrize the read
 tests and are replayed through ``azarr.create`` by the write tests.
 """
@@ -180,7 +180,7 @@ class Corpus:
     """Where the ``write_*`` steps declare arrays and groups.
 
     With ``target=None`` nothing is written and the declarations are only collected in
-    :attr:`specs` / :attr:`groups` (that is how the azarr tests get the same matrix).
+    `specs` / `groups` (that is how the azarr tests get the same matrix).
     """
 
     def __init__(self, target: Path | None) -> None:

@@ -9,10 +9,10 @@ Run with the reference python (xarray 2024.10 + zarr 2.18)::
 ``TARGET/cases.json`` lists ``{"<case>": {"store": "<case>.zarr", "groups": ["", "child", ...],
 "consolidated": bool}}``. ``describe`` writes ``TARGET/described/<case>/<group or _root>/desc.json`` and
 ``values.npz``: dimension names, attributes (numpy types tagged), coordinate names, dtypes and the decoded
-values of every variable, so a newer xarray can rebuild the same Dataset (:func:`rebuild`) and compare
+values of every variable, so a newer xarray can rebuild the same Dataset (`rebuild`) and compare
 with ``xr.testing.assert_identical``, without pickles or netCDF libraries.
 
-The azarr tests import this module for :func:`rebuild` and :func:`describe_dataset` (they have xarray,
+The azarr tests import this module for `rebuild` and `describe_dataset` (they have xarray,
 not zarr 2).
 """
 
@@ -34,7 +34,7 @@ ROOT = "_root"
 
 
 def encode_value(value: Any) -> Any:
-    """An attribute value as JSON, numpy types tagged so :func:`decode_value` restores them exactly."""
+    """An attribute value as JSON, numpy types tagged so `decode_value` restores them exactly."""
     if isinstance(value, np.ndarray):
         return {"__nd__": [encode_value(v) for v in value.tolist()], "dtype": value.dtype.str}
     if isinstance(value, np.generic):
