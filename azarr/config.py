@@ -80,6 +80,19 @@ _DEFAULTS: dict[str, Any] = {
     # Refuse writes that could lose another writer's update (partial chunks,
     # attributes, resize/append, mode="w-") on stores without conditional writes.
     "require_consistency": False,
+    # Range coalescing (azarr/scheduler/_coalesce.py): byte ranges of one object (kerchunk
+    # references into one file) closer than this many bytes are read with one request,
+    # up to ``coalesce_max_bytes`` per request; a negative gap coalesces nothing.
+    "coalesce_max_gap": 1 * 2**20,
+    "coalesce_max_bytes": 16 * 2**20,
+    # Reference stores (kerchunk/VirtualiZarr): most references a JSON set may hold or
+    # generate, largest JSON reference file read (bytes), Parquet record files kept.
+    "reference_max_refs": 10_000_000,
+    "reference_max_bytes": 512 * 2**20,
+    "reference_parquet_cache": 128,
+    # Which targets references may name: None = the reference file's own scheme (and
+    # remote_protocol); else a list of schemes ("s3") and URL prefixes ("https://host/data/").
+    "reference_allowed_targets": None,
 }
 
 # Settings that must be integers >= 1.
@@ -96,6 +109,10 @@ _COUNTS = frozenset(
         "max_metadata_bytes",
         "max_chunk_bytes",
         "conditional_write_attempts",
+        "coalesce_max_bytes",
+        "reference_max_refs",
+        "reference_max_bytes",
+        "reference_parquet_cache",
     }
 )
 
@@ -173,6 +190,13 @@ def set(**settings: Any) -> Any:
         ``conditional_write_attempts`` (int >= 1, tries of one read-modify-write),
         ``require_consistency`` (bool: refuse read-modify-writes on stores without
         conditional writes, see ``docs/consistency.md``).
+        ``coalesce_max_gap`` / ``coalesce_max_bytes`` (bytes: ranges of one object closer
+        than the gap are read with one request of at most the size; default 1 MiB / 16 MiB),
+        ``reference_max_refs`` (int, default 10,000,000: most references one JSON reference
+        set holds or generates), ``reference_max_bytes`` (bytes, default 512 MiB: largest
+        JSON reference file), ``reference_parquet_cache`` (Parquet record files kept, default
+        128), ``reference_allowed_targets`` (None: the reference file's own scheme; or a list
+        of schemes and URL prefixes references may name).
         Budgets are fixed when a store is first used; change a live store's with
         `azarr.scheduler.set_budget`.
 

@@ -18,6 +18,9 @@ Callers catch at the level they care about (the httpx pattern)::
     │       └── ConnectionFailedError  connection refused/reset (also a StoreUnavailableError)
     │   └── KeyExistsError         copy_store found keys in the destination (if_exists="raise")
     │   ├── PreconditionFailedError  a conditional write/read found another generation (S3/HTTP 412)
+    │   ├── ByteRangeError         a byte range names bytes past the end of its object (also a ValueError)
+    │   ├── InvalidReferenceError  a malformed or hostile kerchunk reference (also a ValueError)
+    │   │   └── ReferenceTargetError  a reference names a URL outside the allowed targets (also a PermissionError)
     │   └── ConsistencyUnsupportedError  conditional operations asked of a store that has none
     ├── RetriesExhaustedError    a transient error persisted through every retry (chains the last one)
     ├── ContainsArrayError       a node that must not exist is an array (zarr-python 2 name)
@@ -138,6 +141,26 @@ class PreconditionFailedError(StoreError):
     Failed``, GCS ``conditionNotMet``). Read-modify-write loops catch it, re-read
     and try again; see ``docs/consistency.md``.
     """
+
+
+class ByteRangeError(StoreError, ValueError):
+    """A byte range of an object reaches past its end (a reference or shard index pointing
+    beyond the data); the message names the object and the range."""
+
+
+class InvalidReferenceError(StoreError, ValueError):
+    """A kerchunk reference set, or one reference in it, is malformed or hostile.
+
+    A negative offset or length, an entry that is neither data nor ``[url]`` /
+    ``[url, offset, length]``, a template that does not resolve, more references
+    than ``azarr.config`` ``reference_max_refs``, a reference file larger than
+    ``reference_max_bytes``. The message names the reference key and the cause.
+    """
+
+
+class ReferenceTargetError(InvalidReferenceError, PermissionError):
+    """A reference names a target URL outside the allowed set (another scheme or host,
+    ``..`` segments); see ``azarr.config`` ``reference_allowed_targets``."""
 
 
 class ConsistencyUnsupportedError(StoreError, NotImplementedError):

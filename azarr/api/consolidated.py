@@ -52,6 +52,7 @@ class ConsolidatedStore(WrapperStore):
     """
 
     wrapper_name = "consolidated"
+    forwards_references = True  # chunk keys pass through unchanged
     serves_documents = True
 
     def __init__(self, store: Store, documents: dict[str, Any], *, read_only: bool = True) -> None:

@@ -46,6 +46,7 @@ from azarr.errors import PreconditionFailedError
 from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write_items, read_batched
 from azarr.pipeline._buffers import BODY_BUFFERS
+from azarr.pipeline._coalesced import read_coalesced
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
@@ -141,6 +142,9 @@ class ChunkPipeline:
             and no codec thread writes into ``out`` after this returns.
         """
         tracker = ProgressTracker(nchunks, progress)
+        if self.io.store.resolves_references:  # kerchunk references: runs of ranges per request
+            await read_coalesced(self, projections, out, fields, tracker)
+            return
         if self.io.store.supports_blocking_io and self._partial is None:  # partial reads: the async path
             await read_batched(self, projections, nchunks, out, fields, tracker)
             return

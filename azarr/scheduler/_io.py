@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from azarr import config
@@ -28,6 +28,8 @@ from azarr.errors import (
 )
 from azarr.scheduler._blocking import BlockingBatch
 from azarr.scheduler._budget import IOBudget, budget_for
+from azarr.scheduler._coalesce import read_ranges
+from azarr.scheduler._references import get_referenced
 from azarr.scheduler._retry import RetryPolicy, retry_call
 from azarr.scheduler._stats import StoreStats, stats_for
 from azarr.storage import ByteRange, Generation, Store
@@ -98,6 +100,8 @@ class StoreIO:
         StoreError
             A non-retryable backend error.
         """
+        if self.store.resolves_references:  # kerchunk references: read from their targets
+            return await get_referenced(self, key, byte_range)
         if config.get("hedged_reads"):
             return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
         return await self._read("get", key, lambda: self.store.get(key, byte_range))
@@ -112,7 +116,7 @@ class StoreIO:
         RetriesExhaustedError, StoreError
             As `get`.
         """
-        if config.get("hedged_reads"):
+        if config.get("hedged_reads") or self.store.resolves_references:
             return await self.get(key)
         return await self._read("get", key, lambda: self.store.get_into(key, allocate))
 
@@ -178,6 +182,43 @@ class StoreIO:
                 lambda: self.store.get(key, byte_range, if_generation_match=generation), reading=True
             ),
         )
+
+    async def get_ranges(
+        self,
+        key: str,
+        ranges: Sequence[ByteRange],
+        *,
+        max_gap: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[memoryview] | None:
+        """Several byte ranges of ``key``, with one ranged request per run of nearby ranges.
+
+        Ranges closer than ``max_gap`` bytes (``azarr.config`` ``coalesce_max_gap``) are
+        read together, in requests of at most ``max_bytes`` (``coalesce_max_bytes``);
+        each request is retried and timed as `get`, all under this store's budget
+        (`azarr.scheduler._coalesce`: the planning rule, shared with the reference
+        store's chunk reads).
+
+        Parameters
+        ----------
+        key : str
+            The object.
+        ranges : sequence of ByteRange
+            Bounded ranges (no suffix or open-ended ones), in any order, overlaps allowed.
+
+        Returns
+        -------
+        list of memoryview or None
+            One view per range, in the order given; None if the object is missing.
+
+        Raises
+        ------
+        ByteRangeError
+            The object ends before a range does.
+        RetriesExhaustedError, StoreError
+            As `get`.
+        """
+        return await read_ranges(self, key, ranges, max_gap=max_gap, max_bytes=max_bytes)
 
     async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         """Read ``key`` and its generation (see `Store.get_with_generation`). Retried and timed."""

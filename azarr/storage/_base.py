@@ -148,6 +148,10 @@ class Store(ABC):
     #: True for stores that hold metadata documents already decoded (the
     #: consolidated-metadata overlay): `get_document` answers without I/O.
     serves_documents: ClassVar[bool] = False
+    #: True for stores whose keys are byte ranges of other stores' objects (kerchunk
+    #: references, `ReferenceStore`): `StoreIO` reads them from their targets'
+    #: managed paths, and the chunk pipeline coalesces neighbouring ranges.
+    resolves_references: bool = False
     #: True for stores that store a translated ``.zarray`` (the N5 adapter): creation
     #: reads the document back rather than trusting the one it wrote.
     rewrites_metadata: ClassVar[bool] = False

@@ -143,8 +143,11 @@ def spec_from_url(url: str, *, storage_options: Mapping[str, Any] | None = None)
     ValueError
         Nothing knows the scheme.
     """
+    from azarr.storage._reference import is_reference_location
     from azarr.storage._url import split_scheme
 
+    if is_reference_location(url):  # kerchunk / VirtualiZarr reference sets
+        return driver_for("reference").spec_from_url(url, storage_options)
     if "::" in url:
         return driver_for("fsspec-chain").spec_from_url(url, storage_options)
     scheme, _ = split_scheme(url)
@@ -166,6 +169,7 @@ def _load_builtins() -> None:
     from azarr.storage._http import HTTPStore
     from azarr.storage._local import LocalStore
     from azarr.storage._memory import MemoryStore
+    from azarr.storage._reference import ReferenceStore
     from azarr.storage._s3 import S3Store
     from azarr.storage._url import ChainedURLDriver
     from azarr.storage._zip import ZipStore
@@ -181,6 +185,7 @@ def _load_builtins() -> None:
         "http": HTTPStore,
         "https": HTTPStore,
         "zip": ZipStore,
+        "reference": ReferenceStore,
         "fsspec": FsspecStore,
         "fsspec-chain": ChainedURLDriver(),
     }

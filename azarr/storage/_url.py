@@ -154,7 +154,10 @@ def make_store(
     ----------
     store_like : Store, StoreSpec, str, os.PathLike or MutableMapping[str, bytes]
         A Store is returned as is (a read-only view of it if ``read_only`` and it is
-        writable); a StoreSpec opens its live store (`open_store`); a str or path goes through `from_url`; a ``dict`` is wrapped in a
+        writable); a StoreSpec opens its live store (`open_store`); a str or path goes through `from_url`;
+        a decoded kerchunk reference set (``{"version": 1, "refs": ...}``, or version 0 with
+        string metadata documents) opens a `ReferenceStore` (``storage_options``: its
+        ``remote_protocol``, ``remote_options``, ``allowed_targets``); a ``dict`` is wrapped in a
         `MemoryStore` sharing it, and any other ``MutableMapping`` (``dbm``,
         zarr-python 2 stores, ...) in a `MappingStore`, which calls it from a
         worker thread.
@@ -183,6 +186,10 @@ def make_store(
     if isinstance(store_like, str | os.PathLike):
         return from_url(store_like, storage_options=storage_options, read_only=read_only)
     if isinstance(store_like, MutableMapping):
+        from azarr.storage._reference import ReferenceStore, is_reference_mapping
+
+        if is_reference_mapping(store_like):  # a decoded kerchunk reference set
+            return ReferenceStore(store_like, **dict(storage_options or {}))
         reject_options("a mapping", type(store_like).__name__, storage_options, frozenset())
         if isinstance(store_like, dict):
             return MemoryStore(store_like, read_only=read_only)

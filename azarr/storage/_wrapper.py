@@ -41,6 +41,11 @@ class WrapperStore(Store):
     #: that answers reads itself (a cache) must not claim the wrapped store's
     #: generations for values it served, so it sets this False.
     forwards_conditional: ClassVar[bool] = True
+    #: Whether reads of a wrapped reference store's keys may go straight to their targets
+    #: (`Store.resolves_references`, bypassing this wrapper): only for overlays that pass
+    #: chunk keys through unchanged (the consolidated overlay); not for wrappers that
+    #: translate keys, answer reads themselves (a cache) or refuse missing chunks.
+    forwards_references: ClassVar[bool] = False
 
     def __init__(self, inner: Store, *, read_only: bool | None = None) -> None:
         if not isinstance(inner, Store):
@@ -54,6 +59,7 @@ class WrapperStore(Store):
         self.max_requests = inner.max_requests
         self.supports_conditional_writes = self.forwards_conditional and inner.supports_conditional_writes
         self.supports_conditional_reads = self.forwards_conditional and inner.supports_conditional_reads
+        self.resolves_references = self.forwards_references and inner.resolves_references
 
     # ------------------------------------------------------------------ identity
     @property
