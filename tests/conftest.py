@@ -7,6 +7,9 @@ seaweedfs (session)
     ``.secret``, ``.storage_options`` (for ``S3Store``), ``.create_bucket()``.
 moto_server (session)
     The same shape on moto (which does not check signatures).
+azurite (session)
+    Azurite's blob service (npm, in memory): ``.account_url``, ``.storage_options``
+    (account key), ``.connection_string``, ``.create_container()``.
 fake_gcs (session)
     fake-gcs-server (in memory): ``.endpoint_url``, ``.storage_options`` (for
     ``GCSStore``: anonymous token + endpoint), ``.create_bucket()``, ``.filesystem()``.
@@ -108,6 +111,16 @@ def fake_gcs() -> Iterator[GCSServer]:
 def gcs_bucket(fake_gcs: GCSServer) -> str:
     """A new bucket on fake-gcs-server, unique to the test."""
     return fake_gcs.create_bucket()
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Any]:
+    """Azurite's blob service (installed from npm into .cache/ on first use; see tests/azurite.py)."""
+    from azurite import start_azurite
+
+    server = start_azurite()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -164,6 +164,7 @@ def _load_builtins() -> None:
     global _builtins_loaded
     if _builtins_loaded:
         return
+    from azarr.storage._azure import AzureBlobStore
     from azarr.storage._fsspec import FsspecStore
     from azarr.storage._gcs import GCSStore
     from azarr.storage._http import HTTPStore
@@ -186,6 +187,9 @@ def _load_builtins() -> None:
         "https": HTTPStore,
         "zip": ZipStore,
         "reference": ReferenceStore,
+        "az": AzureBlobStore,
+        "abfs": AzureBlobStore,
+        "abfss": AzureBlobStore,
         "fsspec": FsspecStore,
         "fsspec-chain": ChainedURLDriver(),
     }
