@@ -31,6 +31,7 @@ import azarr
 from azarr.errors import ConsistencyUnsupportedError
 from azarr.scheduler import StoreIO
 from azarr.storage import GCSStore, LocalStore, MappingStore, MemoryStore, S3Store, Store
+from azarr.storage._azure import AzureBlobStore
 
 PROCS = 4
 TASKS = 8
@@ -49,7 +50,11 @@ KINDS = [
     # (moto/s3/responses.py put_object), so two conditional writes can both pass and
     # this test loses elements there (measured: 1 of 256). See docs/consistency.md.
     pytest.param("gcs", marks=pytest.mark.gcs),
+    pytest.param("azure", marks=pytest.mark.azure),
 ]
+# Azurite runs the three tests below in ~35 s together (Azure SDK clients in spawned
+# workers): in the slow run; the partial-write test above runs on it by default.
+KINDS_SLOW_AZURE = [*KINDS[:-1], pytest.param("azure", marks=[pytest.mark.azure, pytest.mark.slow])]
 
 
 @pytest.fixture
@@ -75,6 +80,13 @@ def make_target(
             store = S3Store(
                 f"{server.create_bucket()}/c", storage_options=proxy.storage_options(server.storage_options)
             )
+        elif kind == "azure":
+            server = request.getfixturevalue("azurite")
+            endpoint, _, account = server.account_url.rpartition("/")
+            proxy = fault_proxy_factory(endpoint)
+            proxy.configure(status_503=0.05, **faults, seed=3)
+            options = dict(server.storage_options, account_url=f"{proxy.url}/{account}")
+            store = AzureBlobStore(f"{server.create_container()}/c", storage_options=options)
         else:
             server = request.getfixturevalue("fake_gcs")
             proxy = fault_proxy_factory(server.endpoint_url)
@@ -135,7 +147,7 @@ async def test_concurrent_partial_writes_lose_no_element(
     assert missing.size == 0, f"{missing.size} of {N} elements lost: {missing[:20]} (conflicts {conflicts})"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS_SLOW_AZURE)
 async def test_create_race_has_one_winner(
     kind: str, make_target: Callable[..., tuple[Store, Executor]]
 ) -> None:
@@ -152,7 +164,7 @@ async def test_create_race_has_one_winner(
     assert document["chunks"] == [winner]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS_SLOW_AZURE)
 async def test_concurrent_attrs_updates_keep_every_key(
     kind: str, make_target: Callable[..., tuple[Store, Executor]]
 ) -> None:
@@ -170,7 +182,7 @@ async def test_concurrent_attrs_updates_keep_every_key(
     assert dict(arr.attrs) == {f"p{p}-k{k}": p * 100 + k for p in range(PROCS) for k in range(keys)}
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS_SLOW_AZURE)
 async def test_concurrent_appends_keep_every_block_once(
     kind: str, make_target: Callable[..., tuple[Store, Executor]]
 ) -> None:

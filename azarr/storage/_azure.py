@@ -268,7 +268,8 @@ class AzureBlobStore(Store):
             return StoreError(f"{what} failed: unexpected {shown}")
         if isinstance(exc, ServiceRequestError):
             return ConnectionFailedError(f"{what} failed: {self.endpoint} unreachable ({type(exc).__name__})")
-        if isinstance(exc, ServiceResponseError | asyncio.TimeoutError | ConnectionError):
+        if isinstance(exc, ServiceResponseError | HttpResponseError | asyncio.TimeoutError | ConnectionError):
+            # A response cut short (IncompleteReadError, a reset mid-body): worth retrying.
             return TransientStoreError(f"{what} failed with a transient error ({type(exc).__name__})")
         return StoreError(f"{what} failed: {type(exc).__name__}")
 
@@ -460,7 +461,7 @@ def _code(exc: BaseException) -> str:
 
 def _account_from_url(url: str) -> str:
     """The account of an endpoint URL: the first host label, or Azurite's path segment."""
-    scheme, rest = split_scheme(url)
+    _, rest = split_scheme(url)
     host, _, path = rest.partition("/")
     if path:
         return path.split("/", 1)[0]  # http://127.0.0.1:10000/devstoreaccount1

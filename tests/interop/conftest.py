@@ -5,6 +5,7 @@
 ``run_ref_script``  run a ``ref_scripts/*.py`` file with the reference interpreter.
 ``s3_corpus``  the corpus stores uploaded to a SeaweedFS bucket (``seaweedfs`` from tests/conftest.py).
 ``gcs_corpus``  the same on fake-gcs-server (``fake_gcs``).
+``azure_corpus``  the same on Azurite (``azurite``), uploaded with the Azure SDK.
 ``http_corpus``  the corpus stores published by the static-file server (``http_server``).
 
 A reference environment that cannot be built FAILS the tests: CI must run them.
@@ -178,6 +179,41 @@ def gcs_corpus(zarr2_corpus: RefCorpus, fake_gcs: Any) -> GCSCorpus:
     prefix = f"{fake_gcs.create_bucket()}/corpus"
     _upload_corpus(zarr2_corpus, fake_gcs.filesystem(), prefix, "fake-gcs-server")
     return GCSCorpus(prefix, dict(fake_gcs.storage_options))
+
+
+@dataclass(frozen=True)
+class AzureCorpus:
+    """The corpus stores under ``az://{prefix}/<store name>`` on Azurite."""
+
+    prefix: str  # "container/corpus"
+    storage_options: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def azure_corpus(zarr2_corpus: RefCorpus, azurite: Any) -> AzureCorpus:
+    """Upload the zarr 2.18 stores to a fresh Azurite container with the Azure SDK, once per session."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from azure.storage.blob import ContainerClient
+
+    container = azurite.create_container()
+    uploads = []
+    for store_name in zarr2_corpus.manifest["stores"]:
+        store_dir = zarr2_corpus.root / store_name
+        for file in store_dir.rglob("*"):
+            if file.is_file():
+                uploads.append((f"corpus/{store_name}/{file.relative_to(store_dir).as_posix()}", file))
+    with ContainerClient.from_connection_string(azurite.connection_string, container) as client:
+
+        def upload(item: tuple[str, Path]) -> None:
+            client.upload_blob(item[0], item[1].read_bytes(), overwrite=True)
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(upload, uploads))
+        stored = {blob.name for blob in client.list_blobs(name_starts_with="corpus/")}
+    missing = sorted({name for name, _ in uploads} - stored)
+    assert not missing, f"upload to Azurite lost {len(missing)} objects, e.g. {missing[:5]}"
+    return AzureCorpus(f"{container}/corpus", dict(azurite.storage_options))
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ import pytest_asyncio
 import azarr
 from azarr.errors import UnsafeCodecError
 from azarr.storage import GCSStore, HTTPStore, LocalStore, S3Store, Store
+from azarr.storage._azure import AzureBlobStore
 
-from .conftest import GCSCorpus, HTTPCorpus, RefCorpus, S3Corpus
+from .conftest import AzureCorpus, GCSCorpus, HTTPCorpus, RefCorpus, S3Corpus
 from .ref_scripts.compare import array_problems, config_problems, fill_value_problems, load_npy
 from .ref_scripts.write_corpus import declare_corpus, list_cases
 
@@ -36,6 +37,9 @@ BACKENDS = [
     pytest.param("s3", marks=pytest.mark.s3),
     pytest.param("gcs", marks=pytest.mark.gcs),
     pytest.param("http", marks=pytest.mark.http),
+    # Azurite stores ~65 blobs/s whatever the concurrency (its node process is the
+    # bottleneck), so uploading the corpus takes ~40 s: in the slow run (-m slow).
+    pytest.param("azure", marks=[pytest.mark.azure, pytest.mark.slow]),
 ]
 PICKLE_CASE = "corpus/objects/pickle"
 
@@ -116,6 +120,11 @@ def make_store(
                 gcs: GCSCorpus = request.getfixturevalue("gcs_corpus")
                 store_cache[key] = GCSStore(
                     f"{gcs.prefix}/{store_name}", storage_options=gcs.storage_options, read_only=True
+                )
+            elif backend == "azure":
+                azure: AzureCorpus = request.getfixturevalue("azure_corpus")
+                store_cache[key] = AzureBlobStore(
+                    f"{azure.prefix}/{store_name}", storage_options=azure.storage_options, read_only=True
                 )
             elif backend == "http":
                 http: HTTPCorpus = request.getfixturevalue("http_corpus")
