@@ -173,9 +173,8 @@ class AzureBlobStore(Store):
             connection_string = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
         if connection_string:
             parts = _parse_connection_string(connection_string)
-            account = parts.get("AccountName", "")
             endpoint = parts.get("BlobEndpoint") or (
-                f"{parts.get('DefaultEndpointsProtocol', 'https')}://{account}.blob."
+                f"{parts.get('DefaultEndpointsProtocol', 'https')}://{parts.get('AccountName', '')}.blob."
                 f"{parts.get('EndpointSuffix', 'core.windows.net')}"
             )
             return endpoint.rstrip("/"), None, connection_string
