@@ -344,3 +344,40 @@ def test_reference_store_is_read_only_and_pickles_as_its_spec(tmp_path: Path) ->
     clone = pickle.loads(pickle.dumps(store))
     assert clone.spec == store.spec
     assert isinstance(azarr.storage.make_store({"a": b"1"}), MemoryStore)
+
+
+# ------------------------------------------------------------------ dask, the loader and the CLI
+def test_dask_loader_and_cli_on_a_reference_set(
+    tmp_path: Path, hdf5_file: tuple[Path, dict[str, np.ndarray[Any, Any]]]
+) -> None:
+    import dask
+    from click.testing import CliRunner
+
+    from azarr.cli import cli as azarr_cli
+    from azarr.dask import from_azarr
+
+    path, expected = hdf5_file
+    refs_path = _write_refs(tmp_path, hdf5_references(path, str(path)))
+    darr = from_azarr(str(refs_path), path="temperature")
+    with dask.config.set(scheduler="threads"):
+        np.testing.assert_array_equal(darr.compute(), expected["temperature"])
+        assert float(darr.sum().compute()) == pytest.approx(float(expected["temperature"].sum()), rel=1e-5)
+
+    async def one_epoch() -> np.ndarray[Any, Any]:
+        from azarr.loader import BatchLoader
+
+        arr = await azarr.open_array(str(refs_path), path="counts", mode="r")
+        loader = BatchLoader(arr, batch_size=100, shuffle=True, seed=1)
+        return np.concatenate([batch async for batch in loader])
+
+    samples = __import__("asyncio").run(one_epoch())
+    np.testing.assert_array_equal(np.sort(samples), np.sort(expected["counts"]))
+
+    def cli(*args: str) -> str:
+        result = CliRunner().invoke(azarr_cli, list(args))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "temperature (40, 30, 50) float32" in cli("tree", str(refs_path))
+    assert json.loads(cli("info", str(refs_path), "--json"))["kind"] == "group"
+    assert "48 chunks: ok" in cli("verify", str(refs_path))
