@@ -2,7 +2,8 @@
 
 Layout (each step owned by one package)::
 
-    storage    bytes by key: Memory, Local, S3, GCS, HTTP, Zip, Mapping, LRU cache; one async protocol
+    storage    bytes by key: Memory, Local, S3, GCS, Azure, HTTP, Zip, Mapping, LRU cache, kerchunk
+               references; one async protocol
     scheduler  one I/O budget per store, retries, timeouts, fan-out, progress, stats
     codecs     bytes <-> chunk arrays through numcodecs, in a bounded thread pool
     metadata   the Zarr v2 JSON documents (.zarray, .zgroup, .zattrs, .zmetadata)
@@ -57,6 +58,7 @@ from azarr.api import (
 )
 from azarr.core import AsyncArray, AsyncGroup, Attributes
 from azarr.storage import (
+    AzureBlobStore,
     FsspecStore,
     GCSStore,
     HTTPStore,
@@ -64,6 +66,7 @@ from azarr.storage import (
     LRUStoreCache,
     MappingStore,
     MemoryStore,
+    ReferenceStore,
     S3Store,
     Store,
     ZipStore,
@@ -76,6 +79,7 @@ __all__ = [
     "AsyncArray",
     "AsyncGroup",
     "Attributes",
+    "AzureBlobStore",
     "ConsolidatedStore",
     "CopyResult",
     "N5Store",
@@ -87,6 +91,7 @@ __all__ = [
     "LocalStore",
     "MappingStore",
     "MemoryStore",
+    "ReferenceStore",
     "S3Store",
     "Store",
     "ZipStore",

@@ -17,8 +17,8 @@ A block may be marked on the line before its fence:
     never run (installing packages, real cloud accounts); the reason is required
     and the number of such blocks is capped below.
 
-Pages about S3, GCS and HTTP run against SeaweedFS, fake-gcs-server and the test
-HTTP server, whose endpoints and credentials reach the examples through the
+Pages about S3, GCS, Azure and HTTP run against SeaweedFS, fake-gcs-server, Azurite and
+the test HTTP server, whose endpoints and credentials reach the examples through the
 environment variables the examples read (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...).
 """
 
@@ -102,6 +102,9 @@ def _server_env(page: str, request: pytest.FixtureRequest, monkeypatch: pytest.M
     http = request.getfixturevalue("http_server")
     monkeypatch.setenv("HTTP_ROOT", str(http.root))
     monkeypatch.setenv("HTTP_URL", http.url)
+    azurite = request.getfixturevalue("azurite")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    monkeypatch.setenv("AZURE_CONTAINER", azurite.create_container())
 
 
 def _run_bash(block: Block, cwd: Path) -> None:

@@ -7,6 +7,7 @@ on that store.
 """
 
 from azarr.scheduler._budget import IOBudget, budget_for, set_budget
+from azarr.scheduler._coalesce import RangeRun, coalesce_ranges
 from azarr.scheduler._fanout import bounded_map
 from azarr.scheduler._io import StoreIO
 from azarr.scheduler._progress import Progress, ProgressCallback, ProgressTracker, tqdm_progress
@@ -19,11 +20,13 @@ __all__ = [
     "Progress",
     "ProgressCallback",
     "ProgressTracker",
+    "RangeRun",
     "RetryPolicy",
     "StoreIO",
     "StoreStats",
     "bounded_map",
     "budget_for",
+    "coalesce_ranges",
     "is_retryable",
     "retry_call",
     "set_budget",

@@ -12,6 +12,8 @@ Store               Backed by                              zarr-python 2 equival
 `S3Store`      aiohttp + SigV4; s3fs for listings   ``FSStore("s3://...")``
 `GCSStore`     gcsfs (GCS, fake-gcs-server)         ``FSStore("gs://...")``
 `HTTPStore`    aiohttp, read-only                   ``FSStore("https://...")``
+`AzureBlobStore`  Azure SDK aio client (Azurite)     ``ABSStore``
+`ReferenceStore`  kerchunk references, read-only     ``FSStore("reference://...")``
 `FsspecStore`  any fsspec ``AsyncFileSystem``       ``FSStore``
 `SyncFsspecStore`  a synchronous fsspec filesystem  ``FSStore("simplecache::s3://...")``
 `ZipStore`     one zip file, write-once             ``ZipStore``
@@ -26,6 +28,7 @@ scheme (`register_store`, or the ``azarr.stores`` entry-point group), and
 `open_store` gives the live store of a spec.
 """
 
+from azarr.storage._azure import AzureBlobStore
 from azarr.storage._base import ByteRange, Generation, Store, validate_key
 from azarr.storage._cache import LRUStoreCache
 from azarr.storage._fsspec import FsspecStore
@@ -37,6 +40,7 @@ from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
 from azarr.storage._nested import NestedDirectoryStore
 from azarr.storage._options import GCSOptions, HTTPOptions, S3Options
+from azarr.storage._reference import ReferenceStore
 from azarr.storage._registry import (
     ENTRY_POINT_GROUP,
     StoreDriver,
@@ -62,6 +66,7 @@ __all__ = [
     "open_store",
     "register_store",
     "registered_schemes",
+    "AzureBlobStore",
     "FsspecStore",
     "GCSOptions",
     "HTTPOptions",
@@ -74,6 +79,7 @@ __all__ = [
     "TempStore",
     "MappingStore",
     "MemoryStore",
+    "ReferenceStore",
     "S3Store",
     "Store",
     "StoreLike",
