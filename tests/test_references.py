@@ -381,3 +381,48 @@ def test_dask_loader_and_cli_on_a_reference_set(
     assert "temperature (40, 30, 50) float32" in cli("tree", str(refs_path))
     assert json.loads(cli("info", str(refs_path), "--json"))["kind"] == "group"
     assert "48 chunks: ok" in cli("verify", str(refs_path))
+
+
+async def test_parquet_sets_of_10_8_chunks_load_only_what_is_read(tmp_path: Path) -> None:
+    """An array of 10^8 chunks (record files of 10^4 references): reading a few chunks reads
+    their record files only, and a hostile record file gets a typed error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    blob = np.arange(4, dtype="<i4")
+    (tmp_path / "blob").write_bytes(blob.tobytes())
+    root = tmp_path / "huge.parq"
+    (root / "x").mkdir(parents=True)
+    zarray = {
+        "zarr_format": 2, "shape": [10**8 * 4], "chunks": [4], "dtype": "<i4",
+        "compressor": None, "filters": None, "fill_value": -1, "order": "C",
+    }  # fmt: skip
+    (root / ".zmetadata").write_text(
+        json.dumps({"metadata": {".zgroup": {"zarr_format": 2}, "x/.zarray": zarray}, "record_size": 10**4})
+    )
+    rows = 10**4
+    table = pa.table(
+        {
+            "path": pa.array([str(tmp_path / "blob")] * rows, pa.string()),
+            "offset": pa.array([0] * rows, pa.int64()),
+            "size": pa.array([16] * rows, pa.int64()),
+            "raw": pa.array([None] * rows, pa.binary()),
+        }
+    )
+    for number in (0, 5000):
+        pq.write_table(table, root / "x" / f"refs.{number}.parq")
+    store = ReferenceStore(f"{root}")
+    arr = await azarr.open_array(store, path="x", mode="r")
+    np.testing.assert_array_equal(await arr.getitem(slice(0, 8)), np.tile(blob, 2))
+    far = 5000 * rows * 4
+    np.testing.assert_array_equal(await arr.getitem(slice(far, far + 4)), blob)
+    np.testing.assert_array_equal(await arr.getitem(slice(4 * rows, 4 * rows + 4)), np.full(4, -1))  # no file
+    table_ = store._table
+    assert table_ is not None and len(table_._records) == 2  # type: ignore[union-attr]
+    bad = pa.table({"path": pa.array(["x"] * (rows + 1), pa.string())})
+    pq.write_table(bad, root / "x" / "refs.7.parq")
+    with pytest.raises(InvalidReferenceError, match="more than the record_size"):
+        await arr.getitem(slice(7 * rows * 4, 7 * rows * 4 + 4))
+    (root / ".zmetadata").write_text(json.dumps({"metadata": {}, "record_size": 10**9}))
+    with pytest.raises(InvalidReferenceError, match="record_size"):
+        await azarr.open_group(ReferenceStore(f"{root}"), mode="r")
