@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,19 +28,12 @@ class TestAzureBlobStore(StoreTests):
         return str(azurite.create_container())
 
     @pytest.fixture
-    async def make_store(self, azurite: Any, container: str) -> AsyncIterator[Callable[[], Store]]:
-        made: list[Store] = []
-
-        def make() -> Store:
-            store = AzureBlobStore(
-                f"{container}/store-{uuid.uuid4().hex}", storage_options=azurite.storage_options
-            )
-            made.append(store)
-            return store
-
-        yield make
-        for store in made:
-            await store.close()
+    def make_store(
+        self, azurite: Any, container: str, closing: Callable[[Store], Any]
+    ) -> Callable[[], Store]:
+        return lambda: closing(
+            AzureBlobStore(f"{container}/store-{uuid.uuid4().hex}", storage_options=azurite.storage_options)
+        )
 
     def reopen(self, store: Store, *, read_only: bool) -> Store:
         assert isinstance(store, AzureBlobStore)

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from azarr.errors import (
     ConnectionFailedError,
-    PermissionDeniedError,
     PreconditionFailedError,
     StoreError,
     StoreUnavailableError,
-    ThrottledError,
     TransientStoreError,
 )
 from azarr.storage._base import ByteRange, Generation, Store
+from azarr.storage._errors import error_for_status
 from azarr.storage._loops import PerLoop
 from azarr.storage._spec import StoreSpec
 from azarr.storage._url import split_scheme
@@ -251,20 +250,15 @@ class AzureBlobStore(Store):
         what = f"{op} {key!r} in {self.url}" if key else f"{op} {self.url}"
         if isinstance(exc, HttpResponseError) and exc.status_code is not None:
             status, code = exc.status_code, _code(exc)
-            shown = f"HTTP {status} {code}".rstrip()
-            if status in (401, 403):
-                return PermissionDeniedError(f"permission denied: {what}: {shown}")
-            if status == 412 or code in ("ConditionNotMet", "BlobAlreadyExists"):
-                return PreconditionFailedError(
-                    f"{what}: precondition failed, another writer changed it ({shown})"
-                )
             if code == "ContainerNotFound":
-                return StoreUnavailableError(f"{what} failed: the container does not exist ({shown})")
-            if status == 503 or status == 429 or code == "ServerBusy":
-                return ThrottledError(f"{what} was throttled by the server: {shown}")
-            if status >= 500 or status == 408:
-                return TransientStoreError(f"{what} failed: server error {shown}")
-            return StoreError(f"{what} failed: unexpected {shown}")
+                return StoreUnavailableError(
+                    f"{what} failed: the container does not exist (HTTP {status} {code})"
+                )
+            if code in ("ConditionNotMet", "BlobAlreadyExists"):
+                status = 412  # a create over an existing blob is Azure's 409
+            elif code == "ServerBusy":
+                status = 429  # Azure's "slow down" is a 503 with this code
+            return error_for_status(status, code, op, key, self.url)  # the shared status table
         if isinstance(exc, ServiceRequestError):
             return ConnectionFailedError(f"{what} failed: {self.endpoint} unreachable ({type(exc).__name__})")
         if isinstance(exc, ServiceResponseError | HttpResponseError | asyncio.TimeoutError | ConnectionError):
