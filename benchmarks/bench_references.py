@@ -11,7 +11,8 @@ proxy (benchmarks/delay_proxy.py) by:
 * ``h5netcdf-s3fs``: h5netcdf over an s3fs file object, no references.
 
 Each reads the whole variable (``whole``), its first quarter along time in one call
-(``slab``) and a random 10 % of its chunks, one call each, 16 at a time (``subset``), cold (a new process per implementation and round). Reported per operation:
+(``slab``), one chunk column along x in one call (``column``: every eighth chunk of
+the file) and a random 10 % of its chunks, one call each, 16 at a time (``subset``), cold (a new process per implementation and round). Reported per operation:
 median wall seconds, client CPU seconds, HTTP requests the proxy counted, and for azarr the
 coalesced runs planned (its requests should be runs + 1, the reference file; in
 ``subset`` every call is a run of its own). Run under the
@@ -42,7 +43,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 IMPLS = ["azarr", "zarr34-reffs", "h5netcdf-s3fs"]
 CHUNKS = (16, 64, 64)  # float32: 256 KiB per chunk
 VAR = "data"
-OPS = ("whole", "slab", "subset")
+OPS = ("whole", "slab", "column", "subset")
 
 MAKE_FILE = r"""
 import json, sys
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         subset = [[int(x) for x in k.split("/")[1].split(".")] for k in subset_keys]
         slab_stop = steps // 4
         slab_keys = [k for k in chunk_keys if int(k.split("/")[1].split(".")[0]) * CHUNKS[0] < slab_stop]
+        column_keys = [k for k in chunk_keys if k.endswith(".0")]
         proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
         _log(
             f"{nc.stat().st_size / 2**20:.0f} MiB, {len(chunk_keys)} chunks on {proxy.url} (+{args.delay_ms:g} ms)"
@@ -230,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             "ops": [
                 {"op": "whole"},
                 {"op": "slab", "stop": slab_stop},
+                {"op": "column", "width": CHUNKS[2]},
                 {"op": "subset", "chunks": subset, "concurrency": args.concurrency},
             ],
         }
@@ -266,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 "runs": {
                     "whole": planned_runs(refs["refs"], chunk_keys),
                     "slab": planned_runs(refs["refs"], slab_keys),
+                    "column": planned_runs(refs["refs"], column_keys),
                     # One call per chunk (the service pattern): each call plans its own runs.
                     "subset": len(subset_keys),
                 },

@@ -16,7 +16,8 @@ Implementations (``impl``):
     ``readahead`` cache): no reference set at all.
 
 Operations: ``whole`` (a cold open and ``arr[...]``), ``slab`` (a cold open and
-``arr[:stop]``: a block of neighbouring chunks in one call) and ``subset`` (a cold open, then the
+``arr[:stop]``: a block of neighbouring chunks in one call), ``column`` (``arr[:, :, :width]``:
+one chunk in eight, spaced by the other seven, in one call) and ``subset`` (a cold open, then the
 given chunks, each one selection, ``concurrency`` at a time: asyncio tasks for the async
 APIs, threads for h5netcdf). Each records wall seconds, the worker's CPU seconds
 (``time.process_time()``, all threads) and the HTTP requests the delay proxy counted while
@@ -77,6 +78,8 @@ async def azarr_op(task: dict[str, Any], op: dict[str, Any]) -> list[Any]:
             return [await arr.getitem(...)]
         if op["op"] == "slab":
             return [await arr.getitem(slice(0, op["stop"]))]
+        if op["op"] == "column":
+            return [await arr.getitem((slice(None), slice(None), slice(0, op["width"])))]
         chunks = list(arr.chunks)
         results = await asyncio.gather(*(arr.getitem(region(c, chunks)) for c in op["chunks"]))
         return list(results)
@@ -110,6 +113,8 @@ async def zarr_reffs_op(task: dict[str, Any], op: dict[str, Any]) -> list[Any]:
         return [await arr.getitem(...)]
     if op["op"] == "slab":
         return [await arr.getitem(slice(0, op["stop"]))]
+    if op["op"] == "column":
+        return [await arr.getitem((slice(None), slice(None), slice(0, op["width"])))]
     chunks = list(arr.chunks)
     limit = asyncio.Semaphore(op["concurrency"])
 
@@ -132,6 +137,8 @@ def h5netcdf_op(task: dict[str, Any], op: dict[str, Any]) -> list[Any]:
             return [var[...]]
         if op["op"] == "slab":
             return [var[0 : op["stop"]]]
+        if op["op"] == "column":
+            return [var[:, :, 0 : op["width"]]]
         chunks = list(var.chunks)
         # h5py holds one lock per file: the threads take turns, as they would in a service.
         with ThreadPoolExecutor(op["concurrency"]) as pool:
