@@ -79,6 +79,25 @@ def bench_cloud(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="bench-references", python="3.11")
+def bench_references(session: nox.Session) -> None:
+    """A NetCDF4 file through kerchunk references on S3 with 20 ms latency: azarr vs fsspec's
+    ReferenceFileSystem + zarr-python 3.4 and h5netcdf over s3fs.
+
+    The file and its references are made in the archival venv (Python 3.12, built once under
+    ``.cache/ref-archival-*``); writes ``benchmarks/results/references-<size>-<delay>ms.{md,json}``.
+    Arguments after ``--`` go to ``python -m benchmarks.bench_references`` (``--size-mib 64``).
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "benchmarks.bench_references",
+        *session.posargs,
+        env={"AWS_EC2_METADATA_DISABLED": "true"},
+    )
+
+
 @nox.session(name="bench-integrations", python="3.11")
 def bench_integrations(session: nox.Session) -> None:
     """xarray ``engine="azarr"`` vs xarray + zarr 3.1 (s3fs, obstore), dask ``from_azarr`` vs ``da.from_zarr``
