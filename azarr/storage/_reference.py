@@ -52,6 +52,8 @@ _REFERENCE_OPTIONS = frozenset(
 # Scheme spellings that name the same kind of target.
 _SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file", "abfs": "az", "abfss": "az", "adl": "az"}
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
+# Target URLs whose checked resolution is remembered (sets name one file, or a few thousand).
+_RESOLVED_CACHE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,8 @@ class ReferenceStore(Store):
         self._table: JsonReferences | ParquetReferences | None = None
         self._loading: dict[asyncio.AbstractEventLoop, asyncio.Future[Any]] = {}
         self._targets: dict[tuple[str, str], Store] = {}
+        # (target URL, allowed targets then) -> (store, key): resolutions already checked.
+        self._resolved: dict[tuple[str, tuple[str, ...] | None], tuple[Store, str]] = {}
         self._consolidated: bytes | None = None
 
     @staticmethod
@@ -375,7 +379,7 @@ class ReferenceStore(Store):
             entries = [table.lookup(key) for key in keys]
         located: list[bytes | TargetRange | None] = []
         for key, entry in zip(keys, entries, strict=True):
-            if entry is None and key.rpartition("/")[2] == ".zmetadata":
+            if entry is None and key == ".zmetadata":
                 entry = self._consolidated_document(table)
             if entry is None or isinstance(entry, bytes):
                 located.append(entry)
@@ -386,7 +390,13 @@ class ReferenceStore(Store):
     def _target_range(self, key: str, ref: Reference) -> bytes | TargetRange:
         if ref.length == 0:
             return b""
-        store, name = self.target(ref.url, key)
+        ident = (ref.url, self.allowed_targets())
+        resolved = self._resolved.get(ident)
+        if resolved is None:
+            resolved = self.target(ref.url, key)
+            if len(self._resolved) < _RESOLVED_CACHE:
+                self._resolved[ident] = resolved
+        store, name = resolved
         if ref.length is None:
             byte_range = None if ref.offset == 0 else ByteRange(ref.offset)
         else:
