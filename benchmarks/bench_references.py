@@ -102,6 +102,16 @@ def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def _variant(text: str) -> dict[str, int]:
+    """``"gap=0"`` -> ``{"coalesce_max_gap": 0}``; ``"bytes=N"`` -> ``coalesce_max_bytes``."""
+    names = {"gap": "coalesce_max_gap", "bytes": "coalesce_max_bytes"}
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        out[names[name.strip()]] = int(value)
+    return out
+
+
 def planned_runs(refs: dict[str, Any], keys: list[str]) -> int:
     """Requests azarr's coalescing plans for ``keys`` (with the current settings)."""
     from azarr.scheduler._coalesce import coalesce_ranges
@@ -109,6 +119,27 @@ def planned_runs(refs: dict[str, Any], keys: list[str]) -> int:
 
     ranges = [ByteRange(refs[k][1], refs[k][1] + refs[k][2]) for k in keys]
     return len(coalesce_ranges(ranges))
+
+
+def runs_for(
+    refs: dict[str, Any],
+    whole: list[str],
+    slab: list[str],
+    column: list[str],
+    subset: list[str],
+    settings: dict[str, int],
+) -> dict[str, int]:
+    """azarr's planned requests per operation with ``settings`` applied."""
+    from azarr import config
+
+    with config.set(**settings):
+        return {
+            "whole": planned_runs(refs, whole),
+            "slab": planned_runs(refs, slab),
+            "column": planned_runs(refs, column),
+            # One call per chunk (the service pattern): each call plans its own runs.
+            "subset": len(subset),
+        }
 
 
 def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -146,9 +177,9 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for op in OPS:
         base = summary["azarr"][op]["median_s"]
-        for impl in IMPLS:
+        for impl in results["impls"]:
             cell = summary[impl][op]
-            runs = cfg["runs"][op] if impl == "azarr" else ""
+            runs = cfg["runs"][impl][op] if impl in cfg["runs"] else ""
             lines.append(
                 f"| {impl} | {op} | {cell['median_s']:.2f} | {cell['median_cpu_s']:.2f} | "
                 f"{cell['median_requests']:.0f} | {runs} | {cell['median_s'] / base:.2f} |"
@@ -169,8 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default="")
     parser.add_argument("--max-gap", type=int, default=None, help="azarr coalesce_max_gap (bytes)")
     parser.add_argument("--max-bytes", type=int, default=None, help="azarr coalesce_max_bytes (bytes)")
+    parser.add_argument(
+        "--azarr-variants",
+        default="",
+        help="extra azarr runs with other coalescing settings, e.g. 'gap=0;gap=4194304;bytes=4194304' "
+        "(reported as azarr[gap=0], ...): how the defaults were chosen",
+    )
     args = parser.parse_args(argv)
     impls = args.impls.split(",")
+    variants = {f"azarr[{v}]": _variant(v) for v in args.azarr_variants.split(";") if v}
+    impls += list(variants)
 
     sys.path.insert(0, str(REPO_ROOT / "tests"))
     sys.path.insert(0, str(REPO_ROOT))
@@ -243,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 # One process per operation: each open is cold (azarr keeps a live store per
                 # spec in a process, so a second open there would find the references loaded).
-                parts = [run_worker(impl, {**task, "ops": [op]}) for op in task["ops"]]
-                report = {**parts[0], "ops": [op for part in parts for op in part["ops"]]}
+                worker = "azarr" if impl in variants else impl
+                extra = {"azarr_settings": {**settings, **variants[impl]}} if impl in variants else {}
+                parts = [run_worker(worker, {**task, **extra, "ops": [op]}) for op in task["ops"]]
+                report = {**parts[0], "impl": impl, "ops": [op for part in parts for op in part["ops"]]}
                 reports.append(report)
                 _log(
                     f"round {round_ + 1} {impl}: "
@@ -267,14 +308,13 @@ def main(argv: list[str] | None = None) -> int:
                 "coalesce_max_gap": config.get("coalesce_max_gap"),
                 "coalesce_max_bytes": config.get("coalesce_max_bytes"),
                 "runs": {
-                    "whole": planned_runs(refs["refs"], chunk_keys),
-                    "slab": planned_runs(refs["refs"], slab_keys),
-                    "column": planned_runs(refs["refs"], column_keys),
-                    # One call per chunk (the service pattern): each call plans its own runs.
-                    "subset": len(subset_keys),
+                    impl: runs_for(refs["refs"], chunk_keys, slab_keys, column_keys, subset_keys, extra)
+                    for impl, extra in {"azarr": {}, **variants}.items()
                 },
             },
-            "versions": {r["impl"]: r["versions"] for r in reports},
+            "impls": impls,
+            "variants": variants,
+            "versions": {r["impl"]: r["versions"] for r in reports if r["impl"] not in variants},
             "summary": summary,
             "same_bytes": same,
             "reports": reports,
