@@ -51,7 +51,6 @@ _OPTIONS = frozenset(
 # pinned to the first response's ETag); azarr splits large chunks itself first.
 _SINGLE_GET = 64 * 2**20
 _SINGLE_PUT = 256 * 2**20
-_SECRET_OPTIONS = ("account_key", "sas_token", "connection_string", "credential")
 
 
 def _parse_connection_string(text: str) -> dict[str, str]:
@@ -235,9 +234,6 @@ class AzureBlobStore(Store):
 
     async def close(self) -> None:
         await self._clients.close()
-
-    def __getstate__(self) -> dict[str, Any]:  # pragma: no cover - pickled as its spec
-        raise TypeError("AzureBlobStore pickles as its spec")
 
     def _path(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
