@@ -93,6 +93,9 @@ _DEFAULTS: dict[str, Any] = {
     # Which targets references may name: None = the reference file's own scheme (and
     # remote_protocol); else a list of schemes ("s3") and URL prefixes ("https://host/data/").
     "reference_allowed_targets": None,
+    # Zarr format of nodes created without zarr_format= (2 or 3). Opening finds the
+    # format of what exists, whatever this says.
+    "zarr_format": 2,
 }
 
 # Settings that must be integers >= 1.
@@ -197,6 +200,8 @@ def set(**settings: Any) -> Any:
         JSON reference file), ``reference_parquet_cache`` (Parquet record files kept, default
         128), ``reference_allowed_targets`` (None: the reference file's own scheme; or a list
         of schemes and URL prefixes references may name).
+        ``zarr_format`` (2 or 3: the format of new arrays and groups created without
+        ``zarr_format=``; default 2).
         Budgets are fixed when a store is first used; change a live store's with
         `azarr.scheduler.set_budget`.
 
@@ -211,6 +216,8 @@ def set(**settings: Any) -> Any:
         get(name)
         if name in _COUNTS and int(value) < 1:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
+        if name == "zarr_format" and value not in (2, 3):
+            raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
         if name == "buffer_pool_bytes" and int(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
     with _lock:

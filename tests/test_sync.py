@@ -39,7 +39,8 @@ PAIRS = [
     (async_accessors._Accessor, sync_accessors._Accessor),
 ]
 #: Public non-coroutine members that exist only on the async side, and why.
-ASYNC_ONLY = {"from_documents", "to_sync"}  # build from already-read documents; the crossing itself
+# Build from already-read documents; the crossing itself.
+ASYNC_ONLY = {"from_documents", "from_node", "to_sync"}
 
 
 def _is_async(fn: Any) -> bool:

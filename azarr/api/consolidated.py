@@ -1,30 +1,37 @@
-"""Consolidated metadata: one ``.zmetadata`` document describing a whole hierarchy.
+"""Consolidated metadata: one document describing a whole hierarchy.
 
-``consolidate_metadata`` gathers every ``.zarray``/``.zgroup``/``.zattrs`` under
-a path into ``.zmetadata`` (zarr-python 2 format, ``zarr_consolidated_format:
-1``). ``open_consolidated`` reads that one key and serves every metadata
-document from it, so opening a hierarchy of any size costs one request. As in
-zarr-python 2, structure and attributes are read-only there; chunk data stays
-writable in mode ``"r+"``.
+Zarr v2: ``consolidate_metadata`` gathers every ``.zarray``/``.zgroup``/``.zattrs``
+under a path into ``.zmetadata`` (zarr-python 2 format, ``zarr_consolidated_format:
+1``). Zarr v3: it gathers every node's ``zarr.json`` into the root group's
+``zarr.json``, as zarr-python 3 does (``"consolidated_metadata": {"kind": "inline",
+...}``). ``open_consolidated`` reads the one document (either, in one round trip)
+and serves every metadata document from it, so opening a hierarchy of any size costs
+one request. As in zarr-python, structure and attributes are read-only there; chunk
+data stays writable in mode ``"r+"``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
 from azarr.api.creation import resolve_store
 from azarr.api.opening import open_managed
+from azarr.core._formats import read_node
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
 from azarr.errors import ConsolidatedMetadataNotFoundError, ReadOnlyError
 from azarr.metadata import (
+    ZARR_JSON,
     ZARRAY,
     ZATTRS,
     ZMETADATA,
+    GroupV3Metadata,
     build_consolidated,
+    decode_json,
     encode_json,
     is_metadata_key,
     parse_consolidated,
@@ -82,7 +89,7 @@ class ConsolidatedStore(WrapperStore):
         are returned to the caller as dicts.
         """
         document = self.documents.get(validate_key(key))
-        if document and key.endswith(ZATTRS):
+        if document and key.endswith((ZATTRS, ZARR_JSON)):  # v3 documents hold attributes too
             return copy.deepcopy(document)
         return document
 
@@ -174,6 +181,10 @@ async def consolidate_metadata(
     io = StoreIO(the_store)
     root = normalize_path(path)
     prefix = node_key(root, "")
+    found = await read_node(io, root)
+    if found is not None and found.zarr_format == 3:
+        await _consolidate_v3(io, root)
+        return await open_consolidated(the_store, path=root)
     keys = [k for k in await io.list_prefix(root) if is_metadata_key(k)]
 
     async def fetch(key: str) -> tuple[str, bytes | None]:
@@ -183,6 +194,44 @@ async def consolidate_metadata(
     documents = {rel: data for rel, data in fetched if data is not None}
     await io.set(node_key(root, metadata_key), build_consolidated(documents))
     return await open_consolidated(the_store, path=root, metadata_key=metadata_key)
+
+
+async def _consolidate_v3(io: StoreIO, root: str) -> None:
+    """Write every ``zarr.json`` below ``root`` into the root group's, as zarr-python 3 does:
+    a flat ``{relative path: document}``, nested groups with an empty one of their own."""
+    prefix = node_key(root, "")
+    keys = [k for k in await io.list_prefix(root) if k.endswith(ZARR_JSON) and k != node_key(root, ZARR_JSON)]
+    keys = [k for k in keys if k.rpartition("/")[2] == ZARR_JSON]
+
+    async def fetch(key: str) -> tuple[str, bytes | None]:
+        return key[len(prefix) : -len("/" + ZARR_JSON)], await io.get(key)
+
+    entries: dict[str, Any] = {}
+    for rel, data in sorted(await bounded_map(fetch, keys, io.budget.max_requests)):
+        if data is None:
+            continue
+        document = decode_json(data, key=node_key(root, f"{rel}/{ZARR_JSON}"))
+        if isinstance(document, dict) and document.get("zarr_format") == 3:
+            if document.get("node_type") == "group":
+                document["consolidated_metadata"] = {
+                    "kind": "inline",
+                    "must_understand": False,
+                    "metadata": {},
+                }
+                document = {
+                    k: document[k]
+                    for k in ("attributes", "zarr_format", "consolidated_metadata", "node_type")
+                    if k in document
+                } | document
+            entries[rel] = document
+
+    def modify(raw: bytes | None) -> bytes:
+        current = GroupV3Metadata.from_json(raw or b"{}", key=node_key(root, ZARR_JSON))
+        return GroupV3Metadata(
+            attributes=current.attributes, consolidated=entries, extensions=current.extensions
+        ).to_json()
+
+    await io.update(node_key(root, ZARR_JSON), modify)
 
 
 async def open_consolidated(
@@ -224,12 +273,50 @@ async def open_consolidated(
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     root = normalize_path(path)
     key = node_key(root, metadata_key)
-    raw = await io.get(key)
+    v3_key = node_key(root, ZARR_JSON)
+    raw, raw_v3 = await asyncio.gather(io.get(key), io.get(v3_key))  # either format, one round trip
+    if raw_v3 is not None:
+        v3_root = _v3_consolidated(raw_v3, root, v3_key)
+        if v3_root is not None:
+            overlay = ConsolidatedStore(the_store, v3_root, read_only=mode == "r")
+            return await _open_root(overlay, root, mode, allow_pickle)
     if raw is None:
-        raise ConsolidatedMetadataNotFoundError(f"no consolidated metadata {key!r} in {the_store.url}")
+        where = f"{key!r} or inline in {v3_key!r}"
+        raise ConsolidatedMetadataNotFoundError(f"no consolidated metadata {where} in {the_store.url}")
     relative = parse_consolidated(raw, key=key)
     documents = {node_key(root, k): v for k, v in relative.items()}
     overlay = ConsolidatedStore(the_store, documents, read_only=mode == "r")
     if node_key(root, ZARRAY) in documents:
         return await AsyncArray.open(overlay, root, read_only=mode == "r", allow_pickle=allow_pickle)
     return await AsyncGroup.open(overlay, root, read_only=mode == "r", allow_pickle=allow_pickle)
+
+
+def _v3_consolidated(raw: bytes, root: str, key: str) -> dict[str, Any] | None:
+    """Every ``zarr.json`` of the hierarchy by full key, from a root ``zarr.json`` with inline
+    consolidated metadata (None when it has none).
+
+    Raises
+    ------
+    MetadataError
+        The document or its ``consolidated_metadata`` is malformed.
+    """
+    document = decode_json(raw, key=key)
+    if not isinstance(document, dict) or document.get("node_type") != "group":
+        return None
+    if document.get("consolidated_metadata") is None:
+        return None
+    group = GroupV3Metadata.from_json(document, key=key)
+    assert group.consolidated is not None
+    documents: dict[str, Any] = {
+        node_key(root, f"{rel}/{ZARR_JSON}"): doc for rel, doc in group.consolidated.items()
+    }
+    documents[key] = document
+    return documents
+
+
+async def _open_root(
+    overlay: ConsolidatedStore, root: str, mode: str, allow_pickle: bool | None
+) -> AsyncArray | AsyncGroup:
+    return await AsyncGroup.open(
+        overlay, root, read_only=mode == "r", allow_pickle=allow_pickle, zarr_format=3
+    )

@@ -13,6 +13,7 @@ import numpy as np
 from azarr.core._creation import build_array_metadata, create_array
 from azarr.core._streaming import is_array_source, prepare_source, source_chunks
 from azarr.core.array import AsyncArray
+from azarr.metadata import ArrayV3Metadata
 from azarr.storage import MemoryStore, Store, StoreLike, make_store
 
 __all__ = [
@@ -81,10 +82,17 @@ async def create(
     allow_pickle: bool | None = None,
     attributes: dict[str, Any] | None = None,
     chunk_store: StoreLike | None = None,
+    zarr_format: int | None = None,
+    codecs: Any = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
+    chunk_key_encoding: Any = None,
+    dimension_names: Any = None,
 ) -> AsyncArray:
     """Create an empty array (writes ``.zarray``, and ``.zgroup`` for missing ancestors).
 
-    Zarr-python 2.18 ``zarr.create``, awaited.
+    Zarr-python 2.18 ``zarr.create``, awaited; with ``zarr_format=3`` zarr-python 3's
+    ``create_array``: one ``zarr.json`` (and ``zarr.json`` groups for missing ancestors).
 
     Parameters
     ----------
@@ -125,6 +133,26 @@ async def create(
     chunk_store : Store, str, os.PathLike or MutableMapping, optional
         Keep the chunks here and only the metadata documents in ``store``
         (zarr-python 2 ``chunk_store``; see `SplitStore`).
+    zarr_format : {2, 3}, optional
+        The format to write; default ``azarr.config`` ``zarr_format`` (2).
+    codecs : list, optional
+        Zarr v3 only: the whole codec chain, as v3 entries (``{"name": "bytes",
+        "configuration": {"endian": "big"}}``), names, or numcodecs codecs. Otherwise
+        the chain is ``filters`` (array -> array: numcodecs codecs or v3 entries; ``order="F"``
+        adds a ``transpose``), ``serializer`` and ``compressors``.
+    compressors : list, codec, None or "auto"
+        Zarr v3 only (zarr-python 3's name): the bytes -> bytes codecs, e.g.
+        ``[numcodecs.Blosc(), {"name": "crc32c"}]``. ``"auto"`` takes ``compressor``
+        (``"default"``: Zstd level 0, zarr-python 3's default).
+    serializer : dict or "auto"
+        Zarr v3 only: the array -> bytes codec; ``"auto"``: ``bytes`` (little-endian),
+        ``vlen-utf8`` for ``str``, ``vlen-bytes`` for ``bytes``.
+    chunk_key_encoding : dict or str, optional
+        Zarr v3 only: ``{"name": "default", "separator": "/"}`` (the default; keys
+        ``c/0/0``) or ``{"name": "v2", "separator": "."}`` (keys ``0.0``).
+        ``dimension_separator`` sets the default encoding's separator.
+    dimension_names : sequence of str or None, optional
+        Zarr v3 only: a name per dimension (xarray reads them as dimensions).
 
     Returns
     -------
@@ -153,7 +181,24 @@ async def create(
         write_empty_chunks=write_empty_chunks,
         allow_pickle=allow_pickle,
         attributes=attributes,
+        zarr_format=zarr_format,
+        **_v3_options(codecs, compressors, serializer, chunk_key_encoding, dimension_names),
     )
+
+
+def _v3_options(
+    codecs: Any, compressors: Any, serializer: Any, chunk_key_encoding: Any, dimension_names: Any
+) -> dict[str, Any]:
+    """The v3-only creation arguments that were given (v2 arrays refuse any)."""
+    given = {
+        "codecs": codecs,
+        "compressors": compressors,
+        "serializer": serializer,
+        "chunk_key_encoding": chunk_key_encoding,
+        "dimension_names": dimension_names,
+    }
+    defaults = {"compressors": "auto", "serializer": "auto"}
+    return {k: v for k, v in given.items() if v is not defaults.get(k)}
 
 
 async def zeros(shape: int | tuple[int, ...], **kwargs: Any) -> AsyncArray:
@@ -209,10 +254,14 @@ def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         result.setdefault("shape", a.shape)
         result.setdefault("chunks", a.chunks)
         result.setdefault("dtype", a.dtype)
-        result.setdefault("compressor", a.metadata.compressor)
         result.setdefault("order", a.order)
-        result.setdefault("filters", list(a.metadata.filters) if a.metadata.filters else None)
         result.setdefault("fill_value", a.fill_value)
+        if isinstance(a.metadata, ArrayV3Metadata):
+            result.setdefault("zarr_format", 3)
+            result.setdefault("codecs", [dict(c) for c in a.metadata.codecs])
+        else:
+            result.setdefault("compressor", a.metadata.compressor)
+            result.setdefault("filters", list(a.metadata.filters) if a.metadata.filters else None)
     else:
         values = np.asanyarray(a)
         result.setdefault("shape", values.shape)

@@ -12,6 +12,7 @@ from typing import Any
 from azarr.api.consolidated_first import consolidated_and_kind, wants_consolidated
 from azarr.api.creation import create, resolve_store, with_chunk_store
 from azarr.core._array_ops import check_recheck_policy
+from azarr.core._formats import ZarrFormat, check_zarr_format
 from azarr.core._hierarchy import contains_group, node_kind
 from azarr.core._paths import normalize_path
 from azarr.core.array import AsyncArray
@@ -61,9 +62,13 @@ async def open_array(
     chunk_store: StoreLike | None = None,
     fill_missing_data_reads: bool = True,
     partial_decompress: bool = False,
+    zarr_format: int | None = None,
     **create_kwargs: Any,
 ) -> AsyncArray:
     """Open an array, creating it if the mode allows (zarr-python 2 ``zarr.open_array``).
+
+    The format of an existing array is found (``.zarray`` or ``zarr.json``); one
+    created takes ``zarr_format`` (default ``azarr.config`` ``zarr_format``, 2).
 
     Parameters
     ----------
@@ -101,6 +106,8 @@ async def open_array(
         those. Everything else is read whole. Same results either way; fewer
         bytes read for small selections of large chunks, at the cost of one or
         two more round trips per chunk (see ``docs/tutorial.md``).
+    zarr_format : {2, 3}, optional
+        Open only an array of that format; create one of that format.
     **create_kwargs
         `azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
@@ -139,6 +146,7 @@ async def open_array(
         write_empty_chunks,
         create_kwargs,
         partial_decompress,
+        check_zarr_format(zarr_format),
     )
     return opened.set_recheck_metadata(policy)
 
@@ -152,6 +160,7 @@ async def _open_array(
     write_empty_chunks: bool | None,
     create_kwargs: dict[str, Any],
     partial_decompress: bool = False,
+    zarr_format: ZarrFormat | None = None,
 ) -> AsyncArray:
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
@@ -166,6 +175,7 @@ async def _open_array(
                 node_path,
                 read_only=mode == "r",
                 partial_decompress=partial_decompress,
+                zarr_format=zarr_format,
                 **open_kwargs,
             )
         except ArrayNotFoundError:
@@ -177,7 +187,12 @@ async def _open_array(
     if "shape" not in create_kwargs:
         raise TypeError(f"creating array {node_path!r} in mode {mode!r} needs a shape")
     created = await create(
-        store=the_store, path=node_path, overwrite=mode == "w", **open_kwargs, **create_kwargs
+        store=the_store,
+        path=node_path,
+        overwrite=mode == "w",
+        zarr_format=zarr_format,
+        **open_kwargs,
+        **create_kwargs,
     )
     if not partial_decompress:
         return created
@@ -201,8 +216,14 @@ async def open_group(
     allow_pickle: bool | None = None,
     use_consolidated: bool | None = None,
     chunk_store: StoreLike | None = None,
+    zarr_format: int | None = None,
+    attributes: dict[str, Any] | None = None,
 ) -> AsyncGroup:
     """Open a group, creating it if the mode allows (zarr-python 2 ``zarr.open_group``).
+
+    The format of an existing group is found (``.zgroup`` or ``zarr.json``; consolidated
+    as ``.zmetadata`` or inline in the root ``zarr.json``); one created takes
+    ``zarr_format`` (default ``azarr.config`` ``zarr_format``, 2) and ``attributes``.
 
     ``use_consolidated`` (zarr-python 3's name, xarray's ``consolidated``): None
     opens through ``.zmetadata`` when there is one and the mode is ``"r"``,
@@ -229,6 +250,7 @@ async def open_group(
     )
     the_store, io = await open_managed(split, None, read_only=mode == "r")
     node_path = normalize_path(path)
+    fmt = check_zarr_format(zarr_format)
     kind_known, kind = False, None
     if wants_consolidated(use_consolidated, mode):
         node, kind, kind_known = await consolidated_and_kind(
@@ -243,14 +265,21 @@ async def open_group(
             kind = await node_kind(io, node_path)
         if kind == "group":
             return await AsyncGroup.open(
-                the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle
+                the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle, zarr_format=fmt
             )
         if kind == "array":
             raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
         if mode != "a":
             raise GroupNotFoundError(f"no group at path {node_path!r} in {the_store.url}")
     try:
-        return await AsyncGroup.init(the_store, node_path, overwrite=mode == "w", allow_pickle=allow_pickle)
+        return await AsyncGroup.init(
+            the_store,
+            node_path,
+            overwrite=mode == "w",
+            allow_pickle=allow_pickle,
+            zarr_format=fmt,
+            attributes=attributes,
+        )
     except ContainsGroupError:
         if mode != "a":
             raise
@@ -293,7 +322,7 @@ async def open(
         )
         if node is not None:
             return node
-    group_kwargs = {k: v for k, v in kwargs.items() if k == "allow_pickle"}
+    group_kwargs = {k: v for k, v in kwargs.items() if k in ("allow_pickle", "zarr_format")}
     if mode in ("r", "r+", "a"):
         if not kind_known:
             kind = await node_kind(io, node_path)
@@ -315,8 +344,12 @@ async def group(
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
+    zarr_format: int | None = None,
+    attributes: dict[str, Any] | None = None,
 ) -> AsyncGroup:
     """Create a group, or open it if one exists (zarr-python 2 ``zarr.group``).
+
+    ``zarr_format`` (2 or 3) and ``attributes`` apply to a group created here.
 
     Raises
     ------
@@ -327,4 +360,11 @@ async def group(
     node_path = normalize_path(path)
     if not overwrite and await contains_group(io, node_path):
         return await AsyncGroup.open(the_store, node_path, allow_pickle=allow_pickle)
-    return await AsyncGroup.init(the_store, node_path, overwrite=overwrite, allow_pickle=allow_pickle)
+    return await AsyncGroup.init(
+        the_store,
+        node_path,
+        overwrite=overwrite,
+        allow_pickle=allow_pickle,
+        zarr_format=check_zarr_format(zarr_format),
+        attributes=attributes,
+    )

@@ -33,7 +33,7 @@ from azarr.api.opening import open_array
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.errors import MetadataError
-from azarr.metadata import ZARRAY, ArrayMetadata
+from azarr.metadata import ZARRAY, AnyArrayMetadata
 from azarr.storage import ByteRange, Store, StoreLike, WrapperStore
 
 _URL_DRIVER = "|zarr2:"
@@ -138,7 +138,7 @@ def _mode(open: bool, create: bool, delete_existing: bool, read_only: bool) -> s
     return "r" if read_only else "r+"
 
 
-def check_schema(array: AsyncArray, expected: ArrayMetadata, given: set[str], rank: int | None) -> None:
+def check_schema(array: AsyncArray, expected: AnyArrayMetadata, given: set[str], rank: int | None) -> None:
     """Raise MetadataError naming the first field of ``array``'s metadata that differs from a given constraint."""
     where = node_key(array.path, ZARRAY)
     if rank is not None and array.ndim != rank:

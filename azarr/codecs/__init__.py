@@ -10,12 +10,15 @@ chunks share one thread hop.
 from __future__ import annotations
 
 from azarr.codecs._batcher import CodecBatcher
+from azarr.codecs._chain import CodecChain, v2_chain
 from azarr.codecs._pipeline import ChunkCodec, decode_chunk_async, encode_chunk_async
 from azarr.codecs._pool import get_codec_pool, reset_codec_pool, run_in_codec_pool, submit_to_codec_pool
 
 __all__ = [
     "ChunkCodec",
     "CodecBatcher",
+    "CodecChain",
+    "v2_chain",
     "decode_chunk_async",
     "encode_chunk_async",
     "get_codec_pool",

@@ -61,7 +61,14 @@ else:  # pragma: no cover - depends on the interpreter
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-__all__ = ["LimitExceeded", "check_blosc_frame", "decode_stage", "encoded_bound", "zstd_content_size"]
+__all__ = [
+    "LimitExceeded",
+    "check_blosc_frame",
+    "compressed_bound",
+    "decode_stage",
+    "encoded_bound",
+    "zstd_content_size",
+]
 
 
 class LimitExceeded(ValueError):
@@ -294,4 +301,27 @@ def encoded_bound(codec: Codec, nbytes: int, count: int) -> int | None:
         return count * int(np.dtype(codec.encode_dtype).itemsize)
     if isinstance(codec, Delta | FixedScaleOffset | Quantize | Categorize):
         return count * int(np.dtype(codec.astype).itemsize)
+    return None
+
+
+#: Codecs whose output is their input plus a few bytes (checksums), and that many bytes.
+_CHECKSUM_BYTES = {"crc32": 4, "crc32c": 4, "adler32": 4, "fletcher32": 4, "jenkins_lookup3": 4}
+
+
+def compressed_bound(codec: Codec, nbytes: int) -> int | None:
+    """Most bytes a bytes -> bytes ``codec`` encodes ``nbytes`` bytes to, if known.
+
+    For a v3 chain's outer codecs (a ``crc32c`` after ``blosc``, a ``gzip`` after
+    ``zstd``): decoding one of them yields what the codec before it encoded, which is
+    at most this. Checksums add their few bytes; the compressors' worst cases (zlib's
+    ``deflateBound``, ``ZSTD_compressBound``, LZ4's, Blosc's 16-byte header, bz2's and
+    xz's) all stay under ``nbytes + nbytes / 64 + 4 KiB``. ``None`` for other codecs.
+    """
+    codec_id = getattr(codec, "codec_id", None)
+    if codec_id in _CHECKSUM_BYTES:
+        return nbytes + _CHECKSUM_BYTES[codec_id]
+    if isinstance(codec, Zlib | GZip | BZ2 | LZMA | Zstd | Blosc | LZ4):
+        return nbytes + nbytes // 64 + 4096
+    if isinstance(codec, Shuffle):
+        return nbytes
     return None

@@ -34,10 +34,13 @@ from azarr import config
 from azarr.codecs._bounded import (
     LimitExceeded,
     check_blosc_frame,
+    compressed_bound,
     decode_stage,
     encoded_bound,
     zstd_content_size,
 )
+from azarr.codecs._chain import CodecChain
+from azarr.codecs._checksum import is_checksum, strip_checksum
 from azarr.codecs._object import is_unpickling_codec, object_all_equal, unpickle, values_equal
 from azarr.codecs._pool import run_in_codec_pool
 from azarr.errors import CodecError, MetadataError, UnsafeCodecError
@@ -167,10 +170,16 @@ class ChunkCodec:
         "_blosc_direct",
         "_buffer_dtype",
         "_declared_size",
+        "_inverse",
+        "_layout_shape",
         "_limits",
+        "_outer",
+        "_perm",
         "_plain",
+        "_swap",
         "chunks",
         "compressor",
+        "compressors",
         "dtype",
         "filters",
         "is_object",
@@ -185,6 +194,7 @@ class ChunkCodec:
     chunks: tuple[int, ...]
     order: Order
     compressor: Codec | None
+    compressors: tuple[Codec, ...]
     filters: tuple[Codec, ...]
     source: str | None
     size: int
@@ -206,6 +216,7 @@ class ChunkCodec:
         *,
         allow_pickle: bool | None = None,
         source: str | None = None,
+        chain: CodecChain | None = None,
     ) -> None:
         self.dtype = np.dtype(dtype)
         self.chunks = tuple(int(c) for c in chunks)
@@ -215,8 +226,23 @@ class ChunkCodec:
             raise ValueError(f"order must be 'C' or 'F', got {order!r}")
         self.order = order
         self.source = source
-        self.compressor = None if compressor is None else _resolve(compressor, "compressor", source)
-        self.filters = tuple(_resolve(f, f"filters[{i}]", source) for i, f in enumerate(filters or ()))
+        if chain is None:
+            self.compressors = () if compressor is None else (_resolve(compressor, "compressor", source),)
+            self.filters = tuple(_resolve(f, f"filters[{i}]", source) for i, f in enumerate(filters or ()))
+            self._perm: tuple[int, ...] | None = None
+            self._swap: np.dtype[Any] | None = None
+        else:
+            # A chain of either format (azarr.codecs._chain): filters, then bytes -> bytes codecs.
+            self.compressors = tuple(_resolve(c, f"codec {c.get('id')!r}", source) for c in chain.compressors)
+            self.filters = tuple(_resolve(f, f"codec {f.get('id')!r}", source) for f in chain.filters)
+            self._perm = chain.permutation
+            self._swap = _stored_dtype(self.dtype, self.filters, chain.endian)
+        # The innermost bytes -> bytes codec (v2's compressor), the only one the direct
+        # decode paths know; outer ones (a v3 crc32c after blosc) are undone before it.
+        self.compressor = self.compressors[0] if self.compressors else None
+        self._outer = self.compressors[1:]
+        self._layout_shape = self.chunks if self._perm is None else tuple(self.chunks[p] for p in self._perm)
+        self._inverse = None if self._perm is None else tuple(int(i) for i in np.argsort(self._perm))
         self.size = math.prod(self.chunks)
         self.nbytes = self.size * self.dtype.itemsize
         self.is_object = self.dtype.hasobject
@@ -233,15 +259,46 @@ class ChunkCodec:
             else None
         )
         # Direct decoding needs the compressor's output to be the chunk's bytes
-        # exactly: no filters in between, no object codec.
+        # exactly: no filters in between, no object codec, the chunk's own layout, and
+        # a byte order that is the memory's or swaps in place (plain numbers).
         self._declared_size = (
-            _declared_size_reader(self.compressor) if not self.filters and not self.is_object else None
+            _declared_size_reader(self.compressor)
+            if not self.filters
+            and not self.is_object
+            and self._perm is None
+            and (self._swap is None or _swaps_in_place(self.dtype))
+            else None
         )
         # No compressor, no filters: a stored chunk is the chunk's memory as is (the common
         # uncompressed case), decoded and encoded without the generic steps.
         self._blosc_direct = self._declared_size is not None and isinstance(self.compressor, Blosc)
         self._blosc_compress_args = _blosc_compress_args(self.compressor, self.dtype, self.filters)
-        self._plain = self.compressor is None and not self.filters and not self.is_object and self.nbytes > 0
+        self._plain = (
+            self.compressor is None
+            and not self.filters
+            and not self.is_object
+            and self.nbytes > 0
+            and self._perm is None
+            and self._swap is None
+        )
+
+    @classmethod
+    def from_chain(
+        cls,
+        dtype: npt.DTypeLike,
+        chunks: Sequence[int],
+        chain: CodecChain,
+        *,
+        allow_pickle: bool | None = None,
+        source: str | None = None,
+    ) -> ChunkCodec:
+        """The codec of a `CodecChain` (either format's; see ``azarr.codecs._chain``).
+
+        Raises as the constructor; a chain's codecs are named by their numcodecs id.
+        """
+        return cls(
+            dtype, chunks, chain.order, None, None, allow_pickle=allow_pickle, source=source, chain=chain
+        )
 
     def _check_chunk_size(self) -> None:
         limit = int(config.get("max_chunk_bytes"))
@@ -254,22 +311,27 @@ class ChunkCodec:
             )
 
     def _stage_limits(self) -> tuple[int, ...]:
-        """Bytes each decode step may produce: ``[filters[0], ..., filters[-1], compressor]``.
+        """Bytes each decode step may produce: ``[filters[0], ..., filters[-1], compressors[0], ...]``.
 
         The last filter's decode yields the chunk (`nbytes`); each earlier
         step's output is what the next filter encodes to, exact for element-wise
         filters (`encoded_bound`) and ``max_chunk_bytes`` otherwise (object
-        codecs, whose byte size depends on the values, and unknown codecs).
+        codecs, whose byte size depends on the values, and unknown codecs). An outer
+        bytes -> bytes codec (a v3 chain's second and later) decodes to what the one
+        before it encodes to: at most its worst-case expansion (`compressed_bound`).
         """
         cap = int(config.get("max_chunk_bytes"))
         limits = [self.nbytes]
         for codec in self.filters:
             bound = encoded_bound(codec, limits[-1], self.size)
             limits.append(cap if bound is None else min(bound, cap))
+        for codec in self.compressors[:-1]:
+            bound = compressed_bound(codec, limits[-1])
+            limits.append(cap if bound is None else min(bound, cap))
         return tuple(limits)
 
     def _codecs(self) -> tuple[Codec, ...]:
-        return self.filters if self.compressor is None else (*self.filters, self.compressor)
+        return (*self.filters, *self.compressors)
 
     @property
     def pickle_allowed(self) -> bool:
@@ -294,10 +356,13 @@ class ChunkCodec:
         return self._declared_size is not None
 
     def __repr__(self) -> str:
+        outer = f", outer={list(self._outer)!r}" if self._outer else ""
+        layout = f", permutation={self._perm}" if self._perm is not None else ""
+        stored = f", stored={self._swap.str}" if self._swap is not None else ""
         return (
             f"ChunkCodec(dtype={self.dtype.str if self.dtype.names is None else self.dtype.descr!r}, "
             f"chunks={self.chunks}, order={self.order!r}, compressor={self.compressor!r}, "
-            f"filters={list(self.filters)!r})"
+            f"filters={list(self.filters)!r}{outer}{layout}{stored})"
         )
 
     # ------------------------------------------------------------------ decode
@@ -368,7 +433,11 @@ class ChunkCodec:
             )
         if out is not None:
             self._check_out(out)
-        elif not writable and self._blosc_direct and type(data) is bytes:
+        if self._outer:
+            data = self._decode_outer(data, key)
+        elif (
+            out is None and not writable and self._blosc_direct and type(data) is bytes and self._swap is None
+        ):
             # The scatter-only read of a plain Blosc chunk (every small chunk of a read): the
             # frame and size checks below in one look at the header, then the C call. Any
             # frame that fails them takes the general path, which says what is wrong.
@@ -406,7 +475,7 @@ class ChunkCodec:
                             # numcodecs.blosc.decompress, the C call under Blosc.decode without its
                             # buffer normalisation: half the time on small chunks (the frame was
                             # checked above: decompress itself reads past a truncated one).
-                            if out is None and not writable:
+                            if out is None and not writable and self._swap is None:
                                 raw = blosc_decompress(view)
                                 return np.frombuffer(raw, dtype=self.dtype).reshape(
                                     self.chunks, order=self.order
@@ -416,14 +485,17 @@ class ChunkCodec:
                             blosc_decompress(
                                 view, flat if self._buffer_dtype is None else flat.view(self._buffer_dtype)
                             )
-                            return target
+                            return target if self._swap is None else _to_native(target)
                         target = out if out is not None else self._empty()
                         buffer = target if self._buffer_dtype is None else target.view(self._buffer_dtype)
                         self.compressor.decode(data, out=buffer)
-                        return target
+                        return target if self._swap is None else _to_native(target)
                 chunk: Any = self._decode_step(self.compressor, data, len(self.filters))
             else:
                 chunk = data
+            if self._swap is not None:
+                stage = f"reading {self._swap.str} elements"
+                chunk = self._from_stored_order(chunk, key)
             for i in reversed(range(len(self.filters))):
                 stage = f"filters[{i}] {self.filters[i]!r}"
                 chunk = self._decode_step(self.filters[i], chunk, i)
@@ -449,6 +521,43 @@ class ChunkCodec:
         if writable and not arr.flags.writeable:  # e.g. a view of immutable decompressed bytes
             arr = arr.copy(order=self.order)
         return arr
+
+    def _decode_outer(self, data: BytesLike, key: str) -> BytesLike:
+        """Undo the bytes -> bytes codecs after the innermost one (a v3 chain's), last first:
+        checksums are verified and cut off without a copy; others decode within their limit."""
+        stage = "reading the chunk bytes"
+        try:
+            buf: Any = data
+            base = len(self.filters) + 1
+            for i in reversed(range(len(self._outer))):
+                codec = self._outer[i]
+                stage = f"codec {codec!r}"
+                if is_checksum(codec):
+                    buf = strip_checksum(codec, _byte_view(buf))
+                else:
+                    buf = self._decode_step(codec, buf, base + i)
+        except LimitExceeded as exc:
+            raise CodecError(
+                f"cannot decode chunk {key!r}: {stage} refused: {exc} (limits come from the chunk "
+                "shape and azarr.config 'max_chunk_bytes')"
+            ) from exc
+        except Exception as exc:
+            raise CodecError(
+                f"cannot decode chunk {key!r}: {stage} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        return buf if isinstance(buf, bytes | memoryview) else _byte_view(buf)
+
+    def _from_stored_order(self, data: Any, key: str) -> NDArray:
+        """Elements serialized in another byte order (a v3 ``bytes`` codec's ``endian``), in
+        this machine's order: what the filters, or the chunk, hold in memory."""
+        assert self._swap is not None
+        view = _byte_view(data)
+        if len(view) % self._swap.itemsize:
+            raise CodecError(
+                f"cannot decode chunk {key!r}: {len(view)} bytes are not a whole number of "
+                f"{self._swap.itemsize}-byte {self._swap} elements"
+            )
+        return np.frombuffer(view, dtype=self._swap).astype(self._swap.newbyteorder("="))
 
     def _decode_step(self, codec: Codec, buf: Any, stage: int) -> Any:
         """Decode one step producing at most ``_limits[stage]`` bytes (see `._bounded`)."""
@@ -508,7 +617,14 @@ class ChunkCodec:
             raise CodecError(self._size_message(key, flat.nbytes, f"after {len(self.filters)} filter(s)"))
         if flat.dtype != self.dtype:
             flat = flat.view(self.dtype)
-        return flat.reshape(self.chunks, order=self.order)
+        return self._shape_chunk(flat)
+
+    def _shape_chunk(self, flat: NDArray) -> NDArray:
+        """The chunk from its elements in stored order (a view)."""
+        if self._perm is None:
+            return flat.reshape(self.chunks, order=self.order)
+        assert self._inverse is not None
+        return flat.reshape(self._layout_shape).transpose(self._inverse)
 
     def _as_object_chunk(self, chunk: Any, key: str) -> NDArray:
         if not isinstance(chunk, np.ndarray) or chunk.dtype != self.dtype:
@@ -523,9 +639,9 @@ class ChunkCodec:
                 f"cannot decode chunk {key!r}: decoded {chunk.size} elements, expected {self.size} "
                 f"(chunk shape {self.chunks}, object codec {self.filters[0]!r})"
             )
-        if chunk.ndim > 1 and chunk.shape == self.chunks:
+        if chunk.ndim > 1 and chunk.shape == self.chunks and self._perm is None:
             return np.asarray(chunk, order=self.order)  # logical order (see decode() Notes)
-        return chunk.reshape(-1, order="A").reshape(self.chunks, order=self.order)
+        return self._shape_chunk(chunk.reshape(-1, order="A"))
 
     # ------------------------------------------------------------------ encode
 
@@ -571,7 +687,10 @@ class ChunkCodec:
             return arr.tobytes(order=self.order)
         # Codecs serialise memory as laid out ("A" order), so the layout *is*
         # the on-disk order.
-        data: Any = np.asarray(arr, order=self.order)
+        if self._perm is None:
+            data: Any = np.asarray(arr, order=self.order)
+        else:
+            data = np.ascontiguousarray(arr.transpose(self._perm))
         if self._buffer_dtype is not None:
             data = data.view(self._buffer_dtype)
         stage = "encoding"
@@ -585,6 +704,9 @@ class ChunkCodec:
                     f"(the first filter must be an object codec such as vlen-utf8, got filters "
                     f"{list(self.filters)!r})"
                 )
+            if self._swap is not None:
+                stage = f"writing {self._swap.str} elements"
+                data = np.asarray(data).astype(self._swap)
             if self.compressor is not None:
                 stage = f"compressor {self.compressor!r}"
                 if self._blosc_compress_args is not None:
@@ -593,6 +715,9 @@ class ChunkCodec:
                     data = blosc_compress(data, *self._blosc_compress_args)
                 else:
                     data = self.compressor.encode(data)
+            for codec in self._outer:
+                stage = f"codec {codec!r}"
+                data = codec.encode(data)
             stage = "converting the result to bytes"
             return _to_bytes(data)
         except CodecError:
@@ -740,6 +865,36 @@ def _resolve(conf: Mapping[str, Any], where: str, source: str | None) -> Codec:
         raise CodecError(
             f"invalid configuration for codec {codec_id!r} in {where}{of}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _stored_dtype(
+    dtype: np.dtype[Any], filters: tuple[Codec, ...], endian: str | None
+) -> np.dtype[Any] | None:
+    """The serialized element type in stored byte order, when that is not this machine's
+    (a v3 ``bytes`` codec with the other ``endian``); None when bytes are stored as held."""
+    if endian is None:
+        return None
+    serialized = dtype
+    for codec in filters:
+        for name in ("astype", "encode_dtype"):
+            value = getattr(codec, name, None)
+            if value is not None:
+                serialized = np.dtype(value)
+                break
+    stored = serialized.newbyteorder("<" if endian == "little" else ">")
+    native = serialized.newbyteorder("=")
+    return None if stored == native else stored
+
+
+def _swaps_in_place(dtype: np.dtype[Any]) -> bool:
+    """Whether chunks of ``dtype`` decoded in the stored byte order are fixed by ``byteswap``."""
+    return dtype.fields is None and dtype.kind in "biufcmM" and dtype.subdtype is None
+
+
+def _to_native(chunk: NDArray) -> NDArray:
+    """``chunk``, whose memory holds its elements in the other byte order, fixed in place."""
+    chunk.byteswap(inplace=True)
+    return chunk
 
 
 def _blosc_compress_args(

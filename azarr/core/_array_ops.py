@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 
-from azarr.core._paths import node_key
+from azarr.core._formats import read_node
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
-from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
+from azarr.metadata import AnyArrayMetadata, ArrayV3Metadata
 
 if TYPE_CHECKING:
     from azarr.core.array import AsyncArray
@@ -111,17 +111,13 @@ def _is_due(array: AsyncArray) -> bool:
 
 
 async def refresh_array(array: AsyncArray) -> None:
-    """Reread ``.zarray`` and ``.zattrs`` and adopt them (see `AsyncArray.refresh`)."""
-    meta_key = node_key(array.path, ZARRAY)
-    attrs_key = node_key(array.path, ZATTRS)
-    raw_meta, raw_attrs = await array._io.read_documents(meta_key, attrs_key)
-    if raw_meta is None:
+    """Reread ``.zarray`` and ``.zattrs`` (or ``zarr.json``) and adopt them (see `AsyncArray.refresh`)."""
+    found = await read_node(array._io, array.path, zarr_format=array.zarr_format)  # type: ignore[arg-type]
+    if found is None or found.kind != "array":
         raise ArrayNotFoundError(
-            f"array {array.name!r} is gone from {array.store.url} ({meta_key!r} is missing)"
+            f"array {array.name!r} is gone from {array.store.url} ({array._metadata_key!r} is missing)"
         )
-    metadata = ArrayMetadata.from_json(raw_meta, key=meta_key)
-    attributes = {} if raw_attrs is None else parse_attributes(raw_attrs, key=attrs_key)
-    array._adopt_metadata(metadata, attributes)
+    array._adopt_metadata(found.array_metadata(array.path), found.attributes_dict(array.path))
 
 
 def view_metadata(
@@ -132,8 +128,14 @@ def view_metadata(
     dtype: Any = None,
     fill_value: Any = None,
     filters: Any = None,
-) -> ArrayMetadata:
-    """The array's metadata with zarr-python 2 ``Array.view``'s overrides applied."""
+) -> AnyArrayMetadata:
+    """The array's metadata with zarr-python 2 ``Array.view``'s overrides applied.
+
+    Raises
+    ------
+    TypeError
+        ``filters`` for a Zarr v3 array (its codecs are a list; ``view`` keeps them).
+    """
     from azarr.core._normalize import normalize_chunks, normalize_filters, normalize_shape
 
     changes: dict[str, Any] = {}
@@ -154,12 +156,18 @@ def view_metadata(
     if fill_value is not None:
         changes["fill_value"] = fill_value
     if filters is not None:
+        if isinstance(array.metadata, ArrayV3Metadata):
+            raise TypeError(f"view(filters=...) applies to Zarr v2 arrays; {array.name!r} is Zarr v3")
         changes["filters"] = normalize_filters(filters)
     return array.metadata.replace(**changes)
 
 
 def astype_filters(array: AsyncArray, dtype: np.dtype[Any]) -> list[dict[str, Any]]:
     """zarr-python 2 ``Array.astype``: an ``AsType`` filter first, decoding the stored type to ``dtype``."""
+    if isinstance(array.metadata, ArrayV3Metadata):
+        raise TypeError(
+            f"astype() applies to Zarr v2 arrays; {array.name!r} is Zarr v3 (read it and convert)"
+        )
     astype = {"id": "astype", "encode_dtype": array.dtype.str, "decode_dtype": dtype.str}
     return [astype, *(array.metadata.filters or [])]
 
@@ -202,7 +210,7 @@ async def iterate_rows(array: AsyncArray, start: int | None, end: int | None) ->
                 await pending
 
 
-async def write_fill_value(array: AsyncArray, value: Any) -> ArrayMetadata:
+async def write_fill_value(array: AsyncArray, value: Any) -> AnyArrayMetadata:
     """Validate ``value`` as ``array``'s fill value and store it in ``.zarray``.
 
     A conditional read-modify-write of the stored document (as ``resize``), so a

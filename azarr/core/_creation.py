@@ -1,4 +1,7 @@
-"""Creating arrays in a store: metadata from zarr-python 2's creation arguments, then ``.zarray``.
+"""Creating arrays in a store: metadata from creation arguments, then ``.zarray`` or ``zarr.json``.
+
+Zarr v2 arrays take zarr-python 2's arguments; Zarr v3 arrays (``zarr_format=3``)
+zarr-python 3's as well (``azarr.core._creation_v3``).
 
 The core of `azarr.create` and `azarr.AsyncGroup.create_dataset`
 (which both call `create_array`), kept in ``core`` so groups do not reach
@@ -11,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from azarr.core._creation_v3 import build_v3_array_metadata
+from azarr.core._formats import creation_format
 from azarr.core._hierarchy import prepare_node_path, write_node_document
 from azarr.core._normalize import (
     normalize_chunks,
@@ -22,7 +27,7 @@ from azarr.core._normalize import (
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.errors import ReadOnlyError
-from azarr.metadata import ZARRAY, ArrayMetadata, normalize_dtype
+from azarr.metadata import ZARR_JSON, ZARRAY, AnyArrayMetadata, ArrayMetadata, normalize_dtype
 from azarr.scheduler import StoreIO
 from azarr.storage import Store
 
@@ -44,12 +49,17 @@ async def create_array(
     write_empty_chunks: bool | None = None,
     allow_pickle: bool | None = None,
     attributes: dict[str, Any] | None = None,
+    zarr_format: int | None = None,
+    **v3_options: Any,
 ) -> AsyncArray:
     """Create an empty array at ``path`` of ``store`` (arguments as `azarr.create`).
 
     Validates everything before the first write (an invalid dtype or codec writes
     nothing), prepares the path (overwrite, parent groups), then writes
     ``.zarray`` and, if given, ``.zattrs`` -- all through the store's managed path.
+    With ``zarr_format=3`` it writes one ``zarr.json`` (attributes inside), and takes
+    ``v3_options``: ``codecs``, ``compressors``, ``serializer``, ``chunk_key_encoding``,
+    ``dimension_names`` (see ``azarr.core._creation_v3``).
 
     Raises
     ------
@@ -63,6 +73,28 @@ async def create_array(
     node_path = normalize_path(path)
     if store.read_only:
         raise ReadOnlyError(f"cannot create array {node_path!r}: store {store.url} is read-only")
+    fmt = creation_format(zarr_format)
+    if fmt == 3:
+        return await _create_v3_array(
+            store,
+            node_path,
+            shape,
+            chunks=chunks,
+            dtype=dtype,
+            compressor=compressor,
+            fill_value=fill_value,
+            order=order,
+            overwrite=overwrite,
+            filters=filters,
+            object_codec=object_codec,
+            dimension_separator=dimension_separator,
+            write_empty_chunks=write_empty_chunks,
+            allow_pickle=allow_pickle,
+            attributes=attributes,
+            **v3_options,
+        )
+    if v3_options:
+        raise TypeError(f"{sorted(v3_options)} apply to Zarr v3 arrays only; pass zarr_format=3")
     metadata = build_array_metadata(
         shape,
         chunks=chunks,
@@ -76,7 +108,7 @@ async def create_array(
         key=node_key(node_path, ZARRAY),
     )
     io = StoreIO(store)
-    await prepare_node_path(io, node_path, overwrite=overwrite)
+    await prepare_node_path(io, node_path, overwrite=overwrite, zarr_format=2)
     await write_node_document(io, node_path, ZARRAY, metadata.to_json(), overwrite=overwrite)
     if store.rewrites_metadata:
         # A translating store (N5Store) keeps another document than it was given: use what it reads back.
@@ -89,6 +121,34 @@ async def create_array(
     if attributes:
         await array.attrs.put(attributes)
     return array
+
+
+async def _create_v3_array(
+    store: Store,
+    node_path: str,
+    shape: int | tuple[int, ...],
+    *,
+    overwrite: bool,
+    write_empty_chunks: bool | None,
+    allow_pickle: bool | None,
+    attributes: dict[str, Any] | None,
+    **arguments: Any,
+) -> AsyncArray:
+    """`create_array` for ``zarr_format=3``: one ``zarr.json``, attributes inside."""
+    metadata: AnyArrayMetadata = build_v3_array_metadata(
+        shape, attributes=attributes, key=node_key(node_path, ZARR_JSON), **arguments
+    )
+    io = StoreIO(store)
+    await prepare_node_path(io, node_path, overwrite=overwrite, zarr_format=3)
+    await write_node_document(io, node_path, ZARR_JSON, metadata.to_json(), overwrite=overwrite, kind="array")
+    return AsyncArray(
+        store,
+        node_path,
+        metadata,
+        dict(attributes or {}),
+        allow_pickle=allow_pickle,
+        write_empty_chunks=write_empty_chunks,
+    )
 
 
 async def create_array_from_data(store: Store, path: str | None, data: Any, **kwargs: Any) -> AsyncArray:

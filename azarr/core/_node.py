@@ -7,7 +7,7 @@ from typing import Any
 from azarr.core._paths import basename, node_key, normalize_path
 from azarr.core.attributes import Attributes
 from azarr.errors import ReadOnlyError
-from azarr.metadata import ZATTRS
+from azarr.metadata import ZARR_JSON, ZATTRS
 from azarr.scheduler import StoreIO
 from azarr.storage import Store
 
@@ -27,6 +27,9 @@ class Node:
         Refuse changes with `ReadOnlyError` (also when the store is read-only).
     allow_pickle : bool, optional
         Let pickle-based codecs decode chunks (passed on to arrays opened below a group).
+    zarr_format : {2, 3}, default 2
+        The node's format: where its documents are (``.zarray``/``.zgroup`` and
+        ``.zattrs``, or one ``zarr.json``).
     """
 
     #: "array" or "group", for messages.
@@ -40,15 +43,26 @@ class Node:
         *,
         read_only: bool,
         allow_pickle: bool | None,
+        zarr_format: int = 2,
     ) -> None:
         # The node's one path to its store: budgeted, timed, retried (never the raw store).
         self._io = StoreIO(store)
         self._path = normalize_path(path)
         self._read_only = read_only or store.read_only
         self._allow_pickle = allow_pickle
-        self._attrs = Attributes(
-            self._io, node_key(self._path, ZATTRS), dict(attributes or {}), read_only=self._read_only
-        )
+        self._zarr_format = zarr_format
+        self._attrs = self._make_attributes(dict(attributes or {}))
+
+    def _make_attributes(self, values: dict[str, Any]) -> Attributes:
+        if self._zarr_format == 3:
+            key = node_key(self._path, ZARR_JSON)
+            return Attributes(self._io, key, values, read_only=self._read_only, embedded=True)
+        return Attributes(self._io, node_key(self._path, ZATTRS), values, read_only=self._read_only)
+
+    @property
+    def zarr_format(self) -> int:
+        """The node's Zarr format: 2 or 3 (zarr-python 3 ``metadata.zarr_format``)."""
+        return self._zarr_format
 
     @property
     def store(self) -> Store:
@@ -96,4 +110,5 @@ class Node:
             "attributes": self._attrs.asdict(),
             "read_only": self._read_only,
             "allow_pickle": self._allow_pickle,
+            "zarr_format": self._zarr_format,
         }

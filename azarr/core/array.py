@@ -1,4 +1,4 @@
-"""``AsyncArray``: a Zarr v2 array read and written with coroutines.
+"""``AsyncArray``: a Zarr array (v2 or v3) read and written with coroutines.
 
 Data flow of a read: the selection becomes an indexer (``azarr.indexing``),
 which yields one projection per touched chunk; the array allocates the output
@@ -33,11 +33,10 @@ from azarr.core._array_ops import (
     view_metadata,
     write_fill_value,
 )
-from azarr.core._hierarchy import Document
+from azarr.core._formats import Document, NodeDocuments, ZarrFormat, metadata_key, read_node
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
 from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
-from azarr.core.attributes import Attributes
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
 from azarr.indexing import (
     BasicIndexer,
@@ -57,7 +56,7 @@ from azarr.indexing import (
     is_pure_orthogonal_indexing,
     pop_fields,
 )
-from azarr.metadata import ZARRAY, ZATTRS, ArrayMetadata, parse_attributes
+from azarr.metadata import ZARRAY, ZATTRS, AnyArrayMetadata, ArrayMetadata, ArrayV3Metadata, parse_attributes
 from azarr.pipeline import ChunkPipeline
 from azarr.scheduler import ProgressCallback, StoreIO, bounded_map
 from azarr.storage import Store
@@ -68,7 +67,7 @@ if TYPE_CHECKING:
 
 
 class AsyncArray(Node):
-    """A Zarr v2 array whose I/O methods are coroutines.
+    """A Zarr array (v2 or v3) whose I/O methods are coroutines.
 
     Open or create one with `azarr.open_array` / `azarr.create`
     rather than calling the constructor. Reads and writes mirror zarr-python
@@ -81,10 +80,10 @@ class AsyncArray(Node):
         Where the array lives.
     path : str
         Node path within the store (``""`` for the root).
-    metadata : ArrayMetadata
-        The parsed ``.zarray`` document.
+    metadata : ArrayMetadata or ArrayV3Metadata
+        The parsed ``.zarray`` or ``zarr.json`` document: it sets the format.
     attributes : dict
-        The parsed ``.zattrs`` document (``{}`` if absent).
+        The node's attributes (``.zattrs``, or ``zarr.json``'s ``attributes``; ``{}`` if none).
     read_only : bool
         Refuse writes with `ReadOnlyError`.
     allow_pickle : bool, optional
@@ -105,7 +104,7 @@ class AsyncArray(Node):
         self,
         store: Store,
         path: str,
-        metadata: ArrayMetadata,
+        metadata: AnyArrayMetadata,
         attributes: dict[str, Any] | None = None,
         *,
         read_only: bool = False,
@@ -113,7 +112,14 @@ class AsyncArray(Node):
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
     ) -> None:
-        super().__init__(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
+        super().__init__(
+            store,
+            path,
+            attributes,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            zarr_format=metadata.zarr_format,
+        )
         self._metadata = metadata
         self._write_empty_chunks = (
             config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
@@ -121,7 +127,7 @@ class AsyncArray(Node):
         self._partial_decompress = bool(partial_decompress)
         self._codec = self._make_codec(metadata)
         self._budget = self._io.budget
-        self._key_prefix = node_key(self._path, "")
+        self._key_prefix = node_key(self._path, metadata.chunk_key_prefix)
         self._pipeline = self._make_pipeline()
 
     def _make_pipeline(self) -> ChunkPipeline:
@@ -137,16 +143,20 @@ class AsyncArray(Node):
             partial_decompress=self._partial_decompress,
         )
 
-    def _make_codec(self, metadata: ArrayMetadata) -> ChunkCodec:
-        return ChunkCodec(
+    def _make_codec(self, metadata: AnyArrayMetadata) -> ChunkCodec:
+        # Either format's codecs as one chain (azarr.codecs._chain): the pipeline runs both alike.
+        return ChunkCodec.from_chain(
             metadata.dtype,
             metadata.chunks,
-            metadata.order,
-            metadata.compressor,
-            metadata.filters,
+            metadata.chain,
             allow_pickle=self._allow_pickle,
-            source=node_key(self._path, ZARRAY),
+            source=self._metadata_key,
         )
+
+    @property
+    def _metadata_key(self) -> str:
+        """Store key of the metadata document (``.zarray`` or ``zarr.json``)."""
+        return metadata_key(self._path, 3 if self._zarr_format == 3 else 2)
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -159,26 +169,71 @@ class AsyncArray(Node):
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
+        zarr_format: ZarrFormat | None = None,
     ) -> AsyncArray:
-        """Open the array at ``path`` (reads ``.zarray`` and ``.zattrs`` concurrently).
+        """Open the array at ``path``, Zarr v2 or v3 (``.zarray``, ``.zattrs`` and ``zarr.json``
+        are read concurrently: one round trip).
+
+        ``zarr_format`` (2 or 3) looks for that format only.
 
         Raises
         ------
         ArrayNotFoundError
-            No ``.zarray`` at ``path``.
+            No array at ``path`` (in ``zarr_format``, if given).
         MetadataError
-            The ``.zarray`` or ``.zattrs`` document is invalid (the message names the key).
+            A document is invalid (the message names the key).
         """
         path = normalize_path(path)
-        meta_key = node_key(path, ZARRAY)
-        raw_meta, raw_attrs = await StoreIO(store).read_documents(meta_key, node_key(path, ZATTRS))
-        if raw_meta is None:
-            raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({meta_key!r} is missing)")
-        return cls.from_documents(
+        found = await read_node(StoreIO(store), path, zarr_format=zarr_format)
+        if found is None or found.kind != "array":
+            what = "a group" if found is not None else "no .zarray or zarr.json"
+            raise ArrayNotFoundError(f"no array at path {path!r} in {store.url} ({what} there)")
+        return cls.from_node(
             store,
             path,
-            raw_meta,
-            raw_attrs,
+            found,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            write_empty_chunks=write_empty_chunks,
+            partial_decompress=partial_decompress,
+        )
+
+    @classmethod
+    def from_node(
+        cls,
+        store: Store,
+        path: str,
+        found: NodeDocuments,
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+        write_empty_chunks: bool | None = None,
+        partial_decompress: bool = False,
+    ) -> AsyncArray:
+        """The array at normalized ``path`` from its documents as `read_node` found them (either format).
+
+        Raises
+        ------
+        MetadataError
+            A document is invalid (the message names its key).
+        """
+        if found.zarr_format == 2:
+            return cls.from_documents(
+                store,
+                path,
+                found.metadata,
+                found.attributes,
+                read_only=read_only,
+                allow_pickle=allow_pickle,
+                write_empty_chunks=write_empty_chunks,
+                partial_decompress=partial_decompress,
+            )
+        metadata = found.array_metadata(path)
+        return cls(
+            store,
+            path,
+            metadata,
+            dict(metadata.attributes),  # type: ignore[union-attr]
             read_only=read_only,
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
@@ -221,8 +276,8 @@ class AsyncArray(Node):
 
     # ---------------------------------------------------------------- properties
     @property
-    def metadata(self) -> ArrayMetadata:
-        """The parsed ``.zarray`` document."""
+    def metadata(self) -> AnyArrayMetadata:
+        """The parsed ``.zarray`` (`ArrayMetadata`) or ``zarr.json`` (`ArrayV3Metadata`) document."""
         return self._metadata
 
     @property
@@ -257,15 +312,49 @@ class AsyncArray(Node):
 
     @property
     def compressor(self) -> Codec | None:
-        """The compressor as a numcodecs codec, or None (zarr-python 2 ``Array.compressor``)."""
+        """The compressor as a numcodecs codec, or None (zarr-python 2 ``Array.compressor``).
+
+        Raises
+        ------
+        TypeError
+            A Zarr v3 array: it has ``compressors`` (zarr-python 3 raises so too).
+        """
+        if isinstance(self._metadata, ArrayV3Metadata):
+            raise TypeError("`compressor` is not available for Zarr format 3 arrays; use `compressors`")
         config_ = self._metadata.compressor
         return None if config_ is None else numcodecs.get_codec(dict(config_))
 
     @property
     def filters(self) -> list[Codec] | None:
-        """The filters as numcodecs codecs in encoding order, or None."""
-        configs = self._metadata.filters
+        """The filters as numcodecs codecs in encoding order, or None.
+
+        For a Zarr v3 array: its array -> array codecs that are numcodecs codecs, or None.
+        """
+        if isinstance(self._metadata, ArrayV3Metadata):
+            serializers = ("vlen-utf8", "vlen-bytes")
+            configs = tuple(c for c in self._metadata.chain.filters if c["id"] not in serializers)
+        else:
+            configs = self._metadata.filters or ()
         return None if not configs else [numcodecs.get_codec(dict(c)) for c in configs]
+
+    @property
+    def compressors(self) -> tuple[Codec, ...]:
+        """The bytes -> bytes codecs as numcodecs codecs, in encoding order (zarr-python 3
+        ``Array.compressors``; for a v2 array its compressor, if any)."""
+        return tuple(numcodecs.get_codec(dict(c)) for c in self._metadata.chain.compressors)
+
+    @property
+    def codecs(self) -> list[dict[str, Any]]:
+        """The codec chain as Zarr v3 codec entries (``zarr.json`` ``codecs``; for a v2 array, its
+        ``order``, ``filters`` and ``compressor`` written the v3 way)."""
+        from azarr.core._array_info import codec_entries
+
+        return codec_entries(self._metadata)
+
+    @property
+    def dimension_names(self) -> tuple[str | None, ...] | None:
+        """A Zarr v3 array's ``dimension_names`` (None when absent, and for v2 arrays)."""
+        return getattr(self._metadata, "dimension_names", None)
 
     @property
     def ndim(self) -> int:
@@ -320,6 +409,15 @@ class AsyncArray(Node):
         """A report of the array's configuration (no I/O; see `info_complete`)."""
         return _format_info(self._info_items())
 
+    def _codec_info_items(self) -> list[tuple[str, str]]:
+        if self._zarr_format == 3:
+            from azarr.core._array_info import codec_entries, describe_codec
+
+            return [(f"Codec [{i}]", describe_codec(c)) for i, c in enumerate(codec_entries(self._metadata))]
+        items = [(f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters or ())]
+        items.append(("Compressor", repr(self.compressor)))
+        return items
+
     async def info_complete(self) -> str:
         """`info` plus bytes stored and chunks initialized (lists the store)."""
         stored, initialized = await asyncio.gather(self.nbytes_stored(), self.nchunks_initialized())
@@ -340,9 +438,9 @@ class AsyncArray(Node):
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
         ]
-        if self.filters:
-            items.extend((f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters))
-        items.append(("Compressor", repr(self.compressor)))
+        if self._zarr_format == 3:
+            items.insert(2, ("Zarr format", "3"))
+        items.extend(self._codec_info_items())
         store_type = type(self.store)
         items.append(("Store type", f"{store_type.__module__}.{store_type.__qualname__}"))
         items.append(("No. bytes", f"{self.nbytes} ({_human_bytes(self.nbytes)})"))
@@ -355,18 +453,18 @@ class AsyncArray(Node):
         return node_key(self._path, self._metadata.chunk_key(coords))
 
     async def _stored_chunk_coords(self) -> AsyncIterator[tuple[tuple[int, ...], str]]:
-        """Yield (grid coords, key) of every chunk present in the store (by listing)."""
+        """Yield (grid coords, key) of every chunk present in the store (by listing).
+
+        A 0-d array's one chunk has coordinates ``(0,)`` (its key ``"0"``, or ``"c"`` in v3).
+        """
         prefix = node_key(self._path, "")
-        sep = self._metadata.dimension_separator
-        ndim = max(self.ndim, 1)  # 0-d arrays have one chunk, key "0"
         for key in await self._io.list_prefix(self._path):
             name = key[len(prefix) :]
             if name.startswith(".") or "/." in name:
                 continue
-            parts = name.split(sep)
-            if len(parts) != ndim or not all(p.isdigit() for p in parts):
-                continue
-            yield tuple(int(p) for p in parts), key
+            coords = self._metadata.chunk_coords(name)
+            if coords is not None:
+                yield coords or (0,), key
 
     @rechecks_metadata
     async def nchunks_initialized(self) -> int:
@@ -732,7 +830,7 @@ class AsyncArray(Node):
         self._check_writable()
         offset: list[int] = []
 
-        def grow(current: ArrayMetadata) -> ArrayMetadata:
+        def grow(current: AnyArrayMetadata) -> AnyArrayMetadata:
             # Against the stored shape, not the one read at open: concurrent appenders
             # each get their own offset (the .zarray update is conditional).
             if any(
@@ -763,24 +861,26 @@ class AsyncArray(Node):
         return tuple(new_metadata.shape)
 
     async def _update_metadata(
-        self, change: Callable[[ArrayMetadata], ArrayMetadata], *, idempotent: bool = True
-    ) -> ArrayMetadata:
-        """Apply ``change`` to the stored ``.zarray`` as one conditional read-modify-write.
+        self, change: Callable[[Any], AnyArrayMetadata], *, idempotent: bool = True
+    ) -> AnyArrayMetadata:
+        """Apply ``change`` to the stored ``.zarray`` or ``zarr.json`` as one conditional read-modify-write.
 
         On stores with conditional writes the change applies to the document as it
         is stored now and is written only if nobody replaced it meanwhile (else it
         is applied again to the newer one), so two concurrent ``resize``/``append``
         calls never undo each other (see ``docs/consistency.md``).
         """
-        key = node_key(self._path, ZARRAY)
-        written: list[ArrayMetadata] = []
+        key = self._metadata_key
+        parse = ArrayV3Metadata.from_json if self._zarr_format == 3 else ArrayMetadata.from_json
+        written: list[AnyArrayMetadata] = []
 
         def modify(raw: bytes | None) -> bytes:
             if raw is None:
                 raise ArrayNotFoundError(
                     f"no array at path {self._path!r} in {self.store.url} ({key!r} is missing)"
                 )
-            updated = change(ArrayMetadata.from_json(raw, key=key))
+            # v3: the stored document's attributes and extensions come along unchanged.
+            updated = change(parse(raw, key=key))
             written[:] = [updated]
             return updated.to_json()
 
@@ -830,11 +930,17 @@ class AsyncArray(Node):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         path = state["path"]
+        if state.get("zarr_format", 2) == 3:
+            metadata: AnyArrayMetadata = ArrayV3Metadata.from_json(
+                state["metadata"], key=metadata_key(path, 3)
+            )
+        else:
+            metadata = ArrayMetadata.from_json(state["metadata"], key=node_key(path, ZARRAY))
         AsyncArray.__init__(
             self,
             state["store"],
             path,
-            ArrayMetadata.from_json(state["metadata"], key=node_key(path, ZARRAY)),
+            metadata,
             state["attributes"],
             read_only=state["read_only"],
             allow_pickle=state["allow_pickle"],
@@ -868,22 +974,19 @@ class AsyncArray(Node):
         """True for arrays made by `view` or `astype` (zarr-python 2 ``is_view``)."""
         return self._is_view
 
-    def _use_metadata(self, metadata: ArrayMetadata) -> None:
-        """Adopt changed ``.zarray`` contents: the codec is rebuilt if the encoding changed,
-        the pipeline always (it holds the codec and the fill value)."""
+    def _use_metadata(self, metadata: AnyArrayMetadata) -> None:
+        """Adopt changed ``.zarray``/``zarr.json`` contents: the codec is rebuilt if the encoding
+        changed, the pipeline always (it holds the codec and the fill value)."""
         old = self._metadata
-        encoding = ("dtype", "chunks", "order", "compressor", "filters")
-        if any(getattr(old, f) != getattr(metadata, f) for f in encoding):
+        if old.dtype != metadata.dtype or old.chunks != metadata.chunks or old.chain != metadata.chain:
             self._codec = self._make_codec(metadata)
         self._metadata = metadata
         self._pipeline = self._make_pipeline()
 
-    def _adopt_metadata(self, metadata: ArrayMetadata, attributes: dict[str, Any]) -> None:
+    def _adopt_metadata(self, metadata: AnyArrayMetadata, attributes: dict[str, Any]) -> None:
         """Use newly read metadata and attributes (the codec is rebuilt only if the encoding changed)."""
         self._use_metadata(metadata)
-        self._attrs = Attributes(
-            self._io, node_key(self._path, ZATTRS), attributes, read_only=self._read_only
-        )
+        self._attrs = self._make_attributes(attributes)
         self._metadata_read_at = time.monotonic()
 
     async def refresh(self) -> None:

@@ -1,12 +1,12 @@
-"""User attributes of an array or group, persisted to its ``.zattrs`` document."""
+"""User attributes of an array or group, persisted to ``.zattrs`` (v2) or in ``zarr.json`` (v3)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from azarr.errors import ReadOnlyError
-from azarr.metadata import encode_json, parse_attributes
+from azarr.errors import MetadataError, ReadOnlyError
+from azarr.metadata import decode_json, encode_json, encode_v3_json, parse_attributes
 from azarr.scheduler import StoreIO
 
 
@@ -27,13 +27,27 @@ class Attributes(Mapping[str, Any]):
         The attributes as loaded.
     read_only : bool
         Refuse updates with `ReadOnlyError`.
+    embedded : bool, default False
+        ``key`` is a Zarr v3 ``zarr.json``, whose ``attributes`` member holds them:
+        every update is a read-modify-write of that member, leaving the rest as stored.
     """
 
-    def __init__(self, io: StoreIO, key: str, values: dict[str, Any], *, read_only: bool) -> None:
+    def __init__(
+        self, io: StoreIO, key: str, values: dict[str, Any], *, read_only: bool, embedded: bool = False
+    ) -> None:
         self._io = io
         self.key = key
         self._values = values
         self.read_only = read_only
+        self._embedded = embedded
+
+    def _parse(self, data: bytes) -> dict[str, Any]:
+        if not self._embedded:
+            return parse_attributes(data, key=self.key)
+        document = decode_json(data, key=self.key)
+        if not isinstance(document, dict):
+            raise MetadataError(f"{self.key!r}: must be a JSON object, got {type(document).__name__}")
+        return parse_attributes(document.get("attributes", {}), key=self.key)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -54,7 +68,7 @@ class Attributes(Mapping[str, Any]):
     async def refresh(self) -> None:
         """Reload the attributes from the store (another writer may have changed them)."""
         data = await self._io.get(self.key)
-        self._values = {} if data is None else parse_attributes(data, key=self.key)
+        self._values = {} if data is None else self._parse(data)
 
     async def update(self, *args: Mapping[str, Any], **kwargs: Any) -> None:
         """Merge new attributes and write ``.zattrs`` (like ``dict.update``).
@@ -112,9 +126,18 @@ class Attributes(Mapping[str, Any]):
         result: dict[str, Any] = {}
 
         def modify(data: bytes | None) -> bytes:
-            current = {} if data is None else parse_attributes(data, key=self.key)
+            if self._embedded:
+                if data is None:
+                    raise MetadataError(f"cannot update attributes: {self.key!r} is gone")
+                document = decode_json(data, key=self.key)
+                current = parse_attributes(document.get("attributes", {}), key=self.key)
+            else:
+                current = {} if data is None else parse_attributes(data, key=self.key)
             result.clear()
             result.update(change(current))
+            if self._embedded:
+                document["attributes"] = result
+                return encode_v3_json(document)
             return encode_json(result)
 
         await self._io.update(self.key, modify)
@@ -125,5 +148,8 @@ class Attributes(Mapping[str, Any]):
             raise ReadOnlyError(f"cannot update attributes {self.key!r}: opened read-only")
         # Encode before touching the store, so an unencodable value loses nothing.
         document = encode_json(values)
+        if self._embedded:  # the rest of zarr.json stays as stored
+            await self._modify(lambda _: dict(values))
+            return
         await self._io.set(self.key, document)
         self._values = values

@@ -1,4 +1,4 @@
-"""``AsyncGroup``: a Zarr v2 group, its members and its attributes, with coroutines."""
+"""``AsyncGroup``: a Zarr group (v2 or v3), its members and its attributes, with coroutines."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from azarr.core._creation import create_array, create_array_from_data
+from azarr.core._formats import Document, NodeDocuments, ZarrFormat, creation_format, metadata_key, read_node
 from azarr.core._group_ops import format_group_info, group_info_items, like_array, move_node, visit_nodes
 from azarr.core._hierarchy import (
-    Document,
     contains_array,
     contains_group,
+    group_document,
     node_kind,
     prepare_node_path,
     write_node_document,
@@ -25,7 +26,7 @@ from azarr.errors import (
     NodeNotFoundError,
     ReadOnlyError,
 )
-from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, GroupMetadata, parse_attributes
+from azarr.metadata import ZATTRS, ZGROUP, GroupMetadata, GroupV3Metadata, is_metadata_key, parse_attributes
 from azarr.scheduler import StoreIO, bounded_map
 from azarr.storage import Store
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 
 class AsyncGroup(Node):
-    """A Zarr v2 group whose I/O methods are coroutines.
+    """A Zarr group (v2 or v3) whose I/O methods are coroutines.
 
     Open or create one with `azarr.open_group` / `azarr.group`.
     Methods mirror zarr-python 2's ``zarr.hierarchy.Group``, awaited;
@@ -52,6 +53,9 @@ class AsyncGroup(Node):
         Refuse changes with `ReadOnlyError`.
     allow_pickle : bool, optional
         Passed on to arrays opened through this group.
+    zarr_format : {2, 3}, default 2
+        The group's format; its members are of the same format (the other format's
+        nodes are not members, as in zarr-python 3), and so are nodes created in it.
     """
 
     _kind = "group"
@@ -64,30 +68,65 @@ class AsyncGroup(Node):
         *,
         read_only: bool = False,
         allow_pickle: bool | None = None,
+        zarr_format: int = 2,
     ) -> None:
-        super().__init__(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
+        super().__init__(
+            store, path, attributes, read_only=read_only, allow_pickle=allow_pickle, zarr_format=zarr_format
+        )
 
     # ---------------------------------------------------------------- opening
     @classmethod
     async def open(
-        cls, store: Store, path: str = "", *, read_only: bool = False, allow_pickle: bool | None = None
+        cls,
+        store: Store,
+        path: str = "",
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+        zarr_format: ZarrFormat | None = None,
     ) -> AsyncGroup:
-        """Open the group at ``path`` (reads ``.zgroup`` and ``.zattrs`` concurrently).
+        """Open the group at ``path``, Zarr v2 (``.zgroup``, ``.zattrs``) or v3 (``zarr.json``).
+
+        ``zarr_format`` (2 or 3) looks for that format only.
 
         Raises
         ------
         GroupNotFoundError
-            No ``.zgroup`` at ``path``.
+            No group at ``path``.
         MetadataError
-            ``.zgroup`` or ``.zattrs`` is invalid.
+            A document is invalid.
         """
         path = normalize_path(path)
-        group_key = node_key(path, ZGROUP)
-        raw_group, raw_attrs = await StoreIO(store).read_documents(group_key, node_key(path, ZATTRS))
-        if raw_group is None:
-            raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({group_key!r} is missing)")
-        return cls.from_documents(
-            store, path, raw_group, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
+        found = await read_node(StoreIO(store), path, zarr_format=zarr_format)
+        if found is None or found.kind != "group":
+            what = "an array" if found is not None else "no .zgroup or zarr.json"
+            raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({what} there)")
+        return cls.from_node(store, path, found, read_only=read_only, allow_pickle=allow_pickle)
+
+    @classmethod
+    def from_node(
+        cls,
+        store: Store,
+        path: str,
+        found: NodeDocuments,
+        *,
+        read_only: bool = False,
+        allow_pickle: bool | None = None,
+    ) -> AsyncGroup:
+        """The group at normalized ``path`` from its documents as `read_node` found them.
+
+        Raises
+        ------
+        MetadataError
+            A document is invalid (names its key).
+        """
+        if found.zarr_format == 2:
+            return cls.from_documents(
+                store, path, found.metadata, found.attributes, read_only=read_only, allow_pickle=allow_pickle
+            )
+        metadata = GroupV3Metadata.from_json(found.metadata, key=metadata_key(path, 3))
+        return cls(
+            store, path, metadata.attributes, read_only=read_only, allow_pickle=allow_pickle, zarr_format=3
         )
 
     @classmethod
@@ -122,20 +161,31 @@ class AsyncGroup(Node):
         overwrite: bool = False,
         attributes: dict[str, Any] | None = None,
         allow_pickle: bool | None = None,
+        zarr_format: int | None = None,
     ) -> AsyncGroup:
         """Create a group at ``path``, with any missing ancestor groups (zarr-python 2 ``init_group``).
+
+        ``zarr_format`` 2 writes ``.zgroup`` (and ``.zattrs``), 3 one ``zarr.json`` holding
+        the attributes; default ``azarr.config`` ``zarr_format`` (2).
 
         Raises
         ------
         ContainsArrayError, ContainsGroupError
             A node exists at ``path`` and ``overwrite`` is False.
+        MetadataError
+            An ancestor group is of the other format.
         """
         path = normalize_path(path)
         if store.read_only:
             raise ReadOnlyError(f"cannot create group {path!r}: store {store.url} is read-only")
+        fmt = creation_format(zarr_format)
         io = StoreIO(store)
-        await prepare_node_path(io, path, overwrite=overwrite)
-        await write_node_document(io, path, ZGROUP, GroupMetadata().to_json(), overwrite=overwrite)
+        await prepare_node_path(io, path, overwrite=overwrite, zarr_format=fmt)
+        if fmt == 3:
+            document = GroupV3Metadata(attributes=dict(attributes or {})).to_json()
+            await write_node_document(io, path, "zarr.json", document, overwrite=overwrite, kind="group")
+            return cls(store, path, attributes, allow_pickle=allow_pickle, zarr_format=3)
+        await write_node_document(io, path, ZGROUP, group_document(2), overwrite=overwrite)
         group = cls(store, path, allow_pickle=allow_pickle)
         if attributes:
             await group.attrs.put(attributes)
@@ -162,6 +212,7 @@ class AsyncGroup(Node):
             join_path(self._path, name),
             read_only=self._read_only,
             allow_pickle=self._allow_pickle,
+            zarr_format=self._zarr_format,  # type: ignore[arg-type]
         )
         if node is None:
             raise NodeNotFoundError(
@@ -181,14 +232,17 @@ class AsyncGroup(Node):
         store's budget: the round trips are bounded by depth, not by the number
         of members (the unconsolidated-open figures are in ``benchmarks/README.md``).
         """
-        names = sorted({n for n in await self._io.list_dir(self._path) if not n.startswith(".")})
+        listed = await self._io.list_dir(self._path)
+        names = sorted({n for n in listed if not n.startswith(".") and not is_metadata_key(n)})
 
         async def open_child(name: str) -> AsyncArray | AsyncGroup | None:
+            # Children in the group's own format only (zarr-python 3 does the same).
             return await open_node(
                 self.store,
                 join_path(self._path, name),
                 read_only=self._read_only,
                 allow_pickle=self._allow_pickle,
+                zarr_format=self._zarr_format,  # type: ignore[arg-type]
             )
 
         nodes = await bounded_map(open_child, names, self._io.budget.max_requests)
@@ -292,7 +346,11 @@ class AsyncGroup(Node):
         """
         self._check_writable()
         return await AsyncGroup.init(
-            self.store, join_path(self._path, name), overwrite=overwrite, allow_pickle=self._allow_pickle
+            self.store,
+            join_path(self._path, name),
+            overwrite=overwrite,
+            allow_pickle=self._allow_pickle,
+            zarr_format=self._zarr_format,
         )
 
     async def require_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
@@ -328,6 +386,7 @@ class AsyncGroup(Node):
         self._check_writable()
         path = join_path(self._path, name)
         kwargs.setdefault("allow_pickle", self._allow_pickle)
+        kwargs.setdefault("zarr_format", self._zarr_format)
         data = kwargs.pop("data", None)
         if data is not None:
             return await create_array_from_data(self.store, path, data, **kwargs)
@@ -408,6 +467,7 @@ class AsyncGroup(Node):
             state["attributes"],
             read_only=state["read_only"],
             allow_pickle=state["allow_pickle"],
+            zarr_format=state.get("zarr_format", 2),
         )
 
     # ---------------------------------------------------------------- sync facade
@@ -454,6 +514,7 @@ class AsyncGroup(Node):
             [
                 ("Name", self.name),
                 ("Type", "azarr.AsyncGroup"),
+                *([("Zarr format", "3")] if self._zarr_format == 3 else []),
                 ("Read-only", str(self.read_only)),
                 ("Store type", f"{type(store).__module__}.{type(store).__qualname__}"),
             ]
@@ -556,23 +617,22 @@ def _tree_lines(subtree: _Subtree, indent: str) -> list[str]:
 
 
 async def open_node(
-    store: Store, path: str, *, read_only: bool = False, allow_pickle: bool | None = None
+    store: Store,
+    path: str,
+    *,
+    read_only: bool = False,
+    allow_pickle: bool | None = None,
+    zarr_format: ZarrFormat | None = None,
 ) -> AsyncArray | AsyncGroup | None:
-    """Open whatever node is at ``path``; None if there is none.
+    """Open whatever node is at ``path`` (of ``zarr_format``, if given); None if there is none.
 
-    Reads ``.zarray`` and ``.zattrs`` together (one round trip opens an array)
-    and ``.zgroup`` only when there is no ``.zarray`` (an array wins, as in
-    zarr-python 2's ``open``).
+    Reads ``.zarray``, ``.zattrs`` and ``zarr.json`` together (one round trip opens an
+    array of either format, or a v3 group) and ``.zgroup`` only when there is neither
+    (an array wins, as in zarr-python 2's ``open``; ``zarr.json`` wins over v2 documents).
     """
-    io = StoreIO(store)
-    raw_array, raw_attrs = await io.read_documents(node_key(path, ZARRAY), node_key(path, ZATTRS))
-    if raw_array is not None:
-        return AsyncArray.from_documents(
-            store, path, raw_array, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
-        )
-    (raw_group,) = await io.read_documents(node_key(path, ZGROUP))
-    if raw_group is not None:
-        return AsyncGroup.from_documents(
-            store, path, raw_group, raw_attrs, read_only=read_only, allow_pickle=allow_pickle
-        )
-    return None
+    found = await read_node(StoreIO(store), path, zarr_format=zarr_format)
+    if found is None:
+        return None
+    if found.kind == "array":
+        return AsyncArray.from_node(store, path, found, read_only=read_only, allow_pickle=allow_pickle)
+    return AsyncGroup.from_node(store, path, found, read_only=read_only, allow_pickle=allow_pickle)

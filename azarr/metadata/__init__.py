@@ -1,8 +1,12 @@
-"""Zarr v2 metadata documents: ``.zarray``, ``.zgroup``, ``.zattrs`` and ``.zmetadata``.
+"""Zarr metadata documents, both formats side by side.
 
-Pure functions and frozen dataclasses, no I/O: the array and group layers read
-the bytes and hand them here. Encoding matches zarr-python 2.18 byte for byte
-(``json.dumps(indent=4, sort_keys=True)``), so documents are interchangeable.
+Zarr v2: ``.zarray``, ``.zgroup``, ``.zattrs`` and ``.zmetadata``, encoded as
+zarr-python 2.18 writes them byte for byte (``json.dumps(indent=4, sort_keys=True)``).
+Zarr v3: ``zarr.json`` of arrays and groups (with inline consolidated metadata),
+encoded as zarr-python 3 writes them (``json.dumps(indent=2)``). `ArrayMetadata`
+and `ArrayV3Metadata` describe an array the same way (shape, chunks, dtype,
+fill value, chunk keys, a `CodecChain`), so nothing above this package asks which
+format it reads. Pure functions and frozen dataclasses, no I/O.
 """
 
 from __future__ import annotations
@@ -14,10 +18,35 @@ from azarr.metadata._dtype import dtype_from_json, dtype_to_json, normalize_dtyp
 from azarr.metadata._fill_value import decode_fill_value, encode_fill_value
 from azarr.metadata._group import GroupMetadata, parse_attributes
 from azarr.metadata._json import decode_json, encode_json
-from azarr.metadata._keys import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key
+from azarr.metadata._keys import (
+    ZARR_JSON,
+    ZARRAY,
+    ZATTRS,
+    ZGROUP,
+    ZMETADATA,
+    is_metadata_key,
+    is_v2_metadata_key,
+)
 from azarr.metadata._ml_dtypes import ML_DTYPE_KINDS, ml_dtype, ml_dtype_name
+from azarr.metadata._v3_array import ArrayV3Metadata, ChunkKeyEncoding, encode_v3_json
+from azarr.metadata._v3_dtype import v3_dtype_from_json, v3_dtype_to_json
+from azarr.metadata._v3_group import GroupV3Metadata, parse_v3_consolidated, v3_node_type
+
+#: Either format's array metadata: what arrays, pipelines and integrations use.
+AnyArrayMetadata = ArrayMetadata | ArrayV3Metadata
 
 __all__ = [
+    "AnyArrayMetadata",
+    "ArrayV3Metadata",
+    "ChunkKeyEncoding",
+    "GroupV3Metadata",
+    "ZARR_JSON",
+    "encode_v3_json",
+    "is_v2_metadata_key",
+    "parse_v3_consolidated",
+    "v3_dtype_from_json",
+    "v3_dtype_to_json",
+    "v3_node_type",
     "CONSOLIDATED_FORMAT",
     "OBJECT_CODEC_IDS",
     "REQUIRED_ARRAY_KEYS",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from azarr import config
+from azarr.codecs._chain import CodecChain, v2_chain
 from azarr.errors import MetadataError
 from azarr.metadata._codecs import OBJECT_CODEC_IDS, parse_codec_config, parse_filters
 from azarr.metadata._dtype import check_dtype, dtype_from_json, dtype_to_json
@@ -253,6 +254,23 @@ class ArrayMetadata:
             if not 0 <= index < extent:
                 raise IndexError(f"chunk coordinates {tuple(coords)} are outside the chunk grid {grid}")
         return self.dimension_separator.join(map(str, coords))
+
+    @property
+    def chain(self) -> CodecChain:
+        """``order``, ``filters`` and ``compressor`` as a `CodecChain` (what `ChunkCodec` runs)."""
+        return v2_chain(self.order, self.compressor, self.filters)
+
+    #: What every chunk key of a >= 1-d array starts with: nothing in v2.
+    chunk_key_prefix = ""
+
+    def chunk_coords(self, name: str) -> tuple[int, ...] | None:
+        """Grid coordinates of the chunk key ``name`` (relative to the array), None if it is none."""
+        if not self.shape:
+            return () if name == "0" else None
+        parts = name.split(self.dimension_separator)
+        if len(parts) != len(self.shape) or not all(p.isdigit() for p in parts):
+            return None
+        return tuple(int(p) for p in parts)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ArrayMetadata):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from azarr.metadata._json import decode_json, encode_json, to_jsonable
-from azarr.metadata._keys import ZMETADATA, is_metadata_key, metadata_error
+from azarr.metadata._keys import ZMETADATA, is_v2_metadata_key, metadata_error
 
 CONSOLIDATED_FORMAT = 1
 
@@ -20,7 +20,7 @@ CONSOLIDATED_FORMAT = 1
 def build_consolidated(documents: Mapping[str, bytes | str | Mapping[str, Any]]) -> bytes:
     """Encode a ``.zmetadata`` document (zarr-python 2 ``consolidate_metadata``).
 
-    Keys that are not metadata keys (see `is_metadata_key`) are skipped,
+    Keys that are not v2 metadata keys (see `is_v2_metadata_key`) are skipped,
     as zarr-python 2 filters the store listing, so a whole listing may be passed.
 
     Parameters
@@ -42,7 +42,7 @@ def build_consolidated(documents: Mapping[str, bytes | str | Mapping[str, Any]])
     """
     metadata: dict[str, Any] = {}
     for key, value in documents.items():
-        if not is_metadata_key(key):
+        if not is_v2_metadata_key(key):
             continue
         document = value if isinstance(value, Mapping) else decode_json(value, key=key)
         if not isinstance(document, Mapping):
@@ -94,7 +94,7 @@ def parse_consolidated(
         raise metadata_error(where, "metadata", f"must be a JSON object of documents, got {entries!r}")
     out: dict[str, dict[str, Any]] = {}
     for name, entry in entries.items():
-        if not isinstance(name, str) or not is_metadata_key(name):
+        if not isinstance(name, str) or not is_v2_metadata_key(name):
             continue
         if not isinstance(entry, Mapping):
             raise metadata_error(where, f"metadata[{name!r}]", f"must be a JSON object, got {entry!r}")

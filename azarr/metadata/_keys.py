@@ -1,4 +1,4 @@
-"""Names of the Zarr v2 metadata documents and how errors about them are worded."""
+"""Names of the Zarr metadata documents (v2 and v3) and how errors about them are worded."""
 
 from __future__ import annotations
 
@@ -17,12 +17,20 @@ ZGROUP = ".zgroup"
 ZATTRS = ".zattrs"
 #: Consolidated metadata document (zarr-python 2 ``consolidate_metadata``; not in the spec).
 ZMETADATA = ".zmetadata"
+#: The one metadata document of a Zarr v3 node, array or group (v3 spec, "Metadata").
+ZARR_JSON = "zarr.json"
 
-_METADATA_NAMES = frozenset({ZARRAY, ZGROUP, ZATTRS})
+_V2_METADATA_NAMES = frozenset({ZARRAY, ZGROUP, ZATTRS})
+_METADATA_NAMES = _V2_METADATA_NAMES | {ZARR_JSON}
+
+
+def is_v2_metadata_key(key: str) -> bool:
+    """True if ``key`` names a ``.zarray``, ``.zgroup`` or ``.zattrs`` document (zarr-python 2 ``is_zarr_key``)."""
+    return key.rpartition("/")[2] in _V2_METADATA_NAMES
 
 
 def is_metadata_key(key: str) -> bool:
-    """True if ``key`` names a ``.zarray``, ``.zgroup`` or ``.zattrs`` document at any depth.
+    """True if ``key`` names a ``.zarray``, ``.zgroup``, ``.zattrs`` or ``zarr.json`` document at any depth.
 
     The last ``/``-separated segment must be exactly one of the three names, so
     ``"a/b/.zarray"`` qualifies and ``"a/b.zarray"`` or ``".zmetadata"`` do not.

@@ -10,6 +10,7 @@ from numcodecs.abc import Codec
 
 from azarr.core import AsyncArray
 from azarr.core._array_ops import RecheckPolicy
+from azarr.core._formats import ZarrFormat
 from azarr.indexing import (
     BasicSelection,
     BlockSelection,
@@ -18,7 +19,7 @@ from azarr.indexing import (
     OrthogonalSelection,
     Selection,
 )
-from azarr.metadata import ArrayMetadata
+from azarr.metadata import AnyArrayMetadata
 from azarr.scheduler import ProgressCallback
 from azarr.storage import Store
 from azarr.sync._accessors import BlockIndex, OIndex, VIndex
@@ -73,7 +74,7 @@ class Array:
     name: Forward[str] = Forward(AsyncArray, "name")
     basename: Forward[str] = Forward(AsyncArray, "basename")
     read_only: Forward[bool] = Forward(AsyncArray, "read_only")
-    metadata: Forward[ArrayMetadata] = Forward(AsyncArray, "metadata")
+    metadata: Forward[AnyArrayMetadata] = Forward(AsyncArray, "metadata")
     shape: Forward[tuple[int, ...]] = Forward(AsyncArray, "shape")
     chunks: Forward[tuple[int, ...]] = Forward(AsyncArray, "chunks")
     dtype: Forward[np.dtype[Any]] = Forward(AsyncArray, "dtype")
@@ -82,6 +83,10 @@ class Array:
     dimension_separator: Forward[str] = Forward(AsyncArray, "dimension_separator")
     compressor: Forward[Codec | None] = Forward(AsyncArray, "compressor")
     filters: Forward[list[Codec] | None] = Forward(AsyncArray, "filters")
+    compressors: Forward[tuple[Codec, ...]] = Forward(AsyncArray, "compressors")
+    codecs: Forward[list[dict[str, Any]]] = Forward(AsyncArray, "codecs")
+    dimension_names: Forward[tuple[str | None, ...] | None] = Forward(AsyncArray, "dimension_names")
+    zarr_format: Forward[int] = Forward(AsyncArray, "zarr_format")
     ndim: Forward[int] = Forward(AsyncArray, "ndim")
     size: Forward[int] = Forward(AsyncArray, "size")
     itemsize: Forward[int] = Forward(AsyncArray, "itemsize")
@@ -115,6 +120,7 @@ class Array:
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
+        zarr_format: ZarrFormat | None = None,
         timeout: float | None = None,
     ) -> Array:
         coro = AsyncArray.open(
@@ -124,6 +130,7 @@ class Array:
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
+            zarr_format=zarr_format,
         )
         return cls(run(coro, timeout), timeout=timeout)
 

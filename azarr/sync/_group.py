@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from azarr.core import AsyncArray, AsyncGroup
+from azarr.core._formats import ZarrFormat
 from azarr.storage import Store
 from azarr.sync._array import Array
 from azarr.sync._attributes import Attributes
@@ -56,6 +57,7 @@ class Group:
     name: Forward[str] = Forward(AsyncGroup, "name")
     basename: Forward[str] = Forward(AsyncGroup, "basename")
     read_only: Forward[bool] = Forward(AsyncGroup, "read_only")
+    zarr_format: Forward[int] = Forward(AsyncGroup, "zarr_format")
 
     @property
     def attrs(self) -> Attributes:
@@ -75,9 +77,12 @@ class Group:
         *,
         read_only: bool = False,
         allow_pickle: bool | None = None,
+        zarr_format: ZarrFormat | None = None,
         timeout: float | None = None,
     ) -> Group:
-        coro = AsyncGroup.open(store, path, read_only=read_only, allow_pickle=allow_pickle)
+        coro = AsyncGroup.open(
+            store, path, read_only=read_only, allow_pickle=allow_pickle, zarr_format=zarr_format
+        )
         return cls(run(coro, timeout), timeout=timeout)
 
     @classmethod
@@ -90,10 +95,16 @@ class Group:
         overwrite: bool = False,
         attributes: dict[str, Any] | None = None,
         allow_pickle: bool | None = None,
+        zarr_format: int | None = None,
         timeout: float | None = None,
     ) -> Group:
         coro = AsyncGroup.init(
-            store, path, overwrite=overwrite, attributes=attributes, allow_pickle=allow_pickle
+            store,
+            path,
+            overwrite=overwrite,
+            attributes=attributes,
+            allow_pickle=allow_pickle,
+            zarr_format=zarr_format,
         )
         return cls(run(coro, timeout), timeout=timeout)
 
