@@ -72,19 +72,25 @@ class AzarrBackendArray(BackendArray):
 def _variable_dtype(array: AsyncArray) -> np.dtype[Any]:
     """Object arrays of UTF-8 strings are xarray's vlen ``str`` dtype (as its zarr engine, GH 7328)."""
     filters = array.filters or []
+    if getattr(array.metadata, "string_kind", None) == "string":  # Zarr v3's string type
+        return create_vlen_dtype(str)  # type: ignore[no-any-return]
     if array.dtype.kind == "O" and any(getattr(f, "codec_id", None) == "vlen-utf8" for f in filters):
         return create_vlen_dtype(str)  # type: ignore[no-any-return]
     return array.dtype
 
 
 def array_dimensions(array: AsyncArray) -> list[str]:
-    """The dimension names of ``array`` from its ``_ARRAY_DIMENSIONS`` attribute.
+    """The dimension names of ``array``: a Zarr v3 array's ``dimension_names`` (as xarray
+    writes them there), else its ``_ARRAY_DIMENSIONS`` attribute (Zarr v2).
 
     Raises
     ------
     MetadataError
-        The attribute is missing or does not name one dimension per axis (names the array).
+        Neither names one dimension per axis (names the array).
     """
+    names = array.dimension_names
+    if names is not None and all(isinstance(d, str) for d in names):
+        return list(names)  # type: ignore[arg-type]
     dims = array.attrs.get(DIMENSION_KEY)
     if not isinstance(dims, list) or len(dims) != array.ndim or not all(isinstance(d, str) for d in dims):
         raise MetadataError(
@@ -99,14 +105,19 @@ def open_variable(array: AsyncArray) -> Variable:
     """``array`` as a lazy, still CF-encoded xarray Variable (dims, attributes, encoding)."""
     dims = array_dimensions(array)
     attributes = {k: v for k, v in array.attrs.items() if k != DIMENSION_KEY}
-    if array.fill_value is not None:
-        attributes["_FillValue"] = array.fill_value
-    encoding = {
+    encoding: dict[str, Any] = {
         "chunks": array.chunks,
         "preferred_chunks": dict(zip(dims, array.chunks, strict=True)),
-        "compressor": array.compressor,
         "filters": array.filters,
     }
+    if array.zarr_format == 3:
+        # xarray's zarr engine keeps a v3 array's fill value apart from the CF _FillValue
+        # (its own attribute; use_zarr_fill_value_as_mask is off for v3).
+        encoding["compressors"] = array.compressors
+    else:
+        if array.fill_value is not None:
+            attributes["_FillValue"] = array.fill_value
+        encoding["compressor"] = array.compressor
     data = indexing.LazilyIndexedArray(AzarrBackendArray(array))
     return Variable(dims, data, attributes, encoding)
 

@@ -1,0 +1,192 @@
+"""Zarr v3 interop, both ways and bit-exact, with zarr-python 3.4 and TensorStore's zarr3 driver.
+
+The corpus (``v3_scripts/v3_cases.py``: every data type x codec chains incl. ``transpose`` +
+big-endian ``bytes`` + ``blosc`` + ``crc32c`` x both chunk key encodings x C/F layouts x edge
+chunks and unwritten chunks) is written once per session by zarr-python 3.4 and TensorStore in
+their venv (``refenv_v3.py``, Python 3.12) and read here; azarr writes the same cases and the
+reference script reads them with both and validates every ``zarr.json`` with zarr-metadata.
+Groups with attributes and inline consolidated metadata, and an xarray dataset written by
+xarray + zarr-python 3.4 (``engine="azarr"`` against ``engine="zarr"``), go the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import azarr
+import azarr.sync
+
+from .refenv import RefEnvError
+from .refenv_v3 import ensure_v3_reference_python
+
+pytestmark = pytest.mark.interop
+
+SCRIPTS = Path(__file__).resolve().parent / "v3_scripts"
+
+
+def _load_cases() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("azarr_v3_cases", SCRIPTS / "v3_cases.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = _load_cases()
+
+
+@pytest.fixture(scope="session")
+def zarr3_python() -> Path:
+    try:
+        return ensure_v3_reference_python(lambda msg: print(msg, file=sys.stderr, flush=True))
+    except RefEnvError as exc:
+        pytest.fail(f"Zarr v3 reference environment unavailable:\n{exc}", pytrace=False)
+
+
+def _run(python: Path, *args: str | Path) -> dict[str, Any]:
+    proc = subprocess.run(
+        [str(python), str(SCRIPTS / "ref_v3.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.fixture(scope="session")
+def v3_corpus(zarr3_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The corpus as zarr-python 3.4 and TensorStore wrote it (once per session, ~10 s)."""
+    root = tmp_path_factory.mktemp("v3-corpus")
+    report = _run(zarr3_python, "write", root)
+    assert report["ts_refused"] == {}, report["ts_refused"]
+    yield root
+
+
+def _read_all(root: Path, writer: str) -> dict[str, str]:
+    failures: dict[str, str] = {}
+    for case in CASES.cases():
+        if writer == "ts" and not case["ts"]:
+            continue
+        try:
+            array = azarr.sync.open_array(str(root / writer / case["name"]), mode="r")
+            got = array[...]
+        except Exception as exc:
+            failures[case["name"]] = f"{type(exc).__name__}: {exc}"
+            continue
+        if array.zarr_format != 3 or not CASES.same(got, CASES.expected(case)):
+            failures[case["name"]] = f"differs: {np.asarray(got).ravel()[:6]!r}"
+    return failures
+
+
+def test_corpus_covers_the_matrix() -> None:
+    cases = CASES.cases()
+    names = {c["name"] for c in cases}
+    assert len(cases) >= 150
+    assert {c["dtype"] for c in cases} == set(CASES.DTYPES)
+    assert {c["encoding"]["name"] for c in cases} == {"default", "v2"}
+    assert {c["layout"] for c in cases} == {"C", "F"}
+    assert "int16-big-blosc-crc-v2-F-2d" in names  # transpose + big-endian bytes + blosc + crc32c
+
+
+def test_azarr_reads_what_zarr_python_wrote(v3_corpus: Path) -> None:
+    assert _read_all(v3_corpus, "zarr") == {}
+
+
+def test_azarr_reads_what_tensorstore_wrote(v3_corpus: Path) -> None:
+    assert _read_all(v3_corpus, "ts") == {}
+
+
+def _write_azarr_corpus(root: Path) -> None:
+    for case in CASES.cases():
+        shape, chunks = tuple(case["shape"]), tuple(case["chunks"])
+        spec = CASES.DTYPES[case["dtype"]][0]
+        dtype: Any = (
+            {"str": str, "bytes": bytes}.get(spec)
+            if isinstance(spec, str) and spec in ("str", "bytes")
+            else CASES.numpy_dtype(case["dtype"])
+        )
+        array = azarr.sync.create(
+            shape,
+            chunks=chunks,
+            dtype=dtype,
+            fill_value=CASES.fill_value(case["dtype"]),
+            store=str(root / "azarr" / case["name"]),
+            zarr_format=3,
+            codecs=case["codecs"],
+            chunk_key_encoding=case["encoding"],
+        )
+        region = CASES.written(shape, chunks)
+        array[region] = CASES.values(case["dtype"], shape)[region]
+    group = azarr.sync.group(
+        str(root / "azarr-group"), zarr_format=3, attributes={"title": "corpus", "n": [1, 2]}
+    )
+    sub = group.create_group("sub")
+    sub.attrs.update({"level": 1})
+    x = sub.create_dataset(
+        "x", shape=(4, 3), chunks=(2, 2), dtype="<f4", dimension_names=["y", "x"], attributes={"units": "m"}
+    )
+    x[:] = np.arange(12, dtype="<f4").reshape(4, 3)
+    group.create_dataset("flag", shape=(5,), dtype=bool, fill_value=True)
+    azarr.sync.consolidate_metadata(str(root / "azarr-group"))
+
+
+def test_zarr_python_and_tensorstore_read_what_azarr_wrote(zarr3_python: Path, tmp_path: Path) -> None:
+    _write_azarr_corpus(tmp_path)
+    results = _run(zarr3_python, "read", tmp_path)
+    failures = {k: v for k, v in results.items() if v != "ok"}
+    assert failures == {}
+    assert (
+        sum(k.startswith("ts:") for k in results) >= 120
+        and sum(k.startswith("zarr:") for k in results) >= 150
+    )
+
+
+def test_groups_with_attributes_and_consolidated_metadata(v3_corpus: Path) -> None:
+    for consolidated in (True, False):
+        group = azarr.sync.open_group(str(v3_corpus / "zarr-group"), mode="r", use_consolidated=consolidated)
+        assert group.zarr_format == 3
+        assert dict(group.attrs) == {"title": "corpus", "n": [1, 2]}
+        assert dict(group["sub"].attrs) == {"level": 1}
+        x = group["sub/x"]
+        assert dict(x.attrs) == {"units": "m"} and x.dimension_names == ("y", "x")
+        np.testing.assert_array_equal(x[:], np.arange(12, dtype="<f4").reshape(4, 3))
+        assert group["flag"][:].all()
+        assert sorted(name for name, _ in group.members(max_depth=None)) == ["flag", "sub", "sub/x"]
+    consolidated_group = azarr.sync.open_consolidated(str(v3_corpus / "zarr-group"))
+    assert type(consolidated_group.store).__name__ == "ConsolidatedStore"
+
+
+def test_xarray_dataset_opens_with_the_azarr_engine_as_with_zarr(v3_corpus: Path) -> None:
+    xr = pytest.importorskip("xarray")
+    expected = json.loads((v3_corpus / "xr-expected.json").read_text())
+    arrays = np.load(v3_corpus / "xr-expected.npz")
+    ds = xr.open_dataset(v3_corpus / "xr.zarr", engine="azarr").load()
+    assert sorted(ds.coords) == expected["coords"] and sorted(ds.data_vars) == expected["data_vars"]
+    assert {k: list(v.dims) for k, v in ds.variables.items()} == expected["dims"]
+    assert {k: {a: str(b) for a, b in v.attrs.items()} for k, v in ds.variables.items()} == expected["attrs"]
+    assert {a: str(b) for a, b in ds.attrs.items()} == expected["global"]
+    # Strings: zarr-python 3 hands xarray NumPy's StringDType, azarr object arrays of str (as
+    # for v2); the values are the same (checked below), and Dataset.identical holds.
+    strings = {"StringDType()": "object"}
+    assert {k: str(v.dtype) for k, v in ds.variables.items()} == {
+        k: strings.get(v, v) for k, v in expected["dtypes"].items()
+    }
+    for name, var in ds.variables.items():
+        if var.dtype == object:
+            assert [str(x) for x in var.values.ravel()] == expected["strings"][name]
+        else:
+            np.testing.assert_array_equal(var.values, arrays[f"var/{name}"], strict=True)
