@@ -95,3 +95,57 @@ def append_blocks(store: Store, path: str, proc: int, blocks: int, length: int, 
             await arr.append(np.full(length, proc * 1000 + b, dtype="i4"))
 
     asyncio.run(main())
+
+
+def zarr_v3_mixed(
+    store: Store,
+    proc: int,
+    procs: int,
+    tasks: int,
+    n: int,
+    blocks: int,
+    length: int,
+    keys: int,
+    start_at: float,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything at once on Zarr v3 arrays, whose one ``zarr.json`` holds shape and attributes:
+    ``tasks`` token writers into ``tokens`` (as `write_tokens`), `append_blocks` and
+    `update_attrs` on ``log`` concurrently (both rewrite its ``zarr.json``), and a
+    ``create(mode="w-")`` of ``race`` with chunk length ``proc + 3``. Returns the create's
+    outcome ("ok" or the error's class name) and this process's conflict count."""
+    _configure(settings)
+
+    async def main() -> dict[str, Any]:
+        tokens = await azarr.open_array(store, mode="r+", path="tokens")
+        log = await azarr.open_array(store, mode="r+", path="log")
+        assert tokens.zarr_format == log.zarr_format == 3
+
+        async def write(writer: int) -> None:
+            for i in range(writer, n, procs * tasks):
+                await tokens.set_basic_selection(i, i + 1)
+
+        async def append() -> None:
+            for b in range(blocks):
+                await log.append(np.full(length, proc * 1000 + b, dtype="i4"))
+
+        async def attrs() -> None:
+            for k in range(keys):
+                await log.attrs.update({f"p{proc}-k{k}": proc * 100 + k})
+
+        async def create() -> str:
+            try:
+                await azarr.open_array(
+                    store, mode="w-", path="race", shape=(100,), chunks=(proc + 3,), dtype="i4", zarr_format=3
+                )
+            except Exception as exc:  # the test checks which
+                return type(exc).__name__
+            return "ok"
+
+        _wait(start_at)
+        *_, created = await asyncio.gather(
+            *(write(proc * tasks + t) for t in range(tasks)), append(), attrs(), create()
+        )
+        return {"create": created, "conflicts": _conflicts(store)}
+
+    return asyncio.run(main())

@@ -123,8 +123,9 @@ def test_usage_errors_exit_2(local: str) -> None:
 
 # ---------------------------------------------------------------- info / tree / ls
 INFO_KEYS = {
-    "url", "kind", "name", "shape", "chunks", "dtype", "compressor", "filters", "fill_value", "order",
-    "dimension_separator", "nchunks", "nbytes", "nchunks_initialized", "nbytes_stored", "ratio", "attrs",
+    "url", "kind", "name", "zarr_format", "shape", "chunks", "dtype", "codecs", "compressor", "filters",
+    "fill_value", "order", "dimension_separator", "dimension_names", "nchunks", "nbytes",
+    "nchunks_initialized", "nbytes_stored", "ratio", "attrs",
 }  # fmt: skip
 
 
@@ -147,6 +148,7 @@ def test_info_group(local: str) -> None:
         "url": local,
         "kind": "group",
         "name": "/",
+        "zarr_format": 2,
         "arrays": 1,
         "groups": 1,
         "attrs": {"title": "cli test"},
@@ -155,15 +157,30 @@ def test_info_group(local: str) -> None:
 
 def test_tree(local: str) -> None:
     assert ok("tree", local).stdout.splitlines() == [
-        "/",
+        "/ (Zarr v2)",
         " ├── sub",
-        " │   └── b (7,) int16",
-        " └── t (100, 50) float32",
+        " │   └── b (7,) int16 v2 bytes > blosc",
+        " └── t (100, 50) float32 v2 bytes > blosc",
     ]
     tree = ok_json("tree", local)
     assert [c["name"] for c in tree["children"]] == ["sub", "t"]
     assert tree["children"][0]["children"] == [
-        {"name": "b", "path": "sub/b", "kind": "array", "shape": [7], "chunks": [3], "dtype": "<i2"}
+        {
+            "name": "b",
+            "path": "sub/b",
+            "kind": "array",
+            "zarr_format": 2,
+            "shape": [7],
+            "chunks": [3],
+            "dtype": "<i2",
+            "codecs": [
+                {"name": "bytes", "configuration": {"endian": "little"}},
+                {
+                    "name": "blosc",
+                    "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0},
+                },
+            ],
+        }
     ]
     assert ok_json("tree", local, "--depth", "1")["children"][0]["children"] == []
 

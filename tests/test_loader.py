@@ -22,14 +22,19 @@ NCHUNKS = N // 128 + N // 256  # x in 32 chunks of 128 rows, y in 16 of 256: uni
 
 
 async def _write(bucket: str, options: dict[str, Any]) -> None:
-    store = S3Store(f"{bucket}/train.zarr", storage_options=options)
-    try:
-        x = await azarr.zeros(X.shape, chunks=(128, 16), dtype=X.dtype, store=store, path="x")
-        await x.set_basic_selection(..., X)
-        y = await azarr.zeros(Y.shape, chunks=(256,), dtype=Y.dtype, store=store, path="y")
-        await y.set_basic_selection(..., Y)
-    finally:
-        await store.close()
+    # train.zarr in Zarr v2, train3.zarr the same arrays in Zarr v3 (crc32c after zstd).
+    for name, v3 in (
+        ("train.zarr", {}),
+        ("train3.zarr", {"zarr_format": 3, "compressors": ["zstd", "crc32c"]}),
+    ):
+        store = S3Store(f"{bucket}/{name}", storage_options=options)
+        try:
+            x = await azarr.zeros(X.shape, chunks=(128, 16), dtype=X.dtype, store=store, path="x", **v3)
+            await x.set_basic_selection(..., X)
+            y = await azarr.zeros(Y.shape, chunks=(256,), dtype=Y.dtype, store=store, path="y", **v3)
+            await y.set_basic_selection(..., Y)
+        finally:
+            await store.close()
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +44,11 @@ def bucket(seaweedfs: Any) -> str:
     return name
 
 
-@pytest.fixture
-def arrays(bucket: str, seaweedfs: Any, s3_fault_proxy: Any) -> Iterator[dict[str, azarr.AsyncArray]]:
+def _open(bucket: str, name: str, seaweedfs: Any, s3_fault_proxy: Any) -> dict[str, azarr.AsyncArray]:
     options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
 
     async def open_both() -> dict[str, azarr.AsyncArray]:
-        store = S3Store(f"{bucket}/train.zarr", storage_options=options)
+        store = S3Store(f"{bucket}/{name}", storage_options=options)
         return {
             "x": await azarr.open_array(store, mode="r", path="x"),
             "y": await azarr.open_array(store, mode="r", path="y"),
@@ -52,7 +56,12 @@ def arrays(bucket: str, seaweedfs: Any, s3_fault_proxy: Any) -> Iterator[dict[st
 
     opened = asyncio.run(open_both())
     s3_fault_proxy.reset_counters()  # count chunk requests only
-    yield opened
+    return opened
+
+
+@pytest.fixture
+def arrays(bucket: str, seaweedfs: Any, s3_fault_proxy: Any) -> Iterator[dict[str, azarr.AsyncArray]]:
+    yield _open(bucket, "train.zarr", seaweedfs, s3_fault_proxy)
 
 
 def _labels(loader: Any) -> list[int]:
@@ -70,6 +79,17 @@ def test_every_sample_once_and_one_get_per_chunk(
     labels = _labels(loader)
     assert sorted(labels) == list(range(N)) and labels != sorted(labels)
     assert len(loader) == -(-N // 100)
+    assert s3_fault_proxy.counters().methods == {"GET": NCHUNKS}
+
+
+def test_zarr_v3_arrays_every_sample_once_and_one_get_per_chunk(
+    bucket: str, seaweedfs: Any, s3_fault_proxy: Any
+) -> None:
+    arrays = _open(bucket, "train3.zarr", seaweedfs, s3_fault_proxy)
+    assert {a.zarr_format for a in arrays.values()} == {3}
+    loader = BatchLoader(arrays, batch_size=100, seed=7, preload_chunks=3, max_prefetch_bytes=1 << 20)
+    labels = _labels(loader)
+    assert sorted(labels) == list(range(N)) and labels != sorted(labels)
     assert s3_fault_proxy.counters().methods == {"GET": NCHUNKS}
 
 

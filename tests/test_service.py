@@ -32,6 +32,16 @@ pytestmark = pytest.mark.s3
 
 GRID = np.arange(16 * 256 * 256, dtype="<f4").reshape(16, 256, 256) / 1000
 FINE = np.arange(512 * 512, dtype="<i4").reshape(512, 512)
+V3_CODECS = [
+    {"name": "transpose", "configuration": {"order": [2, 1, 0]}},
+    {"name": "bytes", "configuration": {"endian": "big"}},
+    {
+        "name": "blosc",
+        "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0},
+    },
+    {"name": "crc32c"},
+]
+TYX = ["t", "y", "x"]
 
 
 async def _write(bucket: str, options: dict[str, Any]) -> None:
@@ -44,6 +54,18 @@ async def _write(bucket: str, options: dict[str, Any]) -> None:
         sub = await root.create_group("sub")
         fine = await sub.create_dataset("fine", shape=FINE.shape, chunks=(16, 16), dtype="<i4")
         await fine.set_basic_selection(..., FINE)
+        await azarr.consolidate_metadata(store)
+    finally:
+        await store.close()
+    # The grid again as Zarr v3 (F-order chunks, big-endian, blosc, crc32c), consolidated inline.
+    store = S3Store(f"{bucket}/data3.zarr", storage_options=options)
+    try:
+        root = await azarr.group(store=store, zarr_format=3)
+        grid = await root.create_dataset(
+            "grid", shape=GRID.shape, chunks=(4, 64, 64), dtype="<f4", codecs=V3_CODECS, dimension_names=TYX
+        )
+        await grid.set_basic_selection(..., GRID)
+        await grid.attrs.update(valid_range=[0, 100])
         await azarr.consolidate_metadata(store)
     finally:
         await store.close()
@@ -68,7 +90,11 @@ def svc(bucket: str, proxy: FaultProxy, seaweedfs: Any) -> Iterator[ServiceProce
         "d": {
             "url": f"s3://{bucket}/data.zarr",
             "storage_options": proxy.storage_options(seaweedfs.storage_options),
-        }
+        },
+        "d3": {
+            "url": f"s3://{bucket}/data3.zarr",
+            "storage_options": proxy.storage_options(seaweedfs.storage_options),
+        },
     }
     config = {"retry_max_attempts": 3, "retry_initial_delay": 0.01, "retry_max_delay": 0.05}
     server = ServiceProcess(datasets, config=config, deadline=2.0, max_bytes=256 * 1024)
@@ -164,6 +190,20 @@ async def test_png_tile(client: Any) -> None:
     expected = np.clip(GRID[2, ::2, ::2] / 100, 0, 1) * 255
     np.testing.assert_allclose(pixels[:128, :128, 0], expected.astype(np.uint8), atol=1)
     assert (pixels[:128, :128, 1] == 255).all() and (pixels[128:, :, 1] == 0).all()  # padding is transparent
+
+
+async def test_zarr_v3_dataset_serves_as_v2(client: Any) -> None:
+    info = (await client.get("/info/d3/grid")).json()
+    assert (info["zarr_format"], info["order"], info["codecs"]) == (3, "F", V3_CODECS)
+    assert [n["path"] for n in (await client.get("/tree/d3")).json()["nodes"]] == ["grid"]
+    body = (await client.get("/slice/d3/grid", params={"sel": "[1,5,9],0,::-40"})).json()
+    np.testing.assert_array_equal(np.asarray(body["data"], dtype="<f4"), GRID[[1, 5, 9], 0, ::-40])
+    response = await client.get("/slice/d3/grid", params={"format": "npy"})
+    np.testing.assert_array_equal(np.load(io.BytesIO(response.content)), GRID)
+    tiles = [
+        (await client.get(f"/tile/{d}/grid/1/0/0.png", params={"lead": "2"})).content for d in ("d", "d3")
+    ]
+    assert tiles[0] == tiles[1]
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ async def save_array(
     store: StoreLike,
     arr: Any,
     *,
+    zarr_format: int | None = None,
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     **kwargs: Any,
@@ -34,6 +35,8 @@ async def save_array(
     store : Store, str, os.PathLike or MutableMapping
     arr : array-like
         NumPy data, or a chunked source (AsyncArray, h5py dataset: streamed).
+    zarr_format : {2, 3}, optional
+        The format written (zarr-python 3's keyword); default ``azarr.config`` ``zarr_format`` (2).
     path : str, optional
     **kwargs
         Creation arguments as `azarr.create` (``chunks=``, ``compressor=``...).
@@ -43,12 +46,20 @@ async def save_array(
     AsyncArray
         The new array (zarr-python 2 returns nothing).
     """
-    return await array(arr, store=resolve_store(store, storage_options), path=path, overwrite=True, **kwargs)
+    return await array(
+        arr,
+        store=resolve_store(store, storage_options),
+        path=path,
+        overwrite=True,
+        zarr_format=zarr_format,
+        **kwargs,
+    )
 
 
 async def save_group(
     store: StoreLike,
     *args: Any,
+    zarr_format: int | None = None,
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     **kwargs: Any,
@@ -56,7 +67,9 @@ async def save_group(
     """Store several arrays in a new group at ``path`` (zarr-python 2 ``save_group``).
 
     Positional arrays are named ``arr_0``, ``arr_1``...; keyword arrays keep
-    their keyword. Whatever was at ``path`` is replaced.
+    their keyword. Whatever was at ``path`` is replaced. ``zarr_format`` (2 or 3,
+    zarr-python 3's keyword; default ``azarr.config`` ``zarr_format``) is the group's
+    and its arrays' format.
 
     Raises
     ------
@@ -66,7 +79,7 @@ async def save_group(
     if not args and not kwargs:
         raise ValueError("at least one array must be provided")
     the_store = resolve_store(store, storage_options)
-    group = await open_group(the_store, mode="w", path=path)
+    group = await open_group(the_store, mode="w", path=path, zarr_format=zarr_format)
     named = {f"arr_{i}": value for i, value in enumerate(args)} | kwargs
     for name, value in named.items():
         await group.create_dataset(name, data=value, overwrite=True)
@@ -76,11 +89,13 @@ async def save_group(
 async def save(
     store: StoreLike,
     *args: Any,
+    zarr_format: int | None = None,
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> AsyncArray | AsyncGroup:
-    """One array with `save_array`, several with `save_group` (zarr-python 2 ``save``).
+    """One array with `save_array`, several with `save_group` (zarr-python 2 ``save``;
+    ``zarr_format`` as zarr-python 3's).
 
     Raises
     ------
@@ -90,8 +105,12 @@ async def save(
     if not args and not kwargs:
         raise ValueError("at least one array must be provided")
     if len(args) == 1 and not kwargs:
-        return await save_array(store, args[0], path=path, storage_options=storage_options)
-    return await save_group(store, *args, path=path, storage_options=storage_options, **kwargs)
+        return await save_array(
+            store, args[0], zarr_format=zarr_format, path=path, storage_options=storage_options
+        )
+    return await save_group(
+        store, *args, zarr_format=zarr_format, path=path, storage_options=storage_options, **kwargs
+    )
 
 
 async def load(

@@ -26,6 +26,7 @@ from typing import IO, Any, Literal
 import numpy as np
 
 from azarr.api.copy import CopyResult
+from azarr.core._array_info import encoding_arguments
 from azarr.core._streaming import prepare_source
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
@@ -34,6 +35,10 @@ from azarr.scheduler import Progress, ProgressCallback
 
 IfExists = Literal["raise", "replace", "skip", "skip_initialized"]
 _IF_EXISTS = ("raise", "replace", "skip", "skip_initialized")
+#: Creation arguments that build a Zarr v3 codec chain instead of the source's ``codecs``.
+_V3_CODEC_ARGUMENTS = frozenset(
+    {"compressor", "compressors", "filters", "serializer", "order", "object_codec"}
+)
 LogLike = Callable[[str], Any] | str | IO[str] | None
 
 
@@ -165,7 +170,7 @@ class _Copier:
                 shape=tuple(source.shape),
                 dtype=source.dtype,
                 overwrite=exists,
-                **self._array_kws(source),
+                **self._array_kws(source, dest.zarr_format),
             )
             await created.set_basic_selection(Ellipsis, source)
             nbytes = created.size * created.dtype.itemsize
@@ -173,17 +178,20 @@ class _Copier:
                 await created.attrs.update(_attrs(source))
         self._count(copied=1, nbytes=nbytes)
 
-    def _array_kws(self, source: Any) -> dict[str, Any]:
+    def _array_kws(self, source: Any, zarr_format: int) -> dict[str, Any]:
         kws = dict(self.create_kws)
         kws.setdefault("chunks", source.chunks)  # preserved by default, as zarr-python 2
         if _is_h5py(source):
             # h5py -> zarr: azarr's default compressor, HDF5's fill value
             kws.setdefault("fill_value", source.fillvalue)
         else:
-            # zarr -> zarr: the stored encoding is preserved by default
-            kws.setdefault("compressor", source.metadata.compressor)
-            kws.setdefault("filters", list(source.metadata.filters) if source.metadata.filters else None)
-            kws.setdefault("order", source.order)
+            # zarr -> zarr: the stored encoding is preserved by default, in the destination
+            # group's format (a v3 array copied into a v2 group becomes a v2 array)
+            encoding = encoding_arguments(source.metadata, zarr_format, compressor="compressor" not in kws)
+            if "codecs" in encoding and _V3_CODEC_ARGUMENTS & set(kws):
+                del encoding["codecs"]  # the caller's codec arguments make the chain
+            for key, value in encoding.items():
+                kws.setdefault(key, value)
             kws.setdefault("fill_value", source.fill_value)
         return kws
 

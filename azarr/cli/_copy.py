@@ -13,7 +13,7 @@ from azarr.cli._app import Session, command, parse_option
 from azarr.cli._format import display_url, human_bytes
 from azarr.cli._progress import progress_bar
 from azarr.errors import GroupNotFoundError, KeyExistsError
-from azarr.metadata import ZMETADATA, is_metadata_key
+from azarr.metadata import ZARR_JSON, ZMETADATA, is_metadata_key
 from azarr.scheduler import StoreIO, set_budget
 
 #: ``--if-exists`` choices and the ``copy_store`` value each means.
@@ -137,7 +137,10 @@ async def cp(
 @click.option("--path", default="", help="Hierarchy root inside the store (default: the root).")
 @click.option("--dry-run", is_flag=True, help="List the documents that would be consolidated; write nothing.")
 async def consolidate(session: Session, url: str, path: str, dry_run: bool) -> None:
-    """Write .zmetadata (azarr.consolidate_metadata): one read then opens the whole hierarchy."""
+    """Write .zmetadata (azarr.consolidate_metadata): one read then opens the whole hierarchy.
+
+    A Zarr v3 hierarchy is consolidated inline, in its root zarr.json (as zarr-python 3 does).
+    """
     store = session.store(url, read_only=dry_run)
     root = path.strip("/")
     prefix = f"{root}/" if root else ""
@@ -148,12 +151,16 @@ async def consolidate(session: Session, url: str, path: str, dry_run: bool) -> N
             if is_metadata_key(k) and not k.endswith(ZMETADATA)
         ]
     )
-    target = f"{prefix}{ZMETADATA}"
+    root_v3 = f"{prefix}{ZARR_JSON}"
+    v3 = root_v3 in keys
+    if v3:  # consolidated inline: the v3 root's own zarr.json holds the others
+        keys = [k for k in keys if k != root_v3 and k.rpartition("/")[2] == ZARR_JSON]
+    target = root_v3 if v3 else f"{prefix}{ZMETADATA}"
     data: dict[str, Any] = {"url": display_url(url), "key": target, "documents": keys, "dry_run": dry_run}
     if dry_run:
         session.output(data, "\n".join([*keys, f"dry run: would write {len(keys)} documents to {target}"]))
         return
-    if not keys:
+    if not keys and not v3:
         raise GroupNotFoundError(
             f"no metadata documents under {path or '/'!r} in {display_url(url)}: nothing to consolidate"
         )

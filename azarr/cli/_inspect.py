@@ -11,6 +11,7 @@ import azarr
 from azarr import AsyncArray, AsyncGroup
 from azarr.cli._app import Session, command
 from azarr.cli._format import display_url, human_bytes, table
+from azarr.core._array_info import describe_codec
 
 Node = AsyncArray | AsyncGroup
 
@@ -21,19 +22,28 @@ async def open_node(session: Session, url: str, path: str) -> Node:
 
 
 def array_summary(arr: AsyncArray) -> dict[str, Any]:
-    """An array's configuration as JSON values (no I/O)."""
+    """An array's configuration as JSON values (no I/O).
+
+    ``codecs`` is the codec chain as Zarr v3 entries for both formats (a v2 array's
+    ``order``, ``filters``, memory and ``compressor``); ``compressor``/``filters`` are the
+    ``.zarray`` members (None for v3), ``dtype`` the stored ``dtype``/``data_type``.
+    """
     meta = arr.metadata.to_dict()
+    v2 = arr.zarr_format == 2
     return {
         "kind": "array",
         "name": arr.name,
+        "zarr_format": arr.zarr_format,
         "shape": list(arr.shape),
         "chunks": list(arr.chunks),
-        "dtype": meta["dtype"],
-        "compressor": meta["compressor"],
-        "filters": meta["filters"],
+        "dtype": meta["dtype"] if v2 else meta["data_type"],
+        "codecs": arr.codecs,
+        "compressor": meta["compressor"] if v2 else None,
+        "filters": meta["filters"] if v2 else None,
         "fill_value": meta["fill_value"],
         "order": arr.order,
         "dimension_separator": arr.dimension_separator,
+        "dimension_names": None if arr.dimension_names is None else list(arr.dimension_names),
         "nchunks": arr.nchunks,
         "nbytes": arr.nbytes,
     }
@@ -57,6 +67,7 @@ async def group_info(group: AsyncGroup) -> dict[str, Any]:
     return {
         "kind": "group",
         "name": group.name,
+        "zarr_format": group.zarr_format,
         "arrays": sum(isinstance(m, AsyncArray) for m in members),
         "groups": sum(isinstance(m, AsyncGroup) for m in members),
         "attrs": group.attrs.asdict(),
@@ -76,6 +87,7 @@ def _info_text(url: str, info: dict[str, Any]) -> str:
             ("URL", url),
             ("Name", info["name"]),
             ("Type", "group"),
+            ("Zarr format", str(info["zarr_format"])),
             ("Arrays", str(info["arrays"])),
             ("Groups", str(info["groups"])),
         ]
@@ -85,13 +97,20 @@ def _info_text(url: str, info: dict[str, Any]) -> str:
             ("URL", url),
             ("Name", info["name"]),
             ("Type", "array"),
+            ("Zarr format", str(info["zarr_format"])),
             ("Shape", str(tuple(info["shape"]))),
             ("Chunks", str(tuple(info["chunks"]))),
             ("Data type", str(info["dtype"])),
             ("Fill value", repr(info["fill_value"])),
             ("Order", info["order"]),
-            ("Filters", ", ".join(_codec_text(f) for f in info["filters"] or []) or "None"),
-            ("Compressor", _codec_text(info["compressor"])),
+            *(
+                [
+                    ("Filters", ", ".join(_codec_text(f) for f in info["filters"] or []) or "None"),
+                    ("Compressor", _codec_text(info["compressor"])),
+                ]
+                if info["zarr_format"] == 2
+                else [(f"Codec [{i}]", describe_codec(c)) for i, c in enumerate(info["codecs"])]
+            ),
             ("Chunks initialized", f"{info['nchunks_initialized']}/{info['nchunks']}"),
             ("No. bytes", f"{info['nbytes']} ({human_bytes(info['nbytes'])})"),
             ("No. bytes stored", f"{stored} ({human_bytes(stored)})"),
@@ -118,9 +137,9 @@ def _tree_json(name: str, node: Node, children: dict[str, Any]) -> dict[str, Any
     entry: dict[str, Any] = {"name": name, "path": node.path}
     if isinstance(node, AsyncArray):
         summary = array_summary(node)
-        entry.update({k: summary[k] for k in ("kind", "shape", "chunks", "dtype")})
+        entry.update({k: summary[k] for k in ("kind", "zarr_format", "shape", "chunks", "dtype", "codecs")})
     else:
-        entry.update(kind="group", children=list(children.values()))
+        entry.update(kind="group", zarr_format=node.zarr_format, children=list(children.values()))
     return entry
 
 
@@ -143,13 +162,16 @@ async def _tree_data(group: AsyncGroup, depth: int | None) -> dict[str, Any]:
 @click.option("--path", default="", help="Group path inside the store (default: the root).")
 @click.option("--depth", type=click.IntRange(min=0), default=None, help="Levels to descend (default: all).")
 async def tree(session: Session, url: str, path: str, depth: int | None) -> None:
-    """The hierarchy as a tree: groups, and arrays with shape and dtype."""
+    """The hierarchy as a tree: groups, and arrays with shape, dtype, format and codecs."""
     node = await open_node(session, url, path)
     if isinstance(node, AsyncArray):
         summary = array_summary(node)
         session.output({"name": node.name, "path": node.path, **summary}, repr(node))
         return
-    session.output(await _tree_data(node, depth) if session.json else None, await node.tree(level=depth))
+    text = await node.tree(level=depth, codecs=True)
+    first, _, rest = text.partition("\n")  # the root line says the hierarchy's format
+    text = f"{first} (Zarr v{node.zarr_format})" + (f"\n{rest}" if rest else "")
+    session.output(await _tree_data(node, depth) if session.json else None, text)
 
 
 async def _ls_rows(group: AsyncGroup, recursive: bool, long: bool) -> list[dict[str, Any]]:

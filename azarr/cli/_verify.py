@@ -1,10 +1,12 @@
 """``azarr verify``: check that a hierarchy is whole.
 
-1. every metadata document parses (``.zarray``/``.zgroup`` by opening the node,
-   which also parses its ``.zattrs``; ``.zmetadata`` by opening it consolidated,
-   and it must hold exactly the documents stored beside it, or it is stale);
+1. every metadata document parses (``.zarray``/``.zgroup`` or a Zarr v3 ``zarr.json``
+   by opening the node, which also parses its ``.zattrs``; ``.zmetadata``, or a v3
+   group's inline ``consolidated_metadata``, by opening it consolidated, and it must
+   hold exactly the documents stored beside it, or it is stale);
 2. every other key is a chunk of an array: under an array's directory, named by
-   the array's separator with one in-grid integer per dimension;
+   its chunk key encoding (v2: the separator; v3: ``c/1/0`` or ``1.0``...) with one
+   in-grid integer per dimension;
 3. ``--decode``: every stored chunk is read and decoded, which checks it
    decompresses to exactly the chunk's size (the codec pipeline refuses anything else);
 4. ``--digest``: each array's zarr-python 2 compatible ``hexdigest``.
@@ -25,7 +27,17 @@ from azarr import AsyncArray
 from azarr.cli._app import CommandFailed, Session, command
 from azarr.cli._format import display_url
 from azarr.cli._progress import progress_bar
-from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, ZMETADATA, is_metadata_key, parse_consolidated
+from azarr.metadata import (
+    ZARR_JSON,
+    ZARRAY,
+    ZATTRS,
+    ZGROUP,
+    ZMETADATA,
+    GroupV3Metadata,
+    decode_json,
+    is_metadata_key,
+    parse_consolidated,
+)
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map, budget_for
 from azarr.storage import Store
 
@@ -35,6 +47,7 @@ class Report:
     """What ``verify`` found."""
 
     documents: int = 0
+    #: Arrays by path; their format and codec chain are in the JSON report (``formats``).
     arrays: dict[str, AsyncArray] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)
     broken: set[str] = field(default_factory=set)
@@ -53,6 +66,10 @@ class Report:
             "ok": not self.problems,
             "documents": self.documents,
             "arrays": sorted(self.arrays),
+            "formats": {
+                name: {"zarr_format": arr.zarr_format, "codecs": arr.codecs}
+                for name, arr in sorted(self.arrays.items())
+            },
             "groups": sorted(self.groups),
             "chunks": self.chunks,
             "decoded": self.decoded,
@@ -64,8 +81,10 @@ class Report:
         lines = [f"PROBLEM {p['key']}: {p['error']}" for p in self.problems]
         lines += [f"sha1 {digest}  {name or '/'}" for name, digest in sorted((self.digests or {}).items())]
         decoded = "" if self.decoded is None else f", {self.decoded} decoded"
+        formats = sorted({arr.zarr_format for arr in self.arrays.values()})
+        kinds = f" (Zarr {' and '.join(f'v{f}' for f in formats)})" if formats else ""
         lines.append(
-            f"{self.documents} metadata documents, {len(self.arrays)} arrays, {len(self.groups)} groups, "
+            f"{self.documents} metadata documents, {len(self.arrays)} arrays{kinds}, {len(self.groups)} groups, "
             f"{self.chunks} chunks{decoded}: "
             + ("ok" if not self.problems else f"{len(self.problems)} problem(s)")
         )
@@ -86,7 +105,7 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
     present = set(keys)
 
     def node_document(directory: str) -> bool:
-        return any(f"{directory}/{n}".lstrip("/") in present for n in (ZARRAY, ZGROUP))
+        return any(f"{directory}/{n}".lstrip("/") in present for n in (ZARRAY, ZGROUP, ZARR_JSON))
 
     for key in keys:
         if not _is_document(key):
@@ -99,6 +118,13 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
             elif name == ZGROUP:
                 await azarr.open_group(store, mode="r", path=directory)
                 report.groups.append(directory)
+            elif name == ZARR_JSON:
+                node = await azarr.open(store, mode="r", path=directory, zarr_format=3)
+                if isinstance(node, AsyncArray):
+                    report.arrays[directory] = node
+                else:
+                    report.groups.append(directory)
+                    await _check_inline_consolidated(store, key, keys, report)
             elif name == ZMETADATA:
                 await azarr.open_consolidated(store, path=directory)
                 await _check_consolidated(store, key, keys, report)
@@ -106,7 +132,7 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
                 report.problem(key, "attributes of no array or group (no .zarray or .zgroup beside it)")
         except Exception as exc:
             report.problem(key, exc)
-            if name == ZARRAY:
+            if name in (ZARRAY, ZARR_JSON):  # (a broken group's chunks-looking keys say so too)
                 report.broken.add(directory)
 
 
@@ -127,6 +153,39 @@ async def _check_consolidated(store: Store, key: str, keys: list[str], report: R
         report.problem(key, f"stale: lists {prefix + rel!r}, which is not stored")
 
 
+async def _check_inline_consolidated(store: Store, key: str, keys: list[str], report: Report) -> None:
+    """Compare a v3 group's inline ``consolidated_metadata`` with the ``zarr.json`` documents
+    below it (compared without their own ``consolidated_metadata``, which zarr-python 3 sets
+    to an empty one in nested groups)."""
+    io = StoreIO(store)
+    document = decode_json(await io.get(key) or b"{}", key=key)
+    if not isinstance(document, dict) or document.get("consolidated_metadata") is None:
+        return
+    consolidated = GroupV3Metadata.from_json(document, key=key).consolidated or {}
+    directory = key.rpartition("/")[0]
+    prefix = f"{directory}/" if directory else ""
+
+    def plain(doc: Any) -> Any:
+        return (
+            {k: v for k, v in doc.items() if k != "consolidated_metadata"} if isinstance(doc, dict) else doc
+        )
+
+    stored = [k for k in keys if k.startswith(prefix) and k != key and k.rpartition("/")[2] == ZARR_JSON]
+    for doc_key in stored:
+        rel = doc_key[len(prefix) : -len("/" + ZARR_JSON)]
+        if rel not in consolidated:
+            report.problem(
+                key, f"stale: {doc_key!r} is not in its consolidated_metadata (run 'azarr consolidate')"
+            )
+        elif plain(consolidated[rel]) != plain(json.loads(await io.get(doc_key) or b"null")):
+            report.problem(
+                key, f"stale: its consolidated copy of {doc_key!r} differs from the stored document"
+            )
+    listed = {k[len(prefix) : -len("/" + ZARR_JSON)] for k in stored}
+    for rel in sorted(set(consolidated) - listed):
+        report.problem(key, f"stale: consolidated_metadata lists {prefix + rel!r}, which is not stored")
+
+
 def _owner(key: str, owners: dict[str, AsyncArray | None]) -> tuple[bool, AsyncArray | None]:
     """Whether an array directory holds ``key`` (the deepest one), and that array (None if its
     ``.zarray`` did not parse)."""
@@ -141,11 +200,12 @@ def _owner(key: str, owners: dict[str, AsyncArray | None]) -> tuple[bool, AsyncA
 def _chunk_coords(arr: AsyncArray, key: str) -> tuple[int, ...] | str:
     """Grid coordinates of chunk ``key`` of ``arr``, or why it is not one of its chunks."""
     name = key[len(arr.path) + 1 :] if arr.path else key
-    parts = name.split(arr.dimension_separator)
+    found = arr.metadata.chunk_coords(name)
     grid = arr.cdata_shape if arr.ndim else (1,)
-    if len(parts) != len(grid) or not all(p.isdigit() for p in parts):
-        return f"not a chunk key of array {arr.name} ({arr.ndim}-d, separator {arr.dimension_separator!r})"
-    coords = tuple(int(p) for p in parts)
+    if found is None:
+        example = arr.metadata.chunk_key(tuple(0 for _ in grid) if arr.ndim else ())
+        return f"not a chunk key of array {arr.name} ({arr.ndim}-d, chunk keys like {example!r})"
+    coords = found or (0,)
     if any(c >= n for c, n in zip(coords, grid, strict=True)):
         return f"chunk {coords} is outside the chunk grid {grid} of array {arr.name}"
     return coords
@@ -160,7 +220,7 @@ def _check_chunk_keys(keys: list[str], report: Report) -> list[tuple[AsyncArray,
         found, arr = _owner(key, owners)
         if arr is None:
             if not found:  # under a .zarray that did not parse: that problem is reported already
-                report.problem(key, "belongs to no array (no .zarray in any directory above it)")
+                report.problem(key, "belongs to no array (no .zarray or zarr.json in any directory above it)")
             continue
         coords = _chunk_coords(arr, key)
         if isinstance(coords, str):

@@ -1,4 +1,5 @@
-"""An array's codec chain in words, the same for both formats (``info``, the CLI)."""
+"""An array's codec chain in words, the same for both formats (``info``, the CLI), and as
+creation arguments of either format (``copy``, the ``*_like`` functions)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from azarr.codecs._v3 import numcodecs_to_v3, v3_endian_of
 from azarr.metadata import AnyArrayMetadata, ArrayV3Metadata
 
-__all__ = ["codec_entries", "describe_codec"]
+__all__ = ["codec_entries", "describe_codec", "encoding_arguments"]
 
 
 def codec_entries(metadata: AnyArrayMetadata) -> list[dict[str, Any]]:
@@ -42,3 +43,57 @@ def describe_codec(entry: Any) -> str:
     config = entry.get("configuration") or {}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
     return f"{entry.get('name')}({args})"
+
+
+def encoding_arguments(
+    metadata: AnyArrayMetadata, zarr_format: int, *, compressor: bool = True
+) -> dict[str, Any]:
+    """Creation arguments (`azarr.create`'s) that store chunks as ``metadata``'s are stored,
+    in ``zarr_format``.
+
+    To Zarr v3: the codec list (`codec_entries`: a v2 array's ``order``, ``filters`` and
+    ``compressor`` spelled as v3 codecs), and a v3 array's chunk key encoding and dimension
+    names. To Zarr v2: ``compressor``, ``filters`` and ``order`` (a v3 chain's layout, its
+    array -> array numcodecs codecs, its object codec first, its bytes -> bytes codec). The
+    v3 ``bytes`` codec's byte order is not kept in v2 (values are written in the dtype's own).
+    ``compressor=False`` leaves the v2 ``compressor`` out (the caller gives its own).
+
+    Raises
+    ------
+    ValueError
+        A v3 chain a ``.zarray`` cannot say: a ``transpose`` that neither keeps nor reverses
+        the axes, or (with ``compressor``) more than one bytes -> bytes codec (``zstd`` then
+        ``crc32c``); the message names the codecs and says to pass ``compressor=`` instead.
+    """
+    if zarr_format == 3:
+        arguments: dict[str, Any] = {"codecs": codec_entries(metadata)}
+        if isinstance(metadata, ArrayV3Metadata):
+            arguments["chunk_key_encoding"] = metadata.chunk_key_encoding.to_json()
+            if metadata.dimension_names is not None:
+                arguments["dimension_names"] = list(metadata.dimension_names)
+        return arguments
+    if not isinstance(metadata, ArrayV3Metadata):
+        arguments = {
+            "compressor": metadata.compressor,
+            "filters": list(metadata.filters) if metadata.filters else None,
+            "order": metadata.order,
+        }
+    else:
+        chain = metadata.chain
+        if chain.permutation is not None or (compressor and len(chain.compressors) > 1):
+            names = [describe_codec(c) for c in metadata.codecs]
+            raise ValueError(
+                f"the codecs {names} cannot be stored in a Zarr v2 array (one compressor, C or F "
+                "order); pass compressor= (and filters=) for the Zarr v2 array"
+            )
+        serializers = [f for f in chain.filters if f["id"] in ("vlen-utf8", "vlen-bytes")]
+        others = [f for f in chain.filters if f["id"] not in ("vlen-utf8", "vlen-bytes")]
+        filters = [*serializers, *others]  # a v2 object codec is the first filter
+        arguments = {
+            "compressor": dict(chain.compressors[0]) if chain.compressors else None,
+            "filters": [dict(f) for f in filters] or None,
+            "order": chain.order,
+        }
+    if not compressor:
+        del arguments["compressor"]
+    return arguments

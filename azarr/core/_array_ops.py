@@ -131,10 +131,9 @@ def view_metadata(
 ) -> AnyArrayMetadata:
     """The array's metadata with zarr-python 2 ``Array.view``'s overrides applied.
 
-    Raises
-    ------
-    TypeError
-        ``filters`` for a Zarr v3 array (its codecs are a list; ``view`` keeps them).
+    For a Zarr v3 array ``filters`` replace its array -> array numcodecs codecs
+    (``numcodecs.*`` entries, after any ``transpose``), zarr-python 3's meaning of
+    ``filters``; the serializer and bytes -> bytes codecs stay.
     """
     from azarr.core._normalize import normalize_chunks, normalize_filters, normalize_shape
 
@@ -157,18 +156,38 @@ def view_metadata(
         changes["fill_value"] = fill_value
     if filters is not None:
         if isinstance(array.metadata, ArrayV3Metadata):
-            raise TypeError(f"view(filters=...) applies to Zarr v2 arrays; {array.name!r} is Zarr v3")
-        changes["filters"] = normalize_filters(filters)
+            changes["codecs"] = _v3_codecs_with_filters(array.metadata, normalize_filters(filters) or [])
+        else:
+            changes["filters"] = normalize_filters(filters)
     return array.metadata.replace(**changes)
+
+
+def _v3_codecs_with_filters(
+    metadata: ArrayV3Metadata, filters: list[dict[str, Any]]
+) -> tuple[dict[str, Any], ...]:
+    """``metadata``'s v3 codecs with numcodecs ``filters`` as its array -> array codecs."""
+    from azarr.codecs._v3 import ARRAY_TO_ARRAY, codec_name, numcodecs_to_v3
+
+    def is_filter(entry: Any) -> bool:
+        name = codec_name(entry) or ""
+        return name.startswith("numcodecs.") and name[len("numcodecs.") :] in ARRAY_TO_ARRAY
+
+    kept = [dict(c) for c in metadata.codecs if not is_filter(c)]
+    transposes = 0
+    while transposes < len(kept) and codec_name(kept[transposes]) == "transpose":
+        transposes += 1
+    added = [numcodecs_to_v3(f) for f in filters]
+    return (*kept[:transposes], *added, *kept[transposes:])
 
 
 def astype_filters(array: AsyncArray, dtype: np.dtype[Any]) -> list[dict[str, Any]]:
     """zarr-python 2 ``Array.astype``: an ``AsType`` filter first, decoding the stored type to ``dtype``."""
-    if isinstance(array.metadata, ArrayV3Metadata):
-        raise TypeError(
-            f"astype() applies to Zarr v2 arrays; {array.name!r} is Zarr v3 (read it and convert)"
-        )
     astype = {"id": "astype", "encode_dtype": array.dtype.str, "decode_dtype": dtype.str}
+    if isinstance(array.metadata, ArrayV3Metadata):
+        # The v3 array's numcodecs array -> array codecs are its filters (see view_metadata).
+        from azarr.codecs._v3 import ARRAY_TO_ARRAY
+
+        return [astype, *(f for f in array.metadata.chain.filters if f["id"] in ARRAY_TO_ARRAY)]
     return [astype, *(array.metadata.filters or [])]
 
 

@@ -70,15 +70,27 @@ def _as_list(value: Any) -> list[Any]:
     return list(value)
 
 
+#: The configuration zarr-python 3's codec classes default to, for codecs given by name only
+#: (``compressors=["zstd", "crc32c"]``); ``blosc``'s ``typesize``/``shuffle`` follow the data type.
+_CODEC_DEFAULTS: dict[str, dict[str, Any]] = {
+    "zstd": {"level": 0, "checksum": False},
+    "gzip": {"level": 5},
+    "blosc": {"cname": "zstd", "clevel": 5, "blocksize": 0},
+}
+
+
 def _with_typesize(entry: dict[str, Any], itemsize: int) -> dict[str, Any]:
-    """A ``blosc`` entry completed as zarr-python 3 completes it from the data type."""
-    if entry.get("name") != "blosc":
+    """An entry completed as zarr-python 3 completes it: a core codec's default configuration
+    under what was given, and a ``blosc`` entry's ``typesize``/``shuffle`` from the data type."""
+    name = entry.get("name")
+    if name not in _CODEC_DEFAULTS:
         return entry
-    config = dict(entry.get("configuration", {}))
-    config.setdefault("typesize", itemsize)
-    if config.get("shuffle") in (None, -1):
-        config["shuffle"] = "bitshuffle" if itemsize == 1 else "shuffle"
-    return {"name": "blosc", "configuration": config}
+    config = {**_CODEC_DEFAULTS[str(name)], **dict(entry.get("configuration", {}))}
+    if name == "blosc":
+        config.setdefault("typesize", itemsize)
+        if config.get("shuffle") in (None, -1):
+            config["shuffle"] = "bitshuffle" if itemsize == 1 else "shuffle"
+    return {"name": name, "configuration": config}
 
 
 def build_v3_array_metadata(

@@ -7,6 +7,11 @@ bytes (``b""`` if absent). The digest is of bytes *as stored*, so it changes
 with the compressor as well as with the data, and two stores holding the same
 bytes agree whichever library wrote them.
 
+A Zarr v3 array is hashed the same way with its own keys: every chunk (``c/0/1``...)
+in C order of the grid, then ``zarr.json`` (which holds the attributes). zarr-python 3
+has no ``digest``; this is azarr's definition for v3, stable across writers that store
+the same bytes.
+
 azarr fetches the chunks concurrently, in windows, through the store's budgeted
 and retried path, and feeds them to the hash in grid order.
 """
@@ -19,7 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from azarr.core._paths import node_key
-from azarr.metadata import ZARRAY, ZATTRS
+from azarr.metadata import ZARR_JSON, ZARRAY, ZATTRS
 from azarr.scheduler import StoreIO, bounded_map
 
 if TYPE_CHECKING:
@@ -33,10 +38,9 @@ _WINDOW_PER_REQUEST = 2
 def _chunk_keys(array: AsyncArray) -> Iterator[str]:
     # zarr-python 2 treats a 0-d array as one chunk at grid position (0,).
     grid = array.cdata_shape if array.ndim else (1,)
-    prefix = node_key(array.path, "")
-    sep = array.dimension_separator
+    metadata = array.metadata
     for coords in itertools.product(*(range(n) for n in grid)):
-        yield prefix + sep.join(map(str, coords))
+        yield node_key(array.path, metadata.chunk_key(coords))
 
 
 async def array_digest(array: AsyncArray, hashname: str = "sha1") -> bytes:
@@ -67,6 +71,6 @@ async def array_digest(array: AsyncArray, hashname: str = "sha1") -> bytes:
     while window := list(itertools.islice(keys, limit * _WINDOW_PER_REQUEST)):
         for value in await bounded_map(io.get, window, limit):
             h.update(value or b"")
-    for name in (ZARRAY, ZATTRS):
+    for name in (ZARRAY, ZATTRS) if array.zarr_format == 2 else (ZARR_JSON,):
         h.update(await io.get(node_key(array.path, name)) or b"")
     return h.digest()

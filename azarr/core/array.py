@@ -1108,7 +1108,9 @@ class AsyncArray(Node):
 
         Hashes each chunk's stored bytes in C order of the chunk grid (``b""`` for
         a missing chunk), then ``.zarray`` and ``.zattrs``, exactly as zarr-python
-        2.18 does, so both libraries give the same value for the same store.
+        2.18 does, so both libraries give the same value for the same store. A Zarr
+        v3 array: its chunks by their v3 keys, then ``zarr.json`` (zarr-python 3 has no
+        ``digest``; see ``azarr.core._digest``).
 
         Parameters
         ----------

@@ -166,8 +166,8 @@ class Group:
         return iter([(name, Array(node, timeout=self.timeout)) for name, node in found])
 
     @mirrors(AsyncGroup.tree)
-    def tree(self, level: int | None = None, *, timeout: float | None = None) -> str:
-        result: str = self._run(self._async.tree(level), timeout)
+    def tree(self, level: int | None = None, *, codecs: bool = False, timeout: float | None = None) -> str:
+        result: str = self._run(self._async.tree(level, codecs=codecs), timeout)
         return result
 
     # ---------------------------------------------------------------- creating members

@@ -121,8 +121,8 @@ def _describe(path: str, node: azarr.AsyncArray | azarr.AsyncGroup, *, brief: bo
                 "nchunks": node.nchunks,
                 "fill_value": _jsonable(node.fill_value),
                 "order": node.order,
-                "compressor": node.compressor.get_config() if node.compressor else None,
-                "filters": [f.get_config() for f in node.filters or []],
+                "zarr_format": node.zarr_format,
+                "codecs": node.codecs,  # the chain as Zarr v3 codecs, for either format
             }
     if not brief:
         out["attrs"] = node.attrs.asdict()

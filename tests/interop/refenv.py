@@ -109,8 +109,11 @@ def _clean_env() -> dict[str, str]:
     return {**env, "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
 
-def _run_logged(cmd: list[str], log: Path, report: Reporter, deadline: float) -> None:
-    """Run ``cmd``, streaming its output to ``log`` and a short progress line per pip step."""
+def _run_logged(
+    cmd: list[str], log: Path, report: Reporter, deadline: float, *, tag: str = "[ref-zarr218]"
+) -> None:
+    """Run ``cmd``, streaming its output to ``log`` and a short progress line per pip step
+    (prefixed by ``tag``, the venv's name)."""
     with log.open("a") as fh:
         fh.write(f"\n$ {' '.join(cmd)}\n")
         fh.flush()
@@ -127,7 +130,7 @@ def _run_logged(cmd: list[str], log: Path, report: Reporter, deadline: float) ->
             fh.write(line)
             stripped = line.strip()
             if stripped.startswith(("Collecting", "Processing", "Installing", "Successfully", "ERROR")):
-                report(f"[ref-zarr218]   {stripped}")
+                report(f"{tag}   {stripped}")
             if time.monotonic() > deadline:
                 proc.kill()
                 break

@@ -78,10 +78,11 @@ def ensure_v3_reference_python(report: Reporter = _stderr) -> Path:
         if VENV.exists():
             shutil.rmtree(VENV)
         report(f"[ref-zarr3] creating {VENV} on {base} ...")
-        _run_logged([base, "-m", "venv", str(VENV)], log, report, deadline)
+        tag = "[ref-zarr3]"
+        _run_logged([base, "-m", "venv", str(VENV)], log, report, deadline, tag=tag)
         pip = [str(venv_python(VENV)), "-m", "pip", "install", "--only-binary=:all:", "--no-deps"]
-        _run_logged([*pip, "-r", str(REQUIREMENTS)], log, report, deadline)
-        _run_logged([str(venv_python(VENV)), "-m", "pip", "check"], log, report, deadline)
+        _run_logged([*pip, "-r", str(REQUIREMENTS)], log, report, deadline, tag=tag)
+        _run_logged([str(venv_python(VENV)), "-m", "pip", "check"], log, report, deadline, tag=tag)
         versions = check_interpreter(venv_python(VENV))
         key_file.write_text(key + "\n")
         report(f"[ref-zarr3] ready in {time.monotonic() - start:.1f} s: {versions}")

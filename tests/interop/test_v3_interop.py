@@ -68,12 +68,19 @@ def _run(python: Path, *args: str | Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def v3_corpus(zarr3_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The corpus as zarr-python 3.4 and TensorStore wrote it (once per session, ~10 s)."""
+def v3_exchange(zarr3_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """azarr writes its corpus, then one reference process writes the corpus with zarr-python 3.4
+    and TensorStore and reads azarr's with both (one interpreter start, ~10 s)."""
     root = tmp_path_factory.mktemp("v3-corpus")
-    report = _run(zarr3_python, "write", root)
-    assert report["ts_refused"] == {}, report["ts_refused"]
-    yield root
+    _write_azarr_corpus(root)
+    return {"root": root, **_run(zarr3_python, "both", root)}
+
+
+@pytest.fixture(scope="session")
+def v3_corpus(v3_exchange: dict[str, Any]) -> Iterator[Path]:
+    """The corpus as zarr-python 3.4 and TensorStore wrote it."""
+    assert v3_exchange["write"]["ts_refused"] == {}, v3_exchange["write"]["ts_refused"]
+    yield v3_exchange["root"]
 
 
 def _read_all(root: Path, writer: str) -> dict[str, str]:
@@ -144,9 +151,8 @@ def _write_azarr_corpus(root: Path) -> None:
     azarr.sync.consolidate_metadata(str(root / "azarr-group"))
 
 
-def test_zarr_python_and_tensorstore_read_what_azarr_wrote(zarr3_python: Path, tmp_path: Path) -> None:
-    _write_azarr_corpus(tmp_path)
-    results = _run(zarr3_python, "read", tmp_path)
+def test_zarr_python_and_tensorstore_read_what_azarr_wrote(v3_exchange: dict[str, Any]) -> None:
+    results: dict[str, str] = v3_exchange["read"]
     failures = {k: v for k, v in results.items() if v != "ok"}
     assert failures == {}
     assert (

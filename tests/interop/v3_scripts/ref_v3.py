@@ -3,7 +3,10 @@
     python ref_v3.py write DIR   # the corpus of v3_cases.py, by zarr-python (DIR/zarr) and TensorStore (DIR/ts);
                                  # a group hierarchy (DIR/zarr-group); an xarray dataset (DIR/xr.zarr + its values)
     python ref_v3.py read DIR    # read what azarr wrote (DIR/azarr, DIR/azarr-group) with both, and
-                                 # validate every zarr.json with zarr-metadata; prints one JSON object
+                                 # validate every zarr.json with zarr-metadata
+    python ref_v3.py both DIR    # write, then read, in one interpreter
+
+Each prints one JSON object (``both``: ``{"write": ..., "read": ...}``).
 
 Never imports azarr: only the data of ``v3_cases.py`` is shared.
 """
@@ -43,7 +46,7 @@ def _zarr_dtype(name: str) -> Any:
     )
 
 
-def write(root: Path) -> None:
+def write(root: Path) -> dict[str, Any]:
     report: dict[str, str] = {}
     for case in cases.cases():
         shape, chunks = tuple(case["shape"]), tuple(case["chunks"])
@@ -95,7 +98,7 @@ def write(root: Path) -> None:
     group.create_array("flag", shape=(5,), dtype="bool", fill_value=True)
     zarr.consolidate_metadata(LocalStore(root / "zarr-group"))
     _write_xarray(root)
-    print(json.dumps({"ts_refused": report}))
+    return {"ts_refused": report}
 
 
 def _write_xarray(root: Path) -> None:
@@ -144,7 +147,7 @@ def _check(label: str, read: Any, case: dict[str, Any], results: dict[str, str])
         results[label] = f"{type(exc).__name__}: {exc}"
 
 
-def read(root: Path) -> None:
+def read(root: Path) -> dict[str, str]:
     from zarr_metadata.model import ZarrV3ArrayMetadata, ZarrV3GroupMetadata
 
     results: dict[str, str] = {}
@@ -182,8 +185,13 @@ def read(root: Path) -> None:
         results["zarr-metadata:group"] = "ok"
     except Exception:
         results["group"] = traceback.format_exc()[-800:]
-    print(json.dumps(results))
+    return results
+
+
+def both(root: Path) -> dict[str, Any]:
+    """``write`` then ``read`` in one interpreter (one start-up and import of zarr/TensorStore)."""
+    return {"write": write(root), "read": read(root)}
 
 
 if __name__ == "__main__":
-    {"write": write, "read": read}[sys.argv[1]](Path(sys.argv[2]))
+    print(json.dumps({"write": write, "read": read, "both": both}[sys.argv[1]](Path(sys.argv[2]))))
