@@ -1,8 +1,9 @@
 """Valid template stores and the mutations the fuzzer applies to them (tests/test_fuzz.py).
 
-Each template is a small Zarr v2 hierarchy (one array per codec x dtype family,
-plus a consolidated group), written by azarr itself into a MemoryStore and kept
-as ``{key: bytes}``. A case takes one template and applies one to three
+Each template is a small Zarr v2 or v3 hierarchy (one array per codec x dtype family,
+v3 codec chains with ``transpose``, big-endian ``bytes``, ``crc32c`` and two bytes ->
+bytes codecs, plus a consolidated group in each format), written by azarr itself into
+a MemoryStore and kept as ``{key: bytes}``. A case takes one template and applies one to three
 mutations: a JSON-level change to a metadata field (a hostile value, a deleted
 key), a byte-level change to a metadata document, or a byte-level change to a
 chunk (flipped bytes, a hostile little-endian integer over a size header,
@@ -145,6 +146,57 @@ def _templates() -> list[tuple[str, dict[str, Any], Any]]:
     return out
 
 
+def _v3(*codecs: Any) -> list[dict[str, Any]]:
+    return [c if isinstance(c, dict) else {"name": c} for c in codecs]
+
+
+_LE = {"name": "bytes", "configuration": {"endian": "little"}}
+_BE = {"name": "bytes", "configuration": {"endian": "big"}}
+_ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
+_GZIP = {"name": "gzip", "configuration": {"level": 1}}
+_BLOSC = {
+    "name": "blosc",
+    "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 8},
+}
+_T = {"name": "transpose", "configuration": {"order": [1, 0]}}
+
+
+def _v3_templates() -> list[tuple[str, dict[str, Any], Any]]:
+    """(name, create kwargs, data) of the Zarr v3 template arrays."""
+    ints = np.arange(35, dtype="<i4").reshape(7, 5)
+    floats = np.linspace(-3, 3, 35).reshape(7, 5)
+    strs = np.array([[f"s{i * j}" * (i % 3) for j in range(5)] for i in range(7)], dtype=object)
+    return [
+        ("v3-i4-zstd", {"dtype": "<i4", "codecs": _v3(_LE, _ZSTD)}, ints),
+        (
+            "v3-f8-transpose-be-blosc-crc32c",
+            {"dtype": "<f8", "codecs": _v3(_T, _BE, _BLOSC, "crc32c")},
+            floats,
+        ),
+        ("v3-i2-gzip-crc32c", {"dtype": "<i2", "codecs": _v3(_LE, _GZIP, "crc32c")}, ints.astype("<i2")),
+        ("v3-i8-zstd-gzip", {"dtype": "<i8", "codecs": _v3(_LE, _ZSTD, _GZIP)}, ints.astype("<i8")),
+        (
+            "v3-u1-raw-v2-keys",
+            {"dtype": "|u1", "codecs": _v3("bytes"), "chunk_key_encoding": {"name": "v2"}},
+            ints.astype("u1"),
+        ),
+        (
+            "v3-f4-delta-zstd",
+            {
+                "dtype": "<f4",
+                "codecs": _v3({"name": "numcodecs.delta", "configuration": {"dtype": "<f4"}}, _LE, _ZSTD),
+            },
+            floats.astype("<f4"),
+        ),
+        ("v3-str-vlen-utf8-zstd", {"dtype": str, "codecs": _v3({"name": "vlen-utf8"}, _ZSTD)}, strs),
+        (
+            "v3-bytes-vlen-bytes-crc32c",
+            {"dtype": bytes, "codecs": _v3({"name": "vlen-bytes"}, "crc32c")},
+            np.vectorize(lambda s: s.encode(), otypes=[object])(strs),
+        ),
+    ]
+
+
 def _ragged() -> Any:
     arr = np.empty((7, 5), dtype=object)
     for i in range(7):
@@ -164,6 +216,11 @@ async def _build() -> dict[str, dict[str, bytes]]:
         arr = await azarr.create((7, 5), chunks=(4, 3), store=store, path="a", fill_value=None, **kwargs)
         await arr.setitem(Ellipsis, data)
         templates[name] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
+    for name, kwargs, data in _v3_templates():
+        store = MemoryStore()
+        arr = await azarr.create((7, 5), chunks=(4, 3), store=store, path="a", zarr_format=3, **kwargs)
+        await arr.setitem(Ellipsis, data)
+        templates[name] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
     # A consolidated hierarchy: group g with two arrays and attributes.
     store = MemoryStore()
     group = await azarr.group(store=store, path="g")
@@ -181,6 +238,24 @@ async def _build() -> dict[str, dict[str, bytes]]:
     del group
     await azarr.consolidate_metadata(store, path="g")
     templates["consolidated"] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
+    # The same in Zarr v3: consolidated inline in g/zarr.json, attributes inside each zarr.json.
+    store = MemoryStore()
+    await azarr.group(store=store, path="g", zarr_format=3, attributes={"title": "t"})
+    for sub, dtype in (("x", "<i8"), ("y", "<f4")):
+        arr = await azarr.create(
+            (6,),
+            chunks=(4,),
+            dtype=dtype,
+            store=store,
+            path=f"g/{sub}",
+            zarr_format=3,
+            codecs=_v3(_LE, _GZIP, "crc32c"),
+            dimension_names=["t"],
+            attributes={"units": "m", "scale": [1, 2]},
+        )
+        await arr.setitem(Ellipsis, np.arange(6))
+    await azarr.consolidate_metadata(store, path="g")
+    templates["v3-consolidated"] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
     return templates
 
 
@@ -266,6 +341,41 @@ HOSTILE_VALUES: list[Any] = [
     [["a", "<i4", [2**20, 2**20]]],
     [["a", "<f8"], ["b", "|O"]],
     [["", "|V4"]],
+    # Zarr v3 members, codecs and extensions
+    "c",
+    "/",
+    "float128",
+    "r0",
+    "0x7fc00001",
+    "0xZZ",
+    {"must_understand": False},
+    {"must_understand": True},
+    {"must_understand": False, "x": _DEEP},
+    {"name": "sharding_indexed", "configuration": {"chunk_shape": [2]}},
+    {"name": "transpose", "configuration": {"order": [0, 0]}},
+    {"name": "bytes"},
+    {"name": "crc32c"},
+    {"name": "gzip", "configuration": {"level": 1}},
+    {"name": "zstd", "configuration": {"level": 1, "checksum": True}},
+    {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 0}},
+    {"name": "vlen-utf8"},
+    {"name": "numcodecs.pickle"},
+    {"name": "regular", "configuration": {"chunk_shape": [2**40, 2**40]}},
+    {"name": "v2", "configuration": {"separator": "/"}},
+    {"name": "default", "configuration": {"separator": "|"}},
+    [{"name": "bytes"}, {"name": "bytes"}],
+    [{"name": "gzip", "configuration": {"level": 1}}],
+    [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "crc32c"}, {"name": "crc32c"}],
+    [{"name": "x", "must_understand": False}],
+]
+
+#: Names a mutation adds to a v3 document or codec object (extension members, typos of members).
+NEW_MEMBERS = [
+    "my_extension",
+    "must_understand",
+    "chunk_grid",
+    "consolidated_metadata",
+    "storage_transformers",
 ]
 
 _LE_INTS = [0, 1, 0xFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**40, 2**62, 2**64 - 1]
@@ -283,6 +393,12 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         for i, v in enumerate(value):
             out += _paths(v, (*prefix, i))
     return out
+
+
+def _get_path(doc: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        doc = doc[step]
+    return doc
 
 
 def _set_path(doc: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
@@ -320,12 +436,18 @@ def _loads(data: bytes) -> Any:
         sys.set_int_max_str_digits(limit)
 
 
+def is_document(key: str) -> bool:
+    """A metadata document (``.zarray``, ``.zattrs``, ``.zmetadata``..., or a v3 ``zarr.json``)."""
+    name = key.rsplit("/", 1)[-1]
+    return name.startswith(".z") or name == "zarr.json"
+
+
 @st.composite
 def mutation(draw: st.DrawFn, files: dict[str, bytes], others: list[bytes]) -> tuple[str, bytes | None]:
     """One mutation of one key: ``(key, new bytes or None to delete)``."""
     key = draw(st.sampled_from(sorted(files)))
     data = files[key]
-    is_meta = key.rsplit("/", 1)[-1].startswith(".z")
+    is_meta = is_document(key)
     kinds = (
         ["json", "json", "json", "bytes", "delete"] if is_meta else ["bytes", "int", "int", "swap", "delete"]
     )
@@ -340,8 +462,13 @@ def mutation(draw: st.DrawFn, files: dict[str, bytes], others: list[bytes]) -> t
             kind = "bytes"
     if kind == "json":
         path = draw(st.sampled_from(_paths(doc)))
-        delete = bool(path) and draw(st.booleans())
         value = draw(st.one_of(st.sampled_from(HOSTILE_VALUES), st.integers(), st.text(max_size=8)))
+        target = _get_path(doc, path)
+        if isinstance(target, dict) and draw(st.integers(0, 3)) == 0:
+            # A new member: an extension (must_understand or not) or a member where none belongs.
+            target[draw(st.sampled_from(NEW_MEMBERS))] = value
+            return key, _dumps(doc)
+        delete = bool(path) and draw(st.booleans())
         return key, _dumps(_set_path(doc, path, value, delete))
     if kind == "swap":
         return key, draw(st.sampled_from(others))
@@ -372,9 +499,7 @@ def hostile_store(draw: st.DrawFn) -> tuple[str, dict[str, bytes]]:
     all_templates = templates()
     name = draw(st.sampled_from(sorted(all_templates)))
     files = dict(all_templates[name])
-    others = [
-        v for t in all_templates.values() for k, v in t.items() if not k.rsplit("/", 1)[-1].startswith(".z")
-    ]
+    others = [v for t in all_templates.values() for k, v in t.items() if not is_document(k)]
     for _ in range(draw(st.integers(1, 3))):
         key, value = draw(mutation(files, others))
         if value is None:
@@ -407,7 +532,7 @@ async def run_case(name: str, files: dict[str, bytes]) -> None:
     store = MemoryStore()
     for key, value in files.items():
         await store.set(key, value)
-    if name == "consolidated":
+    if name in ("consolidated", "v3-consolidated"):
         node = await azarr.open_consolidated(store, mode="r", path="g")
         async for _, arr in node.arrays():  # type: ignore[union-attr]
             await _read_array(arr)

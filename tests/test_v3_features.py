@@ -245,3 +245,48 @@ def test_cli_verify_finds_v3_problems(v3_tree: str) -> None:
     assert problems["a/c/1/2"].startswith("CodecError") and "crc32c checksum mismatch" in problems["a/c/1/2"]
     assert "chunk keys like 'c/0/0'" in problems["a/c/9"] and "outside the chunk grid" in problems["g/b/7"]
     assert "'late/zarr.json' is not in its consolidated_metadata" in problems["zarr.json"]
+
+
+# ------------------------------------------------------------------ partial reads, checksums
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        pytest.param([], id="big-endian"),  # blosc's output is big-endian elements, not the chunk's memory
+        pytest.param([{"name": "gzip", "configuration": {"level": 1}}], id="gzip-after-blosc"),
+        pytest.param([{"name": "crc32c"}], id="crc32c-after-blosc"),  # a part cannot be verified
+    ],
+)
+async def test_partial_decompress_reads_whole_chunks_unless_blosc_is_the_whole_chain(
+    after: list[Any],
+) -> None:
+    blosc = {
+        "name": "blosc",
+        "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 4096},
+    }
+    endian = "big" if not after else "little"
+    codecs = [{"name": "bytes", "configuration": {"endian": endian}}, blosc, *after]
+    store = MemoryStore()
+    values = np.arange(256 * 256, dtype="f8").reshape(256, 256)
+    arr = await azarr.create(
+        values.shape, chunks=values.shape, dtype="f8", store=store, zarr_format=3, codecs=codecs
+    )
+    await arr.set_basic_selection(..., values)
+    partial = await azarr.open_array(store, mode="r", partial_decompress=True)
+    np.testing.assert_array_equal(await partial.get_basic_selection((3, slice(10, 20))), values[3, 10:20])
+
+
+async def test_a_checksum_alone_is_verified_and_cut_off() -> None:
+    store = MemoryStore()
+    arr = await azarr.create(
+        (64,), chunks=(32,), dtype="<u2", store=store, zarr_format=3, compressors=["crc32c"]
+    )
+    await arr.set_basic_selection(..., np.arange(64, dtype="u2"))
+    assert len(await store.get("c/0") or b"") == 32 * 2 + 4
+    np.testing.assert_array_equal(await arr.get_basic_selection(), np.arange(64))
+    stored = bytearray(await store.get("c/1") or b"")
+    stored[0] ^= 1
+    await store.set("c/1", bytes(stored))
+    with pytest.raises(azarr.errors.CodecError, match=r"'c/1'.*crc32c checksum mismatch"):
+        await arr.get_basic_selection()

@@ -174,6 +174,7 @@ class ChunkCodec:
         "_layout_shape",
         "_limits",
         "_outer",
+        "_outer_base",
         "_perm",
         "_plain",
         "_swap",
@@ -238,9 +239,13 @@ class ChunkCodec:
             self._perm = chain.permutation
             self._swap = _stored_dtype(self.dtype, self.filters, chain.endian)
         # The innermost bytes -> bytes codec (v2's compressor), the only one the direct
-        # decode paths know; outer ones (a v3 crc32c after blosc) are undone before it.
-        self.compressor = self.compressors[0] if self.compressors else None
-        self._outer = self.compressors[1:]
+        # decode paths know; outer ones (a v3 crc32c after blosc) are undone before it. A
+        # checksum is never the compressor: a v3 [bytes, crc32c] chain is verified and cut
+        # off as a view (then decoded as uncompressed), not copied by numcodecs' CRC32C.
+        inner = 1 if self.compressors and not is_checksum(self.compressors[0]) else 0
+        self.compressor = self.compressors[0] if inner else None
+        self._outer = self.compressors[inner:]
+        self._outer_base = len(self.filters) + inner  # _limits index of _outer[0]'s output
         self._layout_shape = self.chunks if self._perm is None else tuple(self.chunks[p] for p in self._perm)
         self._inverse = None if self._perm is None else tuple(int(i) for i in np.argsort(self._perm))
         self.size = math.prod(self.chunks)
@@ -275,6 +280,7 @@ class ChunkCodec:
         self._blosc_compress_args = _blosc_compress_args(self.compressor, self.dtype, self.filters)
         self._plain = (
             self.compressor is None
+            and not self._outer
             and not self.filters
             and not self.is_object
             and self.nbytes > 0
@@ -343,6 +349,21 @@ class ChunkCodec:
         if self._allow_pickle is not None:
             return self._allow_pickle
         return bool(config.get("allow_pickle"))
+
+    @property
+    def compressor_yields_chunk(self) -> bool:
+        """Whether the stored value is just the compressor's output and that output the chunk's
+        memory (C or F order, this machine's byte order): no filters, no object codec, no outer
+        bytes -> bytes codec (a v3 ``crc32c``), no other ``transpose``, no byte swap. What reading
+        parts of a compressed chunk (`azarr.pipeline._partial`) needs."""
+        return (
+            self.compressor is not None
+            and not self._outer
+            and not self.filters
+            and not self.is_object
+            and self._perm is None
+            and self._swap is None
+        )
 
     @property
     def direct_decode(self) -> bool:
@@ -528,7 +549,7 @@ class ChunkCodec:
         stage = "reading the chunk bytes"
         try:
             buf: Any = data
-            base = len(self.filters) + 1
+            base = self._outer_base
             for i in reversed(range(len(self._outer))):
                 codec = self._outer[i]
                 stage = f"codec {codec!r}"

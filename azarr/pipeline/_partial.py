@@ -71,12 +71,12 @@ Fetch = Callable[[str], Awaitable[bytes | None]]
 
 
 def is_partial_blosc(codec: ChunkCodec) -> bool:
-    """Whether chunks of ``codec`` can be read in part: Blosc, no filters, C order, fixed-size items."""
+    """Whether chunks of ``codec`` can be read in part: Blosc alone (no filters, and for Zarr v3
+    no checksum or other codec after it, no byte swap), C order, fixed-size items."""
     return (
         isinstance(codec.compressor, Blosc)
-        and not codec.filters
+        and codec.compressor_yields_chunk
         and codec.order == "C"
-        and not codec.is_object
         and codec.nbytes >= MIN_CHUNK_BYTES
     )
 

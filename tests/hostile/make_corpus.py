@@ -45,6 +45,31 @@ def zarray(**changes: Any) -> dict[str, Any]:
     return doc
 
 
+def zarr_json(**changes: Any) -> dict[str, Any]:
+    """A Zarr v3 array document: 32 little-endian int32 in chunks of 16 (keys ``c/0``, ``c/1``)."""
+    doc: dict[str, Any] = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [32],
+        "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [CHUNK]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": [LE],
+        "attributes": {},
+    }
+    doc.update(changes)
+    return doc
+
+
+LE = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def crc32c(data: bytes) -> bytes:
+    """``data`` with its CRC-32C appended, as the v3 ``crc32c`` codec stores it."""
+    return data + bytes(numcodecs.CRC32C().encode(data))[-4:]
+
+
 def dumps(doc: Any) -> bytes:
     sys.set_int_max_str_digits(0)
     return json.dumps(doc, sort_keys=True).encode()
@@ -255,6 +280,163 @@ CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
         {"error": "MetadataError", "match": "extent over", "key": "a/.zarray", "path": "g"},
     ),
 }
+
+
+# Zarr v3: the same bombs and lies through v3 codec chains, and v3 metadata a stranger could write.
+V3_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
+    "v3-gzip-bomb": (
+        {
+            "a/zarr.json": dumps(zarr_json(codecs=[LE, {"name": "gzip", "configuration": {"level": 1}}])),
+            "a/c/0": stream(zlib.compressobj(9, zlib.DEFLATED, 31)),
+        },
+        {"error": "CodecError", "match": "more than 64 bytes", "key": "a/c/0"},
+    ),
+    "v3-zstd-bomb-under-crc32c": (
+        {
+            "a/zarr.json": dumps(
+                zarr_json(
+                    codecs=[
+                        LE,
+                        {"name": "zstd", "configuration": {"level": 1, "checksum": False}},
+                        {"name": "crc32c"},
+                    ]
+                )
+            ),
+            "a/c/1": crc32c(stream(ZstdCompressor())),
+        },
+        {"error": "CodecError", "match": "more than 64 bytes", "key": "a/c/1"},
+    ),
+    "v3-gzip-bomb-after-blosc": (
+        {
+            "a/zarr.json": dumps(
+                zarr_json(
+                    codecs=[
+                        LE,
+                        {
+                            "name": "blosc",
+                            "configuration": {
+                                "cname": "lz4",
+                                "clevel": 5,
+                                "shuffle": "shuffle",
+                                "typesize": 4,
+                            },
+                        },
+                        {"name": "gzip", "configuration": {"level": 1}},
+                    ]
+                )
+            ),
+            "a/c/0": stream(zlib.compressobj(9, zlib.DEFLATED, 31)),
+        },
+        {"error": "CodecError", "match": "decompresses to more than \\d+ bytes", "key": "a/c/0"},
+    ),
+    "v3-blosc-header-2gib": (
+        {
+            "a/zarr.json": dumps(
+                zarr_json(
+                    codecs=[
+                        LE,
+                        {
+                            "name": "blosc",
+                            "configuration": {
+                                "cname": "lz4",
+                                "clevel": 5,
+                                "shuffle": "shuffle",
+                                "typesize": 4,
+                            },
+                        },
+                    ]
+                )
+            ),
+            "a/c/0": blosc_header_lie(),
+        },
+        {"error": "CodecError", "match": "2147483647 bytes \\(declared in its header\\)", "key": "a/c/0"},
+    ),
+    "v3-crc32c-mismatch": (
+        {
+            "a/zarr.json": dumps(zarr_json(codecs=[LE, {"name": "crc32c"}])),
+            "a/c/0": bytes(4 * CHUNK) + b"\x00\x00\x00\x01",
+        },
+        {"error": "CodecError", "match": "crc32c checksum mismatch", "key": "a/c/0"},
+    ),
+    "v3-vlen-count-2e28": (
+        {
+            "a/zarr.json": dumps(
+                zarr_json(
+                    shape=[4],
+                    data_type="string",
+                    fill_value="",
+                    chunk_grid={"name": "regular", "configuration": {"chunk_shape": [4]}},
+                    codecs=[{"name": "vlen-utf8"}],
+                )
+            ),
+            "a/c/0": vlen_count_lie(),
+        },
+        {"error": "CodecError", "match": "declares 268435456 items", "key": "a/c/0"},
+    ),
+    "v3-shape-1e400": (
+        {"a/zarr.json": dumps(zarr_json(shape=[10**400]))},
+        {"error": "MetadataError", "match": "'shape' has an extent over", "key": "a/zarr.json"},
+    ),
+    "v3-chunk-2e34-elements": (
+        {
+            "a/zarr.json": dumps(
+                zarr_json(
+                    shape=[2**40],
+                    data_type="float64",
+                    fill_value=0.0,
+                    chunk_grid={"name": "regular", "configuration": {"chunk_shape": [2**34]}},
+                )
+            )
+        },
+        {"error": "MetadataError", "match": "max_chunk_bytes", "key": "a/zarr.json"},
+    ),
+    "v3-raw-bits-2e40-bytes": (
+        {"a/zarr.json": dumps(zarr_json(data_type=f"r{2**43}", fill_value="AA=="))},
+        {"error": "MetadataError", "match": "data_type", "key": "a/zarr.json"},
+    ),
+    "v3-must-understand-true": (
+        {"a/zarr.json": dumps(zarr_json(spatial={"must_understand": True, "crs": "EPSG:4326"}))},
+        {"error": "MetadataError", "match": "'spatial' is an extension", "key": "a/zarr.json"},
+    ),
+    "v3-extension-without-must-understand": (
+        {"a/zarr.json": dumps(zarr_json(spatial={"crs": "EPSG:4326"}))},
+        {"error": "MetadataError", "match": "'spatial' is an extension", "key": "a/zarr.json"},
+    ),
+    "v3-unknown-codec": (
+        {"a/zarr.json": dumps(zarr_json(codecs=[LE, {"name": "lz5", "must_understand": False}]))},
+        {"error": "MetadataError", "match": "unknown codec 'lz5'", "key": "a/zarr.json"},
+    ),
+    "v3-storage-transformer": (
+        {"a/zarr.json": dumps(zarr_json(storage_transformers=[{"name": "chunk-manifest-json"}]))},
+        {"error": "MetadataError", "match": "storage_transformers", "key": "a/zarr.json"},
+    ),
+    "v3-fill-bad-hex": (
+        {"a/zarr.json": dumps(zarr_json(data_type="float32", fill_value="0xZZ"))},
+        {"error": "MetadataError", "match": "'fill_value'", "key": "a/zarr.json"},
+    ),
+    "v3-deep-nesting-attributes": (
+        {"a/zarr.json": dumps(zarr_json())[:-1] + b', "x": ' + b"[" * 600 + b"]" * 600 + b"}"},
+        {"error": "MetadataError", "match": "deeper than 128", "key": "a/zarr.json"},
+    ),
+    "v3-consolidated-hostile-entry": (
+        {
+            "g/zarr.json": dumps(
+                {
+                    "zarr_format": 3,
+                    "node_type": "group",
+                    "attributes": {},
+                    "consolidated_metadata": {
+                        "kind": "inline",
+                        "must_understand": False,
+                        "metadata": {"a": zarr_json(shape=[10**400])},
+                    },
+                }
+            ),
+        },
+        {"error": "MetadataError", "match": "extent over", "key": "g/a/zarr.json", "path": "g"},
+    ),
+}
+CASES.update(V3_CASES)
 
 
 def main() -> None:
