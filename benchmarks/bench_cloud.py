@@ -76,6 +76,16 @@ Python's ``ssl``/aiohttp, and rustls-native-certs under obstore), ``AWS_CA_BUNDL
 HTTPS, and TLS costs client CPU per byte: run with and without ``--https`` to report the
 two side by side (the client CPU column shows what TLS adds).
 
+``--zarr-format 3``: the same arrays stored as Zarr v3 (no sharding; ``bytes`` then the
+same Blosc-lz4 / Zstd configuration, `benchmarks.cloud_workers.v3_codecs`), full reads and
+writes only, against zarr-python 3.4 + obstore with its default pipeline, its
+``FusedCodecPipeline`` and the zarrs pipeline (``zarr34``, ``zarr34-fused``,
+``zarr34-zarrs``: one Python 3.12 venv), and TensorStore's ``zarr3`` driver; ``azarr-v2``
+is azarr reading and writing the same data as Zarr v2 in the same run, for the "v3 costs
+nothing" comparison. Results: ``results/<name>.md`` and ``.json`` (no chart)::
+
+    python -m benchmarks.bench_cloud --zarr-format 3 --delay-ms 20 --name cloud-v3-256-20ms
+
 This module imports only the standard library at module level (the plot
 interpreter runs it with ``--plot``).
 """
@@ -122,7 +132,14 @@ IMPLS = (
     "zarr3-fsspec",
     "zarr3-obstore",
     "tensorstore",
+    "azarr-v2",
+    "zarr34",
+    "zarr34-fused",
+    "zarr34-zarrs",
 )
+V3_IMPLS = ("azarr", "azarr-v2", "zarr34", "zarr34-fused", "zarr34-zarrs", "tensorstore")
+"""What ``--zarr-format 3`` runs by default (``azarr-v2``: azarr on the same data as Zarr v2)."""
+ZARR_PYTHON_V3 = ("zarr34", "zarr34-fused", "zarr34-zarrs")
 LABELS = {
     "raw": "raw aiohttp GET/PUT (ceiling)",
     "raw-codec": "raw aiohttp + numcodecs, no Zarr",
@@ -134,6 +151,10 @@ LABELS = {
     "zarr3-fsspec": "zarr 3.1 FsspecStore + s3fs",
     "zarr3-obstore": "zarr 3.1 ObjectStore + obstore",
     "tensorstore": "TensorStore zarr + s3 kvstore",
+    "azarr-v2": "azarr S3Store, the same data as Zarr v2",
+    "zarr34": "zarr 3.4 ObjectStore + obstore (default pipeline)",
+    "zarr34-fused": "zarr 3.4 + obstore, FusedCodecPipeline",
+    "zarr34-zarrs": "zarr 3.4 + obstore, zarrs pipeline",
 }
 SHORT = {
     "raw": "raw",
@@ -146,12 +167,19 @@ SHORT = {
     "zarr3-fsspec": "zarr 3.1 + s3fs",
     "zarr3-obstore": "zarr 3.1 + obstore",
     "tensorstore": "TensorStore",
+    "azarr-v2": "azarr (v2 data)",
+    "zarr34": "zarr 3.4",
+    "zarr34-fused": "zarr 3.4 fused",
+    "zarr34-zarrs": "zarr 3.4 + zarrs",
 }
 PEER_VENV = {
     "zarr218": "zarr218-s3",
     "zarr3-fsspec": "zarr3-s3",
     "zarr3-obstore": "zarr3-s3",
     "tensorstore": "tensorstore",
+    "zarr34": "zarr34-zarrs",
+    "zarr34-fused": "zarr34-zarrs",
+    "zarr34-zarrs": "zarr34-zarrs",
 }
 AZARR_IMPLS = ("azarr", "azarr-s3fs", "azarr-uvloop")
 CEILINGS = ("raw", "raw-codec")
@@ -159,7 +187,7 @@ CEILINGS = ("raw", "raw-codec")
 BASELINE = "azarr-baseline"
 """The azarr worker run against ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``
 package, e.g. ``git archive <commit> azarr | tar -x -C DIR``): before/after in one run."""
-LOCAL_IMPLS = (*CEILINGS, *AZARR_IMPLS, BASELINE)
+LOCAL_IMPLS = (*CEILINGS, *AZARR_IMPLS, BASELINE, "azarr-v2")
 """Run by this interpreter (azarr's venv), with the repository on ``PYTHONPATH``."""
 COLORS = {
     "raw": "#999999",
@@ -172,6 +200,10 @@ COLORS = {
     "zarr3-fsspec": "#17becf",
     "zarr3-obstore": "#2ca02c",
     "tensorstore": "#9467bd",
+    "azarr-v2": "#f7b6d2",
+    "zarr34": "#98df8a",
+    "zarr34-fused": "#2ca02c",
+    "zarr34-zarrs": "#bcbd22",
 }
 LEGACY_IDS = {"azarr": "azarr-s3fs", "azarr-aiohttp": "azarr"}
 """Ids of results written before ``azarr`` meant the default ``S3Store``: ``azarr`` was
@@ -222,17 +254,20 @@ def shape_for(size_mib: int) -> tuple[int, int]:
 
 
 async def _write_dataset(
-    server: Any, bucket: str, prefix: str, shape: tuple[int, int], compressor: str
+    server: Any, bucket: str, prefix: str, shape: tuple[int, int], compressor: str, zarr_format: int = 2
 ) -> None:
     import azarr
     from azarr.storage import S3Store
-    from benchmarks.cloud_workers import make_data, numcodecs_compressor
+    from benchmarks.cloud_workers import make_data, numcodecs_compressor, v3_codecs
 
     store = S3Store(f"{bucket}/{prefix}", storage_options=server.storage_options)
+    encoding: dict[str, Any] = (
+        {"zarr_format": 3, "codecs": v3_codecs(compressor)}
+        if zarr_format == 3
+        else {"compressor": numcodecs_compressor(compressor)}
+    )
     try:
-        arr = await azarr.create(
-            shape=shape, chunks=CHUNKS, dtype="<f4", compressor=numcodecs_compressor(compressor), store=store
-        )
+        arr = await azarr.create(shape=shape, chunks=CHUNKS, dtype="<f4", store=store, **encoding)
         await arr.set_basic_selection(..., make_data(shape))
         if compressor == "zstd":
             # numcodecs >= 0.13 records Zstd's "checksum": false; TensorStore's zarr driver
@@ -344,8 +379,50 @@ def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -
     return report
 
 
+def ops_for_v3(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]:
+    """``--zarr-format 3``: an untimed read, then full reads and writes (``azarr-v2``: of the
+    same data stored as Zarr v2, under ``data-v2/``)."""
+    fmt = 2 if impl == "azarr-v2" else 3
+    data = "data-v2" if fmt == 2 else "data"
+    comp0 = cfg["compressors"][0]
+    ops: list[dict[str, Any]] = [
+        {
+            "op": "read",
+            "workload": "warm-up",
+            "compressor": comp0,
+            "prefix": f"{data}/{comp0}",
+            "zarr_format": fmt,
+        }
+    ]
+    for comp in cfg["compressors"]:
+        ops.append(
+            {
+                "op": "read",
+                "workload": "read",
+                "compressor": comp,
+                "prefix": f"{data}/{comp}",
+                "zarr_format": fmt,
+            }
+        )
+    for comp in cfg["compressors"]:
+        ops.append(
+            {
+                "op": "write",
+                "workload": "write",
+                "compressor": comp,
+                "prefix": f"write/{impl}/{comp}/r{round_}",
+                "shape": cfg["shape"],
+                "chunks": list(CHUNKS),
+                "zarr_format": fmt,
+            }
+        )
+    return ops
+
+
 def ops_for(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]:
     """The operations ``impl`` runs in round ``round_``."""
+    if cfg.get("zarr_format") == 3:
+        return ops_for_v3(impl, cfg, round_)
     comp0 = cfg["compressors"][0]
     # One untimed read first, in every worker alike: imports are done before anything runs,
     # and this warms the library's own first-use work (thread pools, lazily built state,
@@ -463,12 +540,16 @@ def _machine() -> dict[str, str]:
 def markdown(results: dict[str, Any]) -> str:
     """The results as commit-worthy markdown."""
     cfg = results["config"]
+    if cfg.get("zarr_format") == 3:
+        LABELS["tensorstore"] = "TensorStore zarr3 + s3 kvstore"
     summary: dict[str, dict[str, dict[str, Any]]] = results["summary"]
     impls = [i for i in IMPLS if i in summary]
     azarrs = [i for i in AZARR_IMPLS if i in summary]
     m = results["machine"]
     lines = [
-        "# Cloud-path benchmark: S3 with latency" + (" over HTTPS" if cfg.get("https") else ""),
+        "# Cloud-path benchmark: S3 with latency"
+        + (" over HTTPS" if cfg.get("https") else "")
+        + (", Zarr v3 (no sharding)" if cfg.get("zarr_format") == 3 else ""),
         "",
         *(
             [
@@ -573,6 +654,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
 
     lines += _cpu_per_gib(summary, impls, cfg)
+    if cfg.get("zarr_format") == 3:  # full reads and writes only
+        return "\n".join([*lines, *targets_v3(summary, cfg), ""])
     lines += [
         f"## Random small reads ({cfg['small_requests']} requests, {cfg['concurrency']} concurrent, "
         f"{cfg['compressors'][0]})",
@@ -793,6 +876,65 @@ def targets(
         "| unconsolidated open: round trips ~ levels + requests / budget, not requests "
         "(time <= 1.5x that floor) | " + " | ".join(cells) + " |"
     )
+    lines.append("")
+    return lines
+
+
+def targets_v3(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any]) -> list[str]:
+    """Markdown lines checking azarr on Zarr v3 against issue #29's targets: reads and writes
+    >= 1.0x TensorStore ``zarr3``, >= 1.2x the best zarr-python 3.4 configuration, and within
+    5 % of azarr's own time on the same data stored as Zarr v2. Ratios from the medians, and
+    in brackets from each implementation's fastest round; the verdict is on the medians."""
+
+    def times(impl: str, name: str) -> tuple[float, float] | None:
+        slot = summary.get(impl, {}).get(name, {})
+        runs = [float(r["seconds"]) for r in slot.get("runs", []) if "seconds" in r]
+        return (float(slot["seconds"]), min(runs)) if "seconds" in slot and runs else None
+
+    def verdict(ok: bool) -> str:
+        return "yes" if ok else "**no**"
+
+    lines = [
+        "## Targets (issue #29)",
+        "",
+        "Speed-ups = other's time / azarr's time (azarr on Zarr v3) from the medians, and in brackets "
+        "from each implementation's fastest round; the verdict is on the medians. The best zarr-python "
+        "3.4 configuration is the fastest of default / FusedCodecPipeline / zarrs for that cell. "
+        "`v3 / v2` is azarr's v3 time over its time on the same data as Zarr v2 (target <= 1.05).",
+        "",
+        "| workload | >= 1.0x TensorStore | >= 1.2x best zarr-python 3.4 | v3 / v2 <= 1.05 |",
+        "| --- | --- | --- | --- |",
+    ]
+    for workload in ("read", "write"):
+        for comp in cfg["compressors"]:
+            name = f"{workload}/{comp}"
+            mine = times("azarr", name)
+            if mine is None:
+                continue
+            cells = []
+            ts = times("tensorstore", name)
+            cells.append(
+                "n/a"
+                if ts is None
+                else f"{ts[0] / mine[0]:.2f} ({ts[1] / mine[1]:.2f}) {verdict(ts[0] / mine[0] >= 1.0)}"
+            )
+            peers = [(p, t) for p in ZARR_PYTHON_V3 if (t := times(p, name)) is not None]
+            if peers:
+                best, (median, _) = min(peers, key=lambda item: item[1][0])
+                best_fastest = min(t[1] for _, t in peers)
+                cells.append(
+                    f"{median / mine[0]:.2f} ({best_fastest / mine[1]:.2f}) vs {SHORT[best]} "
+                    f"{verdict(median / mine[0] >= 1.2)}"
+                )
+            else:
+                cells.append("n/a")
+            v2 = times("azarr-v2", name)
+            cells.append(
+                "n/a"
+                if v2 is None
+                else f"{mine[0] / v2[0]:.2f} ({mine[1] / v2[1]:.2f}) {verdict(mine[0] / v2[0] <= 1.05)}"
+            )
+            lines.append(f"| {workload} {comp} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
 
@@ -1134,10 +1276,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--impls",
-        default=",".join(i for i in IMPLS if i != BASELINE),
-        help="comma-separated implementations (azarr-baseline: see BASELINE)",
+        default=None,
+        help="comma-separated implementations (azarr-baseline: see BASELINE); default: the v2 ones, "
+        f"or with --zarr-format 3 {','.join(V3_IMPLS)}",
     )
     parser.add_argument("--delay-ms", type=float, default=20.0, help="one-way delay (default 20)")
+    parser.add_argument(
+        "--zarr-format",
+        type=int,
+        choices=(2, 3),
+        default=2,
+        help="3: the arrays as Zarr v3, full reads and writes, zarr-python 3.4 / TensorStore zarr3 peers",
+    )
     parser.add_argument(
         "--small-requests", type=int, default=1000, help="small reads per kind (default 1000)"
     )
@@ -1195,6 +1345,12 @@ def main(argv: list[str] | None = None) -> int:
         args.name = "cloud-https"
     shape = shape_for(args.size_mib)
     compressors = [c for c in args.compressors.split(",") if c]
+    v3 = args.zarr_format == 3
+    if args.impls is None:
+        v3_only = ("azarr-v2", *ZARR_PYTHON_V3)
+        args.impls = ",".join(V3_IMPLS if v3 else (i for i in IMPLS if i not in (BASELINE, *v3_only)))
+    if v3:
+        args.no_plot = True  # the chart's small-read and hierarchy panels have nothing to show
     impls = [i for i in args.impls.split(",") if i]
     unknown = [i for i in impls if i not in IMPLS]
     if unknown:
@@ -1217,6 +1373,7 @@ def main(argv: list[str] | None = None) -> int:
         "skip_unconsolidated": args.skip_unconsolidated,
         "https": args.https,
         "tls_at": args.tls_at if args.https else None,
+        "zarr_format": args.zarr_format,
         "selections": {
             kind: selections(shape, args.small_requests, kind, SEED + n)
             for n, kind in enumerate(("element", "chunk"))
@@ -1258,8 +1415,10 @@ def main(argv: list[str] | None = None) -> int:
                 if opening:
                     break
                 _log(f"writing the {args.size_mib} MiB dataset ({comp}) with azarr, directly ...")
-                asyncio.run(_write_dataset(server, bucket, f"data/{comp}", shape, comp))
-            if not args.profile or opening:
+                asyncio.run(_write_dataset(server, bucket, f"data/{comp}", shape, comp, args.zarr_format))
+                if v3 and "azarr-v2" in impls:  # the same data as Zarr v2, for azarr-v2
+                    asyncio.run(_write_dataset(server, bucket, f"data-v2/{comp}", shape, comp, 2))
+            if (not args.profile or opening) and not v3:
                 _log(f"writing the {args.tree_arrays}-array hierarchy and consolidating ...")
                 asyncio.run(_write_tree(server, bucket, "tree", args.tree_arrays))
             expected = digest(make_data(shape))

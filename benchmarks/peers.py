@@ -72,6 +72,9 @@ class Peer:
     modules : tuple of str
         Modules the venv must import; `peer_versions` reports their versions
         (the first is the one ``expect_version`` checks).
+    python : str, optional
+        Python ``major.minor`` to build the venv on (zarr-python >= 3.2 needs 3.12),
+        found by `base_interpreter`; None: the interpreter running this module.
     """
 
     name: str
@@ -79,6 +82,7 @@ class Peer:
     requirements: tuple[str, ...]
     expect_version: str
     modules: tuple[str, ...] = ("zarr", "numcodecs", "numpy")
+    python: str | None = None
 
 
 PEERS: dict[str, Peer] = {
@@ -110,12 +114,33 @@ PEERS: dict[str, Peer] = {
         expect_version="3.1.",
         modules=("zarr", "numcodecs", "numpy", "s3fs", "aiobotocore", "botocore", "obstore"),
     ),
+    # zarr-python's newest on Python 3.12 (3.2+ needs it), with obstore: the throttling
+    # benchmark's peer (benchmarks/bench_throttle.py).
+    "zarr34-obstore": Peer(
+        name="zarr34-obstore",
+        label="zarr 3.4 + obstore",
+        requirements=("zarr==3.4.2", "numcodecs==0.17.1", "numpy==2.2.6", "obstore==0.12.1"),
+        expect_version="3.4.",
+        modules=("zarr", "numcodecs", "numpy", "obstore"),
+        python="3.12",
+    ),
     "tensorstore": Peer(
         name="tensorstore",
         label="TensorStore",
         requirements=("tensorstore==0.1.86", "numpy==2.2.6"),
         expect_version="0.1.",
         modules=("tensorstore", "numpy"),
+    ),
+    # Zarr v3 cloud peers (benchmarks/bench_cloud.py --zarr-format 3): zarr-python 3.4 on
+    # Python 3.12 with obstore, run with its default BatchedCodecPipeline, its FusedCodecPipeline
+    # and the zarrs (Rust) codec pipeline, all from this one venv.
+    "zarr34-zarrs": Peer(
+        name="zarr34-zarrs",
+        label="zarr 3.4 + obstore (+ zarrs)",
+        requirements=("zarr==3.4.2", "numcodecs==0.17.1", "numpy==2.2.6", "obstore==0.12.1", "zarrs==0.2.3"),
+        expect_version="3.4.",
+        modules=("zarr", "numcodecs", "numpy", "obstore", "zarrs"),
+        python="3.12",
     ),
     # Training-loader peers (benchmarks/bench_loader.py): torch DataLoader over map-style
     # datasets, and xbatcher over xarray (beside zarr 2.18, as TESTING-NOTES advises).
@@ -176,8 +201,34 @@ def cache_key(peer: Peer) -> str:
     """Hash of the peer's requirements and the base interpreter's ``major.minor``."""
     h = hashlib.sha256()
     h.update("\n".join(peer.requirements).encode())
-    h.update(f"python{sys.version_info.major}.{sys.version_info.minor}".encode())
+    h.update(f"python{peer.python or f'{sys.version_info.major}.{sys.version_info.minor}'}".encode())
     return h.hexdigest()
+
+
+def base_interpreter(peer: Peer) -> str:
+    """The interpreter ``peer``'s venv is built from: this one, or Python ``peer.python``
+    (``python3.12`` on ``PATH``, else the newest pyenv ``3.12.x`` under ``$PYENV_ROOT``).
+
+    Raises
+    ------
+    PeerError
+        No such interpreter on this machine.
+    """
+    if peer.python is None:
+        return sys.executable
+    found = shutil.which(f"python{peer.python}")
+    if found and "/shims/" not in found:  # a pyenv shim fails unless that version is selected
+        return found
+    root = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser() / "versions"
+    candidates = sorted(
+        root.glob(f"{peer.python}.*/bin/python"),
+        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parent.parent.name.split(".")],
+    )
+    if not candidates:
+        raise PeerError(
+            f"{peer.label} needs Python {peer.python}: no python{peer.python} on PATH or in {root}"
+        )
+    return str(candidates[-1])
 
 
 def peer_versions(python: Path | str, modules: tuple[str, ...] = ("zarr", "numcodecs", "numpy")) -> str:
@@ -244,7 +295,7 @@ def _build(peer: Peer, venv: Path, key: str, report: Reporter) -> None:
         shutil.rmtree(venv)
     report(f"[bench] creating {venv} for {peer.label} (pip install {' '.join(peer.requirements)}) ...")
     # From inside a venv, `-m venv` bases the new venv on the real interpreter.
-    _run([sys.executable, "-m", "venv", str(venv)], log, deadline)
+    _run([base_interpreter(peer), "-m", "venv", str(venv)], log, deadline)
     _run(
         [str(venv_python(venv)), "-m", "pip", "install", "--only-binary=:all:", *peer.requirements],
         log,
