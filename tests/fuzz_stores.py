@@ -221,42 +221,32 @@ async def _build() -> dict[str, dict[str, bytes]]:
         arr = await azarr.create((7, 5), chunks=(4, 3), store=store, path="a", zarr_format=3, **kwargs)
         await arr.setitem(Ellipsis, data)
         templates[name] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
-    # A consolidated hierarchy: group g with two arrays and attributes.
-    store = MemoryStore()
-    group = await azarr.group(store=store, path="g")
-    for sub, dtype in (("x", "<i8"), ("y", "<f4")):
-        arr = await azarr.create(
-            (6,),
-            chunks=(4,),
-            dtype=dtype,
-            store=store,
-            path=f"g/{sub}",
-            compressor=_COMPRESSORS["zlib"],
-            attributes={"units": "m", "scale": [1, 2]},
-        )
-        await arr.setitem(Ellipsis, np.arange(6))
-    del group
-    await azarr.consolidate_metadata(store, path="g")
-    templates["consolidated"] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
-    # The same in Zarr v3: consolidated inline in g/zarr.json, attributes inside each zarr.json.
-    store = MemoryStore()
-    await azarr.group(store=store, path="g", zarr_format=3, attributes={"title": "t"})
-    for sub, dtype in (("x", "<i8"), ("y", "<f4")):
-        arr = await azarr.create(
-            (6,),
-            chunks=(4,),
-            dtype=dtype,
-            store=store,
-            path=f"g/{sub}",
-            zarr_format=3,
-            codecs=_v3(_LE, _GZIP, "crc32c"),
-            dimension_names=["t"],
-            attributes={"units": "m", "scale": [1, 2]},
-        )
-        await arr.setitem(Ellipsis, np.arange(6))
-    await azarr.consolidate_metadata(store, path="g")
-    templates["v3-consolidated"] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
+    # A consolidated hierarchy: group g with two arrays and attributes; the same in Zarr v3
+    # (consolidated inline in g/zarr.json, attributes inside each zarr.json).
+    templates["consolidated"] = await _consolidated({"compressor": _COMPRESSORS["zlib"]})
+    v3 = {"zarr_format": 3, "codecs": _v3(_LE, _GZIP, "crc32c"), "dimension_names": ["t"]}
+    templates["v3-consolidated"] = await _consolidated(v3)
     return templates
+
+
+async def _consolidated(encoding: dict[str, Any]) -> dict[str, bytes]:
+    """A consolidated group ``g`` with arrays ``x`` and ``y`` (attributes on each), as ``{key: bytes}``."""
+    store = MemoryStore()
+    fmt = encoding.get("zarr_format")
+    await azarr.group(store=store, path="g", zarr_format=fmt, attributes={"title": "t"} if fmt == 3 else None)
+    for sub, dtype in (("x", "<i8"), ("y", "<f4")):
+        arr = await azarr.create(
+            (6,),
+            chunks=(4,),
+            dtype=dtype,
+            store=store,
+            path=f"g/{sub}",
+            attributes={"units": "m", "scale": [1, 2]},
+            **encoding,
+        )
+        await arr.setitem(Ellipsis, np.arange(6))
+    await azarr.consolidate_metadata(store, path="g")
+    return {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
 
 
 _TEMPLATES: dict[str, dict[str, bytes]] | None = None

@@ -63,6 +63,7 @@ def zarr_json(**changes: Any) -> dict[str, Any]:
 
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
+BLOSC = {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}}
 
 
 def crc32c(data: bytes) -> bytes:
@@ -312,15 +313,7 @@ V3_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
                 zarr_json(
                     codecs=[
                         LE,
-                        {
-                            "name": "blosc",
-                            "configuration": {
-                                "cname": "lz4",
-                                "clevel": 5,
-                                "shuffle": "shuffle",
-                                "typesize": 4,
-                            },
-                        },
+                        BLOSC,
                         {"name": "gzip", "configuration": {"level": 1}},
                     ]
                 )
@@ -335,15 +328,7 @@ V3_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
                 zarr_json(
                     codecs=[
                         LE,
-                        {
-                            "name": "blosc",
-                            "configuration": {
-                                "cname": "lz4",
-                                "clevel": 5,
-                                "shuffle": "shuffle",
-                                "typesize": 4,
-                            },
-                        },
+                        BLOSC,
                     ]
                 )
             ),
