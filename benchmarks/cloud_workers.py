@@ -619,9 +619,18 @@ class Azarr(Impl):
                 if "use_consolidated" in inspect.signature(azarr.open_group).parameters
                 else {}
             )
+            # The format is known, as zarr 3.1's peer says zarr_format=2: one request, not
+            # .zmetadata and a v3 root's zarr.json together (azarr >= Zarr v3 reads both by default).
+            known = (
+                {"zarr_format": 2}
+                if "zarr_format" in inspect.signature(azarr.open_consolidated).parameters
+                else {}
+            )
             try:
                 root = await (
-                    azarr.open_consolidated(store) if consolidated else azarr.open_group(store, "r", **plain)
+                    azarr.open_consolidated(store, **known)
+                    if consolidated
+                    else azarr.open_group(store, "r", **plain)
                 )
                 return await self._walk(root)
             finally:

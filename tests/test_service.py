@@ -141,7 +141,8 @@ async def test_metadata_is_cached_until_refresh(
     assert (await client.get("/info/d/extra")).status_code == 404  # not seen yet
     refreshed = await client.post("/refresh/d")
     assert refreshed.status_code == 200 and refreshed.json()["age"] < 5
-    assert proxy.counters().received == 1  # one request: .zmetadata
+    # One round trip: .zmetadata, and zarr.json (a v3 root's inline consolidated metadata) beside it.
+    assert proxy.counters().received == 2
     body = (await client.get("/slice/d/extra", params={"format": "json"})).json()
     assert body["data"] == [7, 7, 7]
 

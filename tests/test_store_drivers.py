@@ -828,6 +828,7 @@ class TestPicklingNodes:
             "partial_decompress",
             "is_view",
             "recheck_metadata",
+            "zarr_format",
         }
         clone = pickle.loads(pickle.dumps(arr))
         assert clone.shape == (14, 10) and clone.attrs["units"] == "m" and not clone.write_empty_chunks

@@ -91,6 +91,22 @@ async def test_copy_store_of_a_v3_hierarchy_opens_alike(tmp_path: Path) -> None:
     np.testing.assert_array_equal(await arr.get_basic_selection(), DATA)
 
 
+async def test_open_consolidated_reads_both_formats_documents_or_the_one_asked_for(tmp_path: Path) -> None:
+    from util import RecordingStore
+
+    v2 = LocalStore(tmp_path / "v2")
+    await azarr.group(v2)
+    await azarr.consolidate_metadata(v2)
+    recording = RecordingStore(LocalStore(tmp_path / "v2"))
+    await azarr.open_consolidated(recording)
+    assert dict(recording.gets) == {".zmetadata": 1, "zarr.json": 1}  # one round trip
+    recording = RecordingStore(LocalStore(tmp_path / "v2"))
+    await azarr.open_consolidated(recording, zarr_format=2)
+    assert dict(recording.gets) == {".zmetadata": 1}
+    with pytest.raises(azarr.errors.ConsolidatedMetadataNotFoundError, match=r"inline in 'zarr\.json'"):
+        await azarr.open_consolidated(LocalStore(tmp_path / "v2"), zarr_format=3)
+
+
 # ------------------------------------------------------------------ digest
 
 

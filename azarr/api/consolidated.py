@@ -19,7 +19,7 @@ from typing import Any
 
 from azarr.api.creation import resolve_store
 from azarr.api.opening import open_managed
-from azarr.core._formats import read_node
+from azarr.core._formats import check_zarr_format, read_node
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
@@ -242,6 +242,7 @@ async def open_consolidated(
     metadata_key: str = ZMETADATA,
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
+    zarr_format: int | None = None,
 ) -> AsyncArray | AsyncGroup:
     """Open a hierarchy from its consolidated metadata with a single store read.
 
@@ -258,6 +259,11 @@ async def open_consolidated(
         Path of the hierarchy root holding ``.zmetadata``.
     metadata_key : str
         Name of the consolidated document (default ``".zmetadata"``).
+    zarr_format : {2, 3}, optional
+        Look for that format's consolidated metadata only: 2, ``metadata_key``; 3, the
+        ``consolidated_metadata`` inline in the root ``zarr.json`` (zarr-python 3's
+        ``open_consolidated(zarr_format=...)``). By default both are read together: one
+        round trip, two requests.
 
     Raises
     ------
@@ -274,14 +280,21 @@ async def open_consolidated(
     root = normalize_path(path)
     key = node_key(root, metadata_key)
     v3_key = node_key(root, ZARR_JSON)
-    raw, raw_v3 = await asyncio.gather(io.get(key), io.get(v3_key))  # either format, one round trip
+    fmt = check_zarr_format(zarr_format)
+
+    async def nothing() -> None:
+        return None
+
+    raw, raw_v3 = await asyncio.gather(  # either format, one round trip
+        io.get(key) if fmt != 3 else nothing(), io.get(v3_key) if fmt != 2 else nothing()
+    )
     if raw_v3 is not None:
         v3_root = _v3_consolidated(raw_v3, root, v3_key)
         if v3_root is not None:
             overlay = ConsolidatedStore(the_store, v3_root, read_only=mode == "r")
             return await _open_root(overlay, root, mode, allow_pickle)
     if raw is None:
-        where = f"{key!r} or inline in {v3_key!r}"
+        where = {2: repr(key), 3: f"inline in {v3_key!r}"}.get(fmt or 0, f"{key!r} or inline in {v3_key!r}")
         raise ConsolidatedMetadataNotFoundError(f"no consolidated metadata {where} in {the_store.url}")
     relative = parse_consolidated(raw, key=key)
     documents = {node_key(root, k): v for k, v in relative.items()}
