@@ -360,7 +360,7 @@ async def test_latency_is_pipelined_not_a_fault(proxy: FaultProxy, session: aioh
     results = await asyncio.gather(*(_get(session, f"{proxy.url}/blob/10") for _ in range(20)))
     elapsed = time.monotonic() - start
     assert all(r == (200, _pattern(10)) for r in results)
-    assert 0.2 <= elapsed < 1.0  # 20 requests overlap: not 20 x 0.2 s
+    assert 0.2 <= elapsed < 3.0  # 20 requests overlap: not 20 x 0.2 s (room for a loaded host)
     c = proxy.counters()
     assert c.injected == {} and c.forwarded == 20
 

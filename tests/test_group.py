@@ -21,6 +21,7 @@ from azarr.errors import (
     NodeNotFoundError,
     ReadOnlyError,
 )
+from azarr.scheduler import set_budget
 from azarr.storage import MemoryStore, Store
 from tests.util import RecordingStore
 
@@ -240,8 +241,15 @@ async def test_walking_a_hierarchy_costs_round_trips_per_level_not_per_member() 
     """200 arrays behind a 30 ms store: each level is one concurrent wave of reads."""
 
     class SlowStore(RecordingStore):
+        in_flight = peak = 0
+
         async def _get(self, key: str, byte_range: Any) -> bytes | None:
-            await asyncio.sleep(0.03)
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                await asyncio.sleep(0.03)
+            finally:
+                self.in_flight -= 1
             return await super()._get(key, byte_range)
 
         async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
@@ -256,16 +264,14 @@ async def test_walking_a_hierarchy_costs_round_trips_per_level_not_per_member() 
         for i in range(100):
             await sub.zeros(f"x{i:03d}", shape=(2,), chunks=2)
     slow = SlowStore(inner)
-    slow.is_local = False  # a remote store's budget (64 requests in flight)
+    set_budget(slow, max_requests=64)  # a remote store's budget, whatever the config says
     opened = await azarr.open_group(slow, mode="r")
     slow.reset()
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
     text = await opened.tree()
-    elapsed = loop.time() - t0
     assert text.count("(2,) float64") == 200
-    # One by one this is 400+ sequential requests (12 s); in waves, a few dozen round trips.
-    assert elapsed < 2.0, f"walking 200 arrays took {elapsed:.1f} s"
+    # One by one this is 400+ sequential requests; in waves, each level's members are read at
+    # once (the peak in flight, not a wall-clock bound, so a loaded host cannot fail it).
+    assert slow.peak >= 32, f"only {slow.peak} reads in flight"
     array_reads = [k for k in slow.gets if "/x" in k]
     assert len(array_reads) == 400 and all(n == 1 for n in slow.gets.values())  # .zarray + .zattrs, once each
 

@@ -831,24 +831,18 @@ async def test_coordinate_selection_over_1000_chunks_runs_concurrently() -> None
     set_budget(slow, max_requests=64)  # the default remote budget, so the test does not depend on config
     arr = await azarr.open_array(slow, mode="r+")
     slow.reset()
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
     got = await arr.vindex[rows, cols]
-    elapsed = loop.time() - t0
     np.testing.assert_array_equal(got, data[rows, cols])
     assert len(slow.gets) == 1000 and set(slow.gets.values()) == {1}
+    # Concurrency is measured as the peak in flight, not as a wall-clock bound a loaded host breaks.
     assert slow.peak >= 32, f"only {slow.peak} reads in flight"
-    assert elapsed < 1000 * delay / 10, f"{elapsed:.2f} s for 1,000 reads of {delay * 1000:.0f} ms"
 
     # The write path (read-modify-write of each chunk) fans out the same way.
     slow.reset()
     slow.peak = 0
-    t0 = loop.time()
     await arr.vindex.set((rows, cols), -1.0)
-    elapsed = loop.time() - t0
     assert len(slow.gets) == len(slow.sets) == 1000
     assert slow.peak >= 32
-    assert elapsed < 2 * 1000 * delay / 10
     expected = data.copy()
     expected[rows, cols] = -1.0
     np.testing.assert_array_equal(await arr.get_basic_selection(...), expected)
