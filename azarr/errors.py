@@ -12,7 +12,9 @@ Callers catch at the level they care about (the httpx pattern)::
     │   ├── ReadOnlyError        write attempted on a read-only store / array / group
     │   ├── PermissionDeniedError  the backend refused (HTTP 403, EACCES)
     │   ├── StoreUnavailableError  server down, bucket missing, connection refused
+    │   ├── BodyTooLargeError      a response body larger than the value it answers can be
     │   └── TransientStoreError    worth retrying: HTTP 5xx/408, connection reset, read timeout
+    │       ├── ResponseIntegrityError  a ranged answer holds other bytes than those asked for
     │       ├── ThrottledError     the backend asked us to slow down (S3 503 SlowDown, GCS 429)
     │       ├── StoreTimeoutError  a request exceeded azarr's per-request timeout
     │       └── ConnectionFailedError  connection refused/reset (also a StoreUnavailableError)
@@ -35,7 +37,20 @@ from __future__ import annotations
 
 
 class AzarrError(Exception):
-    """Base class of every error azarr raises on purpose."""
+    """Base class of every error azarr raises on purpose.
+
+    Messages pass through azarr's one redaction (``azarr/storage/_redact.py``,
+    `redact_text`) when the error is made: URL user info, ``Authorization`` and
+    signed headers, query-string signatures and the credentials of every store
+    opened in this process never appear in ``str`` or ``repr`` of an azarr error.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if any(isinstance(arg, str) for arg in args):
+            from azarr.storage._redact import redact_text  # lazy: storage imports this module
+
+            args = tuple(redact_text(arg) if isinstance(arg, str) else arg for arg in args)
+        super().__init__(*args)
 
 
 class MetadataError(AzarrError, ValueError):
@@ -97,6 +112,17 @@ class TransientStoreError(StoreError):
     """
 
 
+class ResponseIntegrityError(TransientStoreError):
+    """A server answered a read with other bytes than those asked for (retried).
+
+    A ``206 Partial Content`` whose ``Content-Range`` does not start, end or total
+    where the request's ``Range`` said, or whose body length differs from it; a
+    ``206`` to a request without ``Range``. A cache or proxy in between can do
+    this; the answer is never returned as data. The message names the key, what
+    was asked for and what came.
+    """
+
+
 class ThrottledError(TransientStoreError):
     """The backend asked the client to slow down (S3 ``503 SlowDown``, GCS/HTTP ``429``)."""
 
@@ -107,6 +133,38 @@ class StoreTimeoutError(TransientStoreError, TimeoutError):
 
 class ConnectionFailedError(TransientStoreError, StoreUnavailableError):
     """The connection to the backend was refused or dropped; retried, then reported as unavailable."""
+
+
+class BodyTooLargeError(StoreError):
+    """A response body is larger than what it answers can be, and was not read.
+
+    Every body is bounded before it is buffered: a chunk by its codec's largest
+    encoded size (never above ``max_chunk_bytes``), a metadata document by
+    ``max_metadata_bytes``, a byte range by its length, an error body by a few
+    KiB (`azarr.config`). A declared ``Content-Length`` above the bound is
+    refused before anything is allocated; a body without one (chunked, or
+    decompressed from a ``Content-Encoding``) stops at the bound. The message
+    names the key, the declared (or received) size and the limit.
+
+    Attributes
+    ----------
+    declared : int or None
+        The size the server declared (``Content-Length``), or None.
+    limit : int
+        The bound in bytes.
+    """
+
+    def __init__(self, message: str, *, declared: int | None = None, limit: int = 0) -> None:
+        super().__init__(message)
+        self.declared = declared
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_body_too_large, (self.args[0] if self.args else "", self.declared, self.limit))
+
+
+def _body_too_large(message: str, declared: int | None, limit: int) -> BodyTooLargeError:
+    return BodyTooLargeError(message, declared=declared, limit=limit)
 
 
 class RetriesExhaustedError(StoreError):

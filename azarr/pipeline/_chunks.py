@@ -341,7 +341,7 @@ class ChunkPipeline:
         """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for
         whole-chunk reads from remote stores of chunks big enough to matter; None otherwise.
         What it returns must be decoded by `_decode_into` (which hands the buffer back)."""
-        io, nbytes = self.io, self.codec.nbytes
+        io, nbytes, bound = self.io, self.codec.nbytes, self.codec.stored_bound
         if (
             io.store.is_local
             or nbytes < RESERVE_MIN_BYTES
@@ -355,7 +355,7 @@ class ChunkPipeline:
 
         async def fetch_pooled(key: str) -> bytes | memoryview | None:
             async with io.budget.reserve(nbytes):
-                return await io.get_into(key, acquire)
+                return await io.get_into(key, acquire, max_bytes=bound)
 
         return fetch_pooled
 
@@ -364,22 +364,26 @@ class ChunkPipeline:
         when large on a remote store, and holding its decoded size in the store's
         bytes-in-flight budget when it is big enough to matter. Chosen per call, so
         ``large_chunk_threshold`` changed after an array was opened still applies."""
-        io, nbytes = self.io, self.codec.nbytes
+        io, nbytes, bound = self.io, self.codec.nbytes, self.codec.stored_bound
         if not io.store.is_local and nbytes > int(config.get("large_chunk_threshold")):
 
             async def fetch_large(key: str) -> bytes | None:
                 async with io.budget.reserve(nbytes):
-                    return await io.get_large(key, expected_nbytes=nbytes)
+                    return await io.get_large(key, expected_nbytes=nbytes, max_bytes=bound)
 
             return fetch_large
         if nbytes >= RESERVE_MIN_BYTES:
 
             async def fetch_reserved(key: str) -> bytes | None:
                 async with io.budget.reserve(nbytes):
-                    return await io.get(key)
+                    return await io.get(key, max_bytes=bound)
 
             return fetch_reserved
-        return io.get
+
+        async def fetch(key: str) -> bytes | None:
+            return await io.get(key, max_bytes=bound)
+
+        return fetch
 
     # ---------------------------------------------------------------- writes
     async def write(

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from azarr import config
 from azarr.errors import (
+    BodyTooLargeError,
     ConsistencyUnsupportedError,
     PreconditionFailedError,
     StoreTimeoutError,
@@ -33,12 +34,26 @@ from azarr.scheduler._references import get_referenced
 from azarr.scheduler._retry import RetryPolicy, retry_call
 from azarr.scheduler._stats import StoreStats, stats_for
 from azarr.storage import ByteRange, Generation, Store
+from azarr.storage._limits import expected_body
+
+# Names of metadata documents: bounded by max_metadata_bytes when read.
+_DOCUMENTS = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata", "zarr.json"})
 
 T = TypeVar("T")
 
 
 async def _collect(items: AsyncIterator[str]) -> list[str]:
     return [item async for item in items]
+
+
+def _bound(key: str, max_bytes: int | None) -> int | None:
+    """The most bytes an answer for ``key`` may hold: ``max_bytes``, else ``max_metadata_bytes``
+    for a metadata document, else None (the default bound, `default_body_limit`)."""
+    if max_bytes is not None:
+        return max_bytes
+    if key.rpartition("/")[2] in _DOCUMENTS:
+        return int(config.get("max_metadata_bytes"))
+    return None
 
 
 class StoreIO:
@@ -90,45 +105,61 @@ class StoreIO:
         return self._timeout if self._timeout is not None else config.get("request_timeout")
 
     # ------------------------------------------------------------------ operations
-    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+    async def get(
+        self, key: str, byte_range: ByteRange | None = None, *, max_bytes: int | None = None
+    ) -> bytes | None:
         """Read ``key`` (or a byte range of it); None if missing. Retried and timed.
+
+        ``max_bytes`` bounds the response body (a chunk's largest stored size);
+        metadata documents are bounded by ``max_metadata_bytes``, other values
+        by the largest of it and ``max_chunk_bytes`` (`expected_body`).
 
         Raises
         ------
         RetriesExhaustedError
             Transient failures persisted through the retry policy.
+        BodyTooLargeError
+            The answer is larger than the bound.
         StoreError
             A non-retryable backend error.
         """
         if self.store.resolves_references:  # kerchunk references: read from their targets
             return await get_referenced(self, key, byte_range)
-        if config.get("hedged_reads"):
-            return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
-        return await self._read("get", key, lambda: self.store.get(key, byte_range))
+        with expected_body(_bound(key, max_bytes)):
+            if config.get("hedged_reads"):
+                return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
+            return await self._read("get", key, lambda: self.store.get(key, byte_range))
 
-    async def get_into(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+    async def get_into(
+        self, key: str, allocate: Callable[[int], memoryview], *, max_bytes: int | None = None
+    ) -> bytes | memoryview | None:
         """Read the whole value at ``key`` into ``allocate(size)`` where the store can
         (`Store.get_into`); None if missing.
-        Retried and timed as `get` (hedged reads use `get`).
+        Retried, timed and bounded as `get` (hedged reads use `get`).
 
         Raises
         ------
-        RetriesExhaustedError, StoreError
+        RetriesExhaustedError, BodyTooLargeError, StoreError
             As `get`.
         """
         if config.get("hedged_reads") or self.store.resolves_references:
-            return await self.get(key)
-        return await self._read("get", key, lambda: self.store.get_into(key, allocate))
+            return await self.get(key, max_bytes=max_bytes)
+        with expected_body(_bound(key, max_bytes)):
+            return await self._read("get", key, lambda: self.store.get_into(key, allocate))
 
     async def _read(self, op: str, key: str, make: Callable[[], Awaitable[T]]) -> T:
         # The first attempt is made inline: this is the per-chunk hot path, and the
-        # retry machinery (policy, closures, deadline clock) is only built on failure.
+        # retry machinery (policy, closures) is only built on failure. The deadline
+        # counts from this attempt's start.
+        started = asyncio.get_running_loop().time()
         try:
             return await self._call(make, reading=True)
         except TransientStoreError as exc:
-            return await self._retried(op, key, lambda: self._call(make, reading=True), exc)
+            return await self._retried(op, key, lambda: self._call(make, reading=True), exc, started)
 
-    async def get_large(self, key: str, *, expected_nbytes: int) -> bytes | None:
+    async def get_large(
+        self, key: str, *, expected_nbytes: int, max_bytes: int | None = None
+    ) -> bytes | None:
         """Read ``key``, splitting it into parallel byte-range requests when it is large.
 
         Used for chunks whose decoded size exceeds ``large_chunk_threshold`` on
@@ -137,11 +168,19 @@ class StoreIO:
         `supports_conditional_reads` every part is pinned
         to the generation the probe saw (S3 ``If-Match``): if the object is
         replaced mid-read the read starts again, so the result is one whole
-        version, never a mix.
+        version, never a mix. A size above ``max_bytes`` (the chunk's largest
+        stored size; default ``max_chunk_bytes``) is refused before any range is
+        planned.
+
+        Raises
+        ------
+        BodyTooLargeError
+            The stored value is larger than ``max_bytes``.
         """
         threshold = int(config.get("large_chunk_threshold"))
+        limit = int(config.get("max_chunk_bytes")) if max_bytes is None else max_bytes
         if self.store.is_local or expected_nbytes <= threshold:
-            return await self.get(key)
+            return await self.get(key, max_bytes=max_bytes)
         pinned = self.store.supports_conditional_reads
         for _ in range(int(config.get("conditional_write_attempts"))):
             if pinned:
@@ -154,8 +193,16 @@ class StoreIO:
                     size, generation = await self.getsize(key), None
                 except FileNotFoundError:
                     return None
+            if size > limit:
+                raise BodyTooLargeError(
+                    f"get {key!r} in {self.store.url}: the store says it holds {size} bytes, more than "
+                    f"the {limit} bytes it can (the chunk's largest stored size, at most max_chunk_bytes; "
+                    "azarr.config)",
+                    declared=size,
+                    limit=limit,
+                )
             if size <= threshold:
-                return await self.get(key)
+                return await self.get(key, max_bytes=max_bytes)
             part = int(config.get("large_chunk_part_size"))
             ranges = [ByteRange(start, min(start + part, size)) for start in range(0, size, part)]
             try:
@@ -221,10 +268,12 @@ class StoreIO:
         return await read_ranges(self, key, ranges, max_gap=max_gap, max_bytes=max_bytes)
 
     async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        """Read ``key`` and its generation (see `Store.get_with_generation`). Retried and timed."""
-        return await self._retried(
-            "get", key, lambda: self._call(lambda: self.store.get_with_generation(key), reading=True)
-        )
+        """Read ``key`` and its generation (see `Store.get_with_generation`). Retried, timed and
+        bounded as `get`."""
+        with expected_body(_bound(key, None)):
+            return await self._retried(
+                "get", key, lambda: self._call(lambda: self.store.get_with_generation(key), reading=True)
+            )
 
     async def exists(self, key: str) -> bool:
         """True if ``key`` holds a value. Retried and timed."""
@@ -484,6 +533,7 @@ class StoreIO:
         key: str,
         attempt: Callable[[], Awaitable[T]],
         failed_first: TransientStoreError | None = None,
+        started: float | None = None,
     ) -> T:
         if failed_first is not None:
             self.stats.count_retry()
@@ -493,6 +543,7 @@ class StoreIO:
             what=f"{op} {key!r} in {self.store.url}",
             on_retry=lambda _exc: self.stats.count_retry(),
             failed_first=failed_first,
+            started=started,
         )
 
     async def _get_once(self, key: str, byte_range: ByteRange | None) -> bytes | None:
@@ -506,6 +557,9 @@ class StoreIO:
         small chunks from memory (measured).
         """
         timeout = None if self.store.is_local else self.request_timeout
+        deadline = config.get("retry_deadline")
+        if timeout is not None and deadline is not None and deadline < timeout:
+            timeout = deadline  # no attempt outlives the deadline of the whole read
         async with self.budget:
             started = time.perf_counter()
             try:

@@ -34,7 +34,9 @@ class RetryPolicy:
     max_delay : float
         Largest backoff ceiling, in seconds.
     deadline : float or None
-        Seconds across all attempts of one request; no retry starts after it.
+        Seconds across all attempts of one request, the one in progress included:
+        an attempt still running at the deadline (a body trickling in) is
+        abandoned, and no retry starts after it.
     """
 
     max_attempts: int = 6
@@ -70,6 +72,7 @@ async def retry_call(
     what: str,
     on_retry: Callable[[BaseException], None] | None = None,
     failed_first: TransientStoreError | None = None,
+    started: float | None = None,
 ) -> T:
     """Await ``attempt()`` until it succeeds, retrying transient errors per ``policy``.
 
@@ -85,6 +88,9 @@ async def retry_call(
     failed_first : TransientStoreError, optional
         The caller already made the first attempt inline and it failed with
         this error: start with the backoff before attempt 2.
+    started : float, optional
+        When the caller's first attempt began (``loop.time()``): the deadline
+        counts from there.
 
     Raises
     ------
@@ -95,16 +101,33 @@ async def retry_call(
         Non-retryable errors propagate unchanged at once.
     """
     loop = asyncio.get_running_loop()
-    start = loop.time()
+    start = loop.time() if started is None else started
+    deadline_at = None if policy.deadline is None else start + policy.deadline
     first = 1
     if failed_first is not None:
         if policy.max_attempts <= 1:
             raise RetriesExhaustedError(f"{what} failed after 1 attempts: {failed_first}") from failed_first
-        await asyncio.sleep(policy.backoff(1))
+        delay = policy.backoff(1)
+        if deadline_at is not None and loop.time() + delay >= deadline_at:
+            raise RetriesExhaustedError(
+                f"{what} failed after deadline reached: {failed_first}"
+            ) from failed_first
+        await asyncio.sleep(delay)
         first = 2
     for number in range(first, policy.max_attempts + 1):
         try:
-            return await attempt()
+            if deadline_at is None:
+                return await attempt()
+            async with asyncio.timeout_at(deadline_at) as scope:
+                return await attempt()
+        except TimeoutError as exc:
+            if deadline_at is None or not scope.expired():
+                raise
+            # The attempt in progress (a slow or trickling answer) ran into the deadline.
+            raise RetriesExhaustedError(
+                f"{what} failed after deadline reached: attempt {number} was still running after "
+                f"retry_deadline ({policy.deadline} s)"
+            ) from exc
         except TransientStoreError as exc:
             delay = policy.backoff(number)
             out_of_time = policy.deadline is not None and loop.time() - start + delay > policy.deadline

@@ -111,21 +111,82 @@ def new_session(
 
 
 async def read_body(
-    resp: aiohttp.ClientResponse, allocate: Allocator | None = None
+    resp: aiohttp.ClientResponse,
+    allocate: Allocator | None = None,
+    *,
+    what: str,
+    limit: int | None = None,
+    partial_limit: int | None = None,
+    decode: bool = False,
 ) -> tuple[bytes, memoryview | None]:
-    """The whole body of ``resp`` as ``(body, received)``: a 200 body of known length
-    (and no ``Content-Encoding``) goes into ``allocate(Content-Length)`` when given and
-    comes back as ``(b"", view)``, with no new ``bytes`` object; every other body is
-    ``(resp.read(), None)``.
+    """The body of ``resp`` as ``(body, received)``, never more than ``limit`` bytes.
+
+    Every body is bounded before it is buffered (``docs/security.md``):
+
+    * a success (2xx) body may hold ``limit`` bytes (default `body_limit`: the
+      bound `StoreIO` set for this read). A declared ``Content-Length`` above it
+      is refused before anything is allocated; a body without one (chunked) is
+      read block by block and refused as soon as it passes the limit;
+    * an error body (3xx-5xx) is read up to `ERROR_BODY_BYTES` (its XML/JSON
+      error code is at the start); the rest is not read, and the connection is
+      closed rather than returned to the pool;
+    * ``Content-Encoding``: with ``decode`` (HTTPStore, whose whole-value GETs
+      accept gzip/deflate), gzip and deflate are inflated incrementally with the
+      limit as ``max_length``, so a bomb stops at limit + 1 bytes; other
+      encodings are refused. Without ``decode`` (S3: bodies as stored) the
+      encoded bytes are the value.
+
+    A 200 body of known length and no ``Content-Encoding`` goes into
+    ``allocate(Content-Length)`` when given and comes back as ``(b"", view)``,
+    with no new ``bytes`` object; other bodies come back as ``(bytes, None)``.
+
+    Parameters
+    ----------
+    resp : aiohttp.ClientResponse
+        A response whose body is unread.
+    allocate : callable, optional
+        ``allocate(nbytes)`` -> a writable memoryview for a 200 body.
+    what : str
+        The request for messages (``"get 'a/0.0' in s3://bucket/x"``).
+    limit : int, optional
+        Most bytes of a success body (after decoding), default `body_limit`.
+    partial_limit : int, optional
+        Most bytes of a ``206`` body (a range's length), default ``limit``. A server
+        that ignores ``Range`` answers 200 with the whole value, bounded by ``limit``.
+    decode : bool
+        Inflate gzip/deflate ``Content-Encoding`` (else the bytes are kept as sent).
 
     Raises
     ------
+    BodyTooLargeError
+        The body (declared or received or inflated) is larger than ``limit``.
+    StoreError
+        A ``Content-Encoding`` that cannot be decoded (with ``decode``).
     aiohttp.ClientPayloadError
         The body ended short of, or ran past, its Content-Length.
     """
+    from azarr.storage._limits import ERROR_BODY_BYTES, body_limit
+
+    if not 200 <= resp.status < 300:
+        return (await _read_capped(resp, ERROR_BODY_BYTES))[:ERROR_BODY_BYTES], None
+    bound = body_limit() if limit is None else limit
+    if resp.status == 206 and partial_limit is not None:
+        bound = partial_limit
+    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+    if decode and encoding not in ("", "identity"):
+        return await _read_inflated(resp, encoding, bound, what), None
     length = resp.content_length
-    if allocate is None or resp.status != 200 or length is None or resp.headers.get("Content-Encoding"):
-        return await resp.read(), None
+    if length is not None and length > bound:
+        resp.close()
+        raise _too_large(what, bound, declared=length)
+    if length is None:
+        body = await _read_capped(resp, bound)
+        if len(body) > bound:
+            resp.close()
+            raise _too_large(what, bound, received=len(body))
+        return body, None
+    if allocate is None or resp.status != 200 or encoding:
+        return await resp.read(), None  # aiohttp reads exactly Content-Length bytes
     import aiohttp
 
     view = allocate(length)
@@ -142,6 +203,91 @@ async def read_body(
     if filled != length:
         raise aiohttp.ClientPayloadError(f"response body ended after {filled} of {length} bytes")
     return b"", view
+
+
+def _too_large(
+    what: str, limit: int, *, declared: int | None = None, received: int | None = None
+) -> Exception:
+    from azarr.errors import BodyTooLargeError
+
+    if declared is not None:
+        size = f"declares Content-Length {declared} bytes"
+    else:
+        size = f"sent more than {received if received is not None else limit} bytes"
+    return BodyTooLargeError(
+        f"{what}: the response {size}, more than the {limit} bytes it can hold (the value's largest "
+        "stored size, max_metadata_bytes for documents, max_chunk_bytes for chunks; azarr.config)",
+        declared=declared,
+        limit=limit,
+    )
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+    """Up to ``cap`` + 1 bytes of the body (more means too long); the connection is closed
+    if the body goes on past them."""
+    blocks: list[bytes] = []
+    size = 0
+    content = resp.content
+    while size <= cap:
+        block = await content.read(cap + 1 - size)
+        if not block:
+            return b"".join(blocks)
+        blocks.append(block)
+        size += len(block)
+    if not content.at_eof():
+        resp.close()  # the rest stays unread: this connection cannot serve another request
+    return b"".join(blocks)
+
+
+async def _read_inflated(resp: aiohttp.ClientResponse, encoding: str, limit: int, what: str) -> bytes:
+    """The body inflated from a gzip/deflate ``Content-Encoding``, at most ``limit`` bytes."""
+    import zlib
+
+    from azarr.errors import StoreError
+
+    if encoding in ("gzip", "x-gzip"):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == "deflate":
+        inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)  # zlib-wrapped (raw deflate fails below)
+    else:
+        resp.close()
+        raise StoreError(
+            f"{what}: the server answered with Content-Encoding {encoding!r}, which azarr does not "
+            "decode (it asks for gzip, deflate or identity)"
+        )
+    # The encoded body is bounded too (compression can grow incompressible data a little).
+    encoded_cap = limit + limit // 64 + 64 * 1024
+    out: list[bytes] = []
+    produced = received = 0
+    content = resp.content
+    try:
+        while True:
+            block = await content.readany()
+            if not block:
+                break
+            received += len(block)
+            if received > encoded_cap:
+                resp.close()
+                raise _too_large(what, limit, received=encoded_cap)
+            data = block
+            while data:
+                piece = inflater.decompress(data, limit - produced + 1)
+                produced += len(piece)
+                out.append(piece)
+                if produced > limit:
+                    resp.close()
+                    raise _too_large(what, limit, received=limit)
+                data = inflater.unconsumed_tail
+        out.append(inflater.flush(limit - produced + 1))
+    except zlib.error as exc:
+        resp.close()
+        raise StoreError(
+            f"{what}: the {encoding} Content-Encoding of the response is corrupt: {exc}"
+        ) from None
+    body = b"".join(out)
+    if len(body) > limit:
+        raise _too_large(what, limit, received=limit)
+    return body
 
 
 async def _close_session(session: Any) -> None:

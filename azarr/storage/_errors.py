@@ -40,6 +40,7 @@ from azarr.errors import (
     ThrottledError,
     TransientStoreError,
 )
+from azarr.storage._redact import scrub_exception
 
 __all__ = ["backend_codes", "error_for_status", "is_invalid_range", "is_no_such_bucket", "translate_error"]
 
@@ -166,6 +167,7 @@ def translate_error(exc: BaseException, op: str, key: str, where: str) -> StoreE
     """
     if isinstance(exc, StoreError):
         return exc
+    scrub_exception(exc)  # chained under the azarr error by the caller: no credentials in its repr
     what = f"{op} {key!r} in {where}" if key else f"{op} {where}"
     detail = f"{type(exc).__name__}: {exc}"
     codes = backend_codes(exc)

@@ -10,6 +10,7 @@ from azarr.errors import AzarrError, StoreError
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._errors import is_invalid_range, is_no_such_bucket, translate_error
 from azarr.storage._loops import PerLoop
+from azarr.storage._redact import redact_url, remember_options
 from azarr.storage._spec import StoreSpec
 
 # Concurrent single-key deletes for backends without a bulk delete.
@@ -116,6 +117,7 @@ class FsspecStore(Store):
         self._fs_cls = cls
         self._fs_args = args
         self.storage_options: dict[str, Any] = options
+        remember_options(options, path)
         stripped = cls._strip_protocol(path) if path else ""
         self.path: str = stripped.rstrip("/") if isinstance(stripped, str) else ""
         if protocol in _HTTP_PROTOCOLS:
@@ -133,7 +135,7 @@ class FsspecStore(Store):
 
     def _where(self) -> str:
         """Store location for error messages (subclasses add e.g. the endpoint)."""
-        return self.url
+        return redact_url(self.url)
 
     def _full(self, key: str) -> str:
         return f"{self.path}/{key}" if self.path else key

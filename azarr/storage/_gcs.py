@@ -29,6 +29,7 @@ from azarr.storage._base import ByteRange, Generation
 from azarr.storage._errors import backend_codes
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._options import GCSOptions
+from azarr.storage._redact import redact_url
 from azarr.storage._spec import StoreSpec
 
 _SCHEMES = ("gs://", "gcs://")
@@ -159,7 +160,7 @@ class GCSStore(FsspecStore):
 
     def _where(self) -> str:
         endpoint = self.endpoint_url
-        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
+        return f"{self.url} (endpoint {redact_url(endpoint)})" if endpoint else self.url
 
     # ------------------------------------------------------------------ per-loop filesystems
     def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:

@@ -12,16 +12,12 @@ import asyncio
 import contextlib
 import functools
 import itertools
-import re
 from collections.abc import AsyncIterator, Mapping
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from azarr.errors import (
-    InvalidKeyError,
-    StoreError,
-)
+from azarr.errors import InvalidKeyError, ResponseIntegrityError, StoreError
 from azarr.storage._aiohttp import (
     Allocator,
     ConnectionDropped,
@@ -32,7 +28,10 @@ from azarr.storage._aiohttp import (
 )
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._errors import error_for_status, translate_error
+from azarr.storage._limits import body_limit
 from azarr.storage._options import HTTPOptions
+from azarr.storage._ranges import check_content_range, range_header, range_limit
+from azarr.storage._redact import redact_text, remember_options
 from azarr.storage._redirects import REDIRECT_STATUSES, RedirectPolicy, RedirectRefusedError, shown
 from azarr.storage._spec import StoreSpec
 
@@ -58,7 +57,9 @@ _MANAGED_CLIENT_KWARGS = frozenset({"connector", "connector_owner", "loop", "rai
 _LIST_CONCURRENCY = 16
 # Deeper than any Zarr hierarchy: a server following a symlink loop would list forever.
 _MAX_LIST_DEPTH = 256
-_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+# Whole values may come compressed (read_body inflates gzip/deflate, bounded); nothing else
+# is asked for, so a Brotli or Zstandard answer is the server's fault.
+_WHOLE_VALUE = {"Accept-Encoding": "gzip, deflate"}
 
 
 class _Reply(NamedTuple):
@@ -74,6 +75,8 @@ def _new_http_session(
     limit: int, timeout: float | None, tls: Any, kwargs: dict[str, Any]
 ) -> aiohttp.ClientSession:
     kwargs = dict(kwargs)
+    # Bodies are inflated by read_body, bounded (an aiohttp-decoded gzip bomb is not).
+    kwargs["auto_decompress"] = False
     # Without a timeout option, aiohttp's own defaults (300 s per request) apply.
     if timeout is None:
         import aiohttp
@@ -186,12 +189,16 @@ class HTTPStore(Store):
         super().__init__(read_only=True)
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"HTTPStore needs an http:// or https:// URL with a host, got {url!r}")
+            raise ValueError(
+                f"HTTPStore needs an http:// or https:// URL with a host, got {redact_text(url)!r}"
+            )
         if parts.query or parts.fragment:
             raise ValueError(
-                f"HTTPStore URL {url!r} has a query string or fragment; give the root URL of the hierarchy"
+                f"HTTPStore URL {redact_text(url)!r} has a query string or fragment; give the root URL "
+                "of the hierarchy"
             )
         options = dict(storage_options or {})
+        remember_options(options, url)
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
             raise TypeError(f"unknown HTTPStore storage_options {unknown}; valid: {sorted(_OPTIONS)}")
@@ -306,9 +313,13 @@ class HTTPStore(Store):
         url: URL,
         headers: Mapping[str, str],
         allocate: Allocator | None = None,
+        *,
+        partial_limit: int | None = None,
+        decode: bool = False,
     ) -> _Reply:
         """One request; transport failures become azarr errors naming URL and key.
-        ``allocate``: where a 200 response's body goes (`read_body`)."""
+        ``allocate``: where a 200 response's body goes; ``limit``: the most bytes it may
+        hold when partial; ``decode``: inflate a gzip/deflate ``Content-Encoding`` (`read_body`)."""
         import aiohttp
 
         session = await self.session()
@@ -322,7 +333,13 @@ class HTTPStore(Store):
                         # Read even error bodies (small): an unread body closes the connection
                         # instead of returning it to the keep-alive pool, and missing chunks
                         # (404) are routine in Zarr.
-                        body, received = await read_body(resp, allocate)
+                        body, received = await read_body(
+                            resp,
+                            allocate,
+                            what=f"{op} {key!r} in {self.url}",
+                            partial_limit=partial_limit,
+                            decode=decode,
+                        )
                         return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url, received)
                     target = self._redirect_target(url, location, op, key)
                 try:
@@ -370,13 +387,17 @@ class HTTPStore(Store):
             return b"" if await self._exists(key) else None
         if byte_range is not None and byte_range.start == 0 and byte_range.end is None:
             byte_range = None  # the whole value: no Range header
-        headers = {}
+        headers = dict(_WHOLE_VALUE)
+        limit: int | None = None  # of a 206 answer: the range's length
         if byte_range is not None:
             headers["Range"] = _range_header(byte_range)
             # A range of the stored bytes, not of a compressed transfer encoding.
             headers["Accept-Encoding"] = "identity"
+            limit = range_limit(byte_range.start, byte_range.end, body_limit())
         url = self._key_url(key)
-        reply = await self._send("get", key, "GET", url, headers)
+        reply = await self._send(
+            "get", key, "GET", url, headers, partial_limit=limit, decode=byte_range is None
+        )
         if reply.status == 404:
             return None
         if reply.status == 416 and byte_range is not None:
@@ -391,12 +412,21 @@ class HTTPStore(Store):
         if reply.status == 200:
             # The server ignores Range (e.g. python -m http.server): slice locally.
             return byte_range.apply(reply.body)
-        self._check_content_range(reply, byte_range, key)
+        encoding = reply.headers.get("Content-Encoding", "identity").strip().lower()
+        what = f"get {key!r} in {self.url}"
+        if encoding != "identity":
+            raise ResponseIntegrityError(
+                f"{what}: the server answered a byte range with Content-Encoding {encoding!r} "
+                "although the request asked for identity"
+            )
+        check_content_range(
+            reply.headers.get("Content-Range"), len(reply.body), byte_range.start, byte_range.end, what
+        )
         return reply.body
 
     async def _get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
         url = self._key_url(key)
-        reply = await self._send("get", key, "GET", url, {}, allocate)
+        reply = await self._send("get", key, "GET", url, dict(_WHOLE_VALUE), allocate, decode=True)
         if reply.status == 404:
             return None
         if reply.status not in (200, 206):
@@ -409,34 +439,10 @@ class HTTPStore(Store):
         if self._is_directory(requested, reply):
             return None
         if reply.status == 206:
-            raise StoreError(
+            raise ResponseIntegrityError(
                 f"get {key!r} in {self.url}: the server answered 206 Partial Content to a request without Range"
             )
         return reply.body
-
-    def _check_content_range(self, reply: _Reply, byte_range: ByteRange, key: str) -> None:
-        """Raise StoreError unless the 206 reply holds exactly the requested bytes."""
-        header = reply.headers.get("Content-Range", "")
-        match = _CONTENT_RANGE.fullmatch(header.strip())
-        problem = None
-        if match is None:
-            problem = f"missing or unparsable Content-Range {header!r}"
-        else:
-            first, last = int(match[1]), int(match[2])
-            total = None if match[3] == "*" else int(match[3])
-            n = len(reply.body)
-            if last < first or last - first + 1 != n:
-                problem = f"Content-Range {header!r} does not match the {n} bytes received"
-            elif byte_range.is_suffix:
-                if n > -byte_range.start or (total is not None and last != total - 1):
-                    problem = f"Content-Range {header!r} is not the last {-byte_range.start} bytes"
-            elif first != byte_range.start or (byte_range.end is not None and last >= byte_range.end):
-                problem = f"Content-Range {header!r} is not the requested {_range_header(byte_range)!r}"
-            elif total is not None and last != min(byte_range.end or total, total) - 1:
-                # Fewer bytes than asked for although the value has them.
-                problem = f"Content-Range {header!r} stops short of {_range_header(byte_range)!r}"
-        if problem is not None:
-            raise StoreError(f"get {key!r} in {self.url}: the server sent the wrong bytes: {problem}")
 
     async def _head(self, op: str, key: str) -> tuple[URL, _Reply] | None:
         """HEAD ``key``; ``None`` if the server does not allow HEAD (405/501)."""
@@ -497,7 +503,7 @@ class HTTPStore(Store):
         if not self.supports_listing:
             return None
         url = self._key_url(prefix, directory=True)
-        reply = await self._send("list", prefix, "GET", url, {})
+        reply = await self._send("list", prefix, "GET", url, dict(_WHOLE_VALUE), decode=True)
         content_type = reply.headers.get("Content-Type", "")
         mimetype = content_type.partition(";")[0].strip().lower()
         if reply.status == 401:
@@ -554,11 +560,7 @@ class HTTPStore(Store):
 
 def _range_header(byte_range: ByteRange) -> str:
     """The HTTP ``Range`` value for a byte range (``bytes=a-b`` is inclusive)."""
-    if byte_range.is_suffix:
-        return f"bytes={byte_range.start}"  # "bytes=-N"
-    if byte_range.end is None:
-        return f"bytes={byte_range.start}-"
-    return f"bytes={byte_range.start}-{byte_range.end - 1}"
+    return range_header(byte_range.start, byte_range.end)
 
 
 def _charset(content_type: str) -> str | None:

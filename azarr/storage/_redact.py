@@ -5,15 +5,39 @@ Store configuration carries credentials (``storage_options`` keys such as
 Everything that renders configuration for people -- a store's or a store
 spec's ``repr``, an error message, a log line -- goes through these helpers,
 so a credential never leaves the process except where the user sent it.
+
+Text azarr did not build (a backend's exception message, the repr of an
+aiohttp error chained under an azarr error, a third-party log record) goes
+through `redact_text`: one pass that removes what a credential looks like
+(URL user info, ``Authorization``/signed/token headers and their values in
+dict reprs, SigV4 ``Credential=``/``Signature=``, query-string signatures and
+tokens, ``Bearer`` tokens) and every credential value a store of this process
+was given (`remember_secrets`, called by `StoreSpec`). `AzarrError`'s
+constructor applies it to every message; `scrub_exception` applies it to the
+chained backend errors azarr re-raises; the CLI's log handler applies it to
+every record (`RedactingFilter`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import re
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "is_secret_name", "redact_options", "redact_url"]
+__all__ = [
+    "REDACTED",
+    "RedactingFilter",
+    "is_secret_name",
+    "redact_options",
+    "redact_text",
+    "redact_url",
+    "remember_options",
+    "remember_secrets",
+    "scrub_exception",
+]
 
 #: What a secret value is shown as.
 REDACTED = "***"
@@ -103,3 +127,183 @@ def _redact_value(name: str, value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(_redact_value("", v) for v in value)
     return value
+
+
+# ---------------------------------------------------------------------- free text
+# Values shorter than this are not remembered: replacing every "abc" in every message
+# would mangle text, and a secret that short is no secret.
+_MIN_SECRET_LENGTH = 6
+_SECRETS: set[str] = set()
+_SECRETS_LOCK = threading.Lock()
+_SECRETS_SORTED: tuple[str, ...] = ()
+
+# URL user info: "scheme://user:pass@host" or "scheme://token@host".
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"<>]+@")
+# "Name: value" / "'name': 'value'" / "name=value" for header, option and query names
+# that carry credentials (dict reprs, header dumps, query strings, botocore logs).
+_SECRET_FIELD = (
+    r"authorization|proxy-authorization|x-amz-security-token|x-amz-signature|x-amz-credential"
+    r"|x-goog-signature|x-goog-credential|x-api-key|api[_-]?key|access[_-]?token|refresh[_-]?token"
+    r"|id[_-]?token|client[_-]?secret|session[_-]?token|security[_-]?token|secret[_-]?access[_-]?key"
+    r"|aws_secret_access_key|aws_session_token|sig|signature|token|password|passwd|secret|cookie|set-cookie"
+)
+_QUOTED_FIELD = re.compile(
+    rf"(?P<name>['\"](?:{_SECRET_FIELD})['\"]\s*[:,]\s*)(?P<q>['\"])(?:(?!(?P=q)).)*(?P=q)", re.IGNORECASE
+)
+_HEADER_LINE = re.compile(rf"(?P<name>\b(?:{_SECRET_FIELD}):[ \t]*)[^\r\n]+", re.IGNORECASE)
+_QUERY_FIELD = re.compile(rf"(?P<name>[?&;](?:{_SECRET_FIELD})=)[^&\s'\"#]*", re.IGNORECASE)
+# SigV4 Authorization parts and bearer tokens wherever they appear.
+_SIGV4 = re.compile(r"(?P<name>(?<![-\w])(?:Credential|Signature)=)[^,&\s'\"]+")
+_BEARER = re.compile(r"(?P<name>\bBearer\s+)[A-Za-z0-9._~+/=-]{4,}")
+_PATTERNS = (_QUOTED_FIELD, _HEADER_LINE, _QUERY_FIELD, _SIGV4, _BEARER)
+
+
+def _keep_name(match: re.Match[str]) -> str:
+    quote = match.groupdict().get("q")
+    return f"{match['name']}{quote}{REDACTED}{quote}" if quote else f"{match['name']}{REDACTED}"
+
+
+def remember_secrets(values: Iterable[Any]) -> None:
+    """Add credential values to those `redact_text` removes wherever they appear.
+
+    Called with the secret-named values of every store's options (`StoreSpec`)
+    and the passwords of URLs with user info, so a backend that echoes a
+    credential in an error message (or a library that logs it) shows ``***``.
+    Strings shorter than 6 characters are ignored.
+    """
+    global _SECRETS_SORTED
+    new = {str(v) for v in values if isinstance(v, str | bytes) and len(v) >= _MIN_SECRET_LENGTH}
+    new = {v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in new}
+    if new <= _SECRETS:
+        return
+    with _SECRETS_LOCK:
+        _SECRETS.update(new)
+        # Longest first: a secret containing another is replaced whole.
+        _SECRETS_SORTED = tuple(sorted(_SECRETS, key=len, reverse=True))
+
+
+def secrets_in(options: Mapping[str, Any]) -> list[str]:
+    """The credential values in ``options`` (secret-named keys, URL passwords), nested included."""
+    found: list[str] = []
+    for name, value in options.items():
+        if is_secret_name(str(name)) and isinstance(value, str | bytes):
+            found.append(value if isinstance(value, str) else value.decode("utf-8", "replace"))
+        elif isinstance(value, Mapping):
+            found += secrets_in(value)
+        elif is_secret_name(str(name)) and isinstance(value, list | tuple):
+            found += [str(v) for v in value if isinstance(v, str)]
+        if isinstance(value, str):
+            found += url_secrets(value)
+    return found
+
+
+def remember_options(options: Mapping[str, Any], *urls: str) -> None:
+    """`remember_secrets` for a store's ``storage_options`` and the user info of its URLs."""
+    found = secrets_in(options)
+    for url in urls:
+        found += url_secrets(url)
+    if found:
+        remember_secrets(found)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The user name and password of ``url``'s user info (none for other strings)."""
+    if "@" not in url or "://" not in url:
+        return []
+    try:
+        parts = urlsplit(url)
+        return [v for v in (parts.password, parts.username) if v]
+    except ValueError:
+        return []
+
+
+def redact_text(text: str) -> str:
+    """``text`` without anything that looks like a credential or is a remembered one.
+
+    Removes URL user info, values of credential-named headers, options and query
+    parameters (``Authorization``, ``X-Amz-Security-Token``, ``X-Amz-Signature``,
+    ``token``, ``sig``, ``password``, ...) in ``Name: value``, ``'name': 'value'``
+    and ``?name=value`` forms, SigV4 ``Credential=``/``Signature=`` values,
+    ``Bearer`` tokens, and every value passed to `remember_secrets`.
+    Idempotent, and cheap on text with none of them (one scan per pattern).
+    """
+    if not text:
+        return text
+    for secret in _SECRETS_SORTED:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if "://" in text and "@" in text:
+        text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
+    for pattern in _PATTERNS:
+        text = pattern.sub(_keep_name, text)
+    return text
+
+
+def scrub_exception(exc: BaseException) -> BaseException:
+    """Redact ``exc`` and the exceptions chained to it, in place; returns ``exc``.
+
+    For backend errors azarr chains under its own (``raise StoreError(...) from
+    cause``): string arguments go through `redact_text`, and what aiohttp keeps
+    of the request (``request_info`` with its signed headers, the response
+    ``headers``) is dropped, so neither ``str``, ``repr`` nor a printed traceback
+    of the chain shows a credential.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        _scrub_one(current)
+        current = current.__cause__ or current.__context__
+    return exc
+
+
+def _scrub_one(exc: BaseException) -> None:
+    try:
+        if any(isinstance(arg, str) for arg in exc.args):
+            exc.args = tuple(redact_text(a) if isinstance(a, str) else a for a in exc.args)
+    except (AttributeError, TypeError):  # pragma: no cover - exotic exception types
+        pass
+    attributes = getattr(exc, "__dict__", None)
+    if not attributes:
+        return
+    for name, value in list(attributes.items()):
+        if name in ("request_info", "headers", "history") and value is not None:
+            # aiohttp's ClientResponseError: RequestInfo holds the sent (signed) headers.
+            _set(exc, name, None if name != "history" else ())
+        elif isinstance(value, str) and value:
+            cleaned = redact_text(value)
+            if cleaned != value:
+                _set(exc, name, cleaned)
+        elif name in ("message", "msg", "url", "real_url", "filename") and value is not None:
+            cleaned = redact_text(str(value))
+            if cleaned != str(value):
+                _set(exc, name, cleaned)
+
+
+def _set(exc: BaseException, name: str, value: Any) -> None:
+    try:
+        object.__setattr__(exc, name, value)
+    except (AttributeError, TypeError):  # pragma: no cover - read-only attributes
+        pass
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that passes every record through `redact_text`.
+
+    The CLI installs it on its stderr handler, so records of azarr's loggers and,
+    with ``-vvv``, of botocore, aiohttp and s3fs (which log request headers at
+    DEBUG) are shown without credentials. The record's message is formatted
+    once here (``%`` arguments merged) and its traceback text redacted too.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: leave it to the handler's own error path
+            return True
+        record.msg, record.args = redact_text(message), None
+        if record.exc_info and record.exc_info[1] is not None:
+            scrub_exception(record.exc_info[1])
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True

@@ -18,6 +18,7 @@ from azarr.errors import AzarrError
 from azarr.storage._base import ByteRange, Generation
 from azarr.storage._fsspec import FsspecStore
 from azarr.storage._options import S3Options
+from azarr.storage._redact import redact_url
 from azarr.storage._s3_transport import S3Transport
 from azarr.storage._spec import StoreSpec
 
@@ -212,7 +213,7 @@ class S3Store(FsspecStore):
 
     def _where(self) -> str:
         endpoint = self.endpoint_url
-        return f"{self.url} (endpoint {endpoint})" if endpoint else self.url
+        return f"{self.url} (endpoint {redact_url(endpoint)})" if endpoint else self.url
 
     def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:
         if "session" in self.storage_options:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import unescape
 
-from azarr.errors import PermissionDeniedError, StoreError
+from azarr.errors import PermissionDeniedError, ResponseIntegrityError, StoreError
 from azarr.storage._aiohttp import (
     Allocator,
     ConnectionDropped,
@@ -47,6 +47,9 @@ from azarr.storage._aiohttp import (
     unwrap_dropped,
 )
 from azarr.storage._errors import translate_error
+from azarr.storage._limits import body_limit
+from azarr.storage._ranges import check_content_range, range_header, range_limit
+from azarr.storage._redact import redact_url, remember_options
 
 if TYPE_CHECKING:
     import aiohttp
@@ -150,6 +153,8 @@ _XML_CODE = re.compile(rb"<Code>([^<]{1,256})</Code>")
 _XML_MESSAGE = re.compile(rb"<Message>([^<]{0,2048})</Message>")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
+# AWS region names ("us-east-1", "eu-central-2", "us-gov-west-1", "cn-north-1", "ap-southeast-4").
+_REGION = re.compile(r"[a-z]{2}(-[a-z]{2,12}){1,3}-\d{1,2}")
 
 
 # ---------------------------------------------------------------------- errors
@@ -483,8 +488,9 @@ class S3Transport:
         if location is None:
             location = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
             if self.endpoint_url:
-                location += f" (endpoint {self.endpoint_url})"
+                location += f" (endpoint {redact_url(self.endpoint_url)})"
         self.location = location
+        remember_options(options)
         self._key_prefix = quote(f"{self.prefix}/", safe="/") if self.prefix else ""
         self._init_runtime()
 
@@ -747,11 +753,13 @@ class S3Transport:
         headers: dict[str, str],
         data: bytes | memoryview | None = None,
         allocate: Allocator | None = None,
+        partial_limit: int | None = None,
     ) -> _Reply:
         """Send one request for ``key``; transport failures become azarr errors.
 
-        Follows one region redirect (``x-amz-bucket-region``), re-signing for it.
-        ``allocate``: where a 200 response's body goes (`read_body`).
+        Follows one region redirect (``x-amz-bucket-region``, a valid region name),
+        re-signing for it. ``allocate``: where a 200 response's body goes;
+        ``partial_limit``: the most bytes a 206 body may hold (`read_body`).
         """
         import aiohttp
         from yarl import URL
@@ -774,7 +782,9 @@ class S3Transport:
                 ) as resp:
                     # Read error bodies too (small): an unread body closes the connection
                     # instead of returning it to the pool, and 404s are routine in Zarr.
-                    body, received = await read_body(resp, allocate)
+                    body, received = await read_body(
+                        resp, allocate, what=f"{op} {key!r} in {self.location}", partial_limit=partial_limit
+                    )
                     reply = _Reply(resp.status, resp.headers, body, f"{method} {url}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
@@ -782,6 +792,12 @@ class S3Transport:
                 raise translate_error(cause, op, key, self.location) from cause
             region = reply.headers.get("x-amz-bucket-region")
             if region and region != resolved.region and reply.status in (301, 307, 400):
+                if not _REGION.fullmatch(region):
+                    # It becomes part of the request host (and of the signature scope).
+                    raise StoreError(
+                        f"{op} {key!r} in {self.location}: the server named the bucket's region "
+                        f"{region[:64]!r}, which is not an AWS region name"
+                    )
                 resolved = self._redirected(resolved, region)
                 continue
             break
@@ -839,15 +855,18 @@ class S3Transport:
         if end is not None and end <= begin:
             return b"" if await self.head(key) is not None else None
         headers: dict[str, str] = {} if if_match is None else {"if-match": if_match}
-        if begin < 0:
-            headers["range"] = f"bytes={begin}"
-        elif end is not None:
-            headers["range"] = f"bytes={begin}-{end - 1}"
-        elif begin > 0:
-            headers["range"] = f"bytes={begin}-"
-        reply = await self._request("get", key, "GET", headers)
+        if begin != 0 or end is not None:
+            headers["range"] = range_header(begin, end)
+        limit = range_limit(begin, end, body_limit())
+        reply = await self._request("get", key, "GET", headers, partial_limit=limit)
         status = reply.status
+        what = f"get {key!r} in {self.location}"
         if status == 206:
+            if "range" not in headers:
+                raise ResponseIntegrityError(
+                    f"{what}: the server answered 206 Partial Content to a GET without Range"
+                )
+            check_content_range(reply.headers.get("Content-Range"), len(reply.body), begin, end, what)
             return reply.body
         if status == 200:
             if "range" in headers:  # the server ignored Range: select locally
@@ -868,6 +887,10 @@ class S3Transport:
         reply = await self._request("get", key, "GET", {}, allocate=allocate)
         if reply.status == 200:
             return reply.body if reply.received is None else reply.received
+        if reply.status == 206:
+            raise ResponseIntegrityError(
+                f"get {key!r} in {self.location}: the server answered 206 Partial Content to a GET without Range"
+            )
         if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
             return None
         raise self._error(reply, "get", key)
@@ -877,6 +900,10 @@ class S3Transport:
         reply = await self._request("get", key, "GET", {})
         if reply.status == 200:
             return reply.body, reply.headers.get("ETag")
+        if reply.status == 206:
+            raise ResponseIntegrityError(
+                f"get {key!r} in {self.location}: the server answered 206 Partial Content to a GET without Range"
+            )
         if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
             return None, None
         raise self._error(reply, "get", key)
@@ -982,7 +1009,10 @@ class S3Transport:
             `StoreUnavailableError`.
         """
         if not self._bucket_seen:
-            probe = await self._request(op, key, "GET", {"range": "bytes=0-0"})
+            probe = await self._request(op, key, "GET", {"range": "bytes=0-0"}, partial_limit=1)
+            if probe.status == 206:
+                what = f"{op} {key!r} in {self.location}"
+                check_content_range(probe.headers.get("Content-Range"), len(probe.body), 0, 1, what)
             if probe.status in (200, 206, 416):
                 return _size_from_probe(probe)
             if probe.status == 404 and _error_code(probe) != "NoSuchBucket":

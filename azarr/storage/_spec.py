@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from azarr.storage._redact import redact_options, redact_url
+from azarr.storage._redact import redact_options, redact_url, remember_options
 
 if TYPE_CHECKING:
     from azarr.storage._base import Store
@@ -145,6 +145,7 @@ class StoreSpec:
         params: Mapping[str, Any] | None = None,
     ) -> StoreSpec:
         """A spec from plain ``options`` and ``params`` mappings (frozen here)."""
+        remember_options(options or {}, root)
         return cls(driver, root, freeze(dict(options or {})), freeze(dict(params or {})))
 
     @classmethod
