@@ -70,6 +70,10 @@ _DEFAULTS: dict[str, Any] = {
     # when it is opened or created; also the cap on intermediate codec output
     # whose size the chunk shape does not fix (object codecs).
     "max_chunk_bytes": 2 * 2**30,
+    # Largest element (dtype itemsize, bytes) an array may have, checked when it is
+    # opened or created: reading one element allocates one element (a "|V2147483647"
+    # dtype would make a one-element read allocate 2 GiB before any chunk is seen).
+    "max_itemsize": 16 * 2**20,
     # Compressor of new arrays created with compressor="default" (zarr-python 2's
     # ``zarr.storage.default_compressor``): a numcodecs codec, its config dict, or
     # None for no compression. "blosc-lz4" is Blosc(cname="lz4", clevel=5, shuffle=SHUFFLE).
@@ -111,6 +115,7 @@ _COUNTS = frozenset(
         "large_chunk_part_size",
         "max_metadata_bytes",
         "max_chunk_bytes",
+        "max_itemsize",
         "conditional_write_attempts",
         "coalesce_max_bytes",
         "reference_max_refs",
@@ -188,7 +193,10 @@ def set(**settings: Any) -> Any:
         ``hedged_reads`` (bool), ``allow_pickle`` (bool), ``write_empty_chunks`` (bool),
         ``max_metadata_bytes`` (bytes, default 64 MiB: largest metadata document parsed),
         ``max_chunk_bytes`` (bytes, default 2 GiB: largest decoded chunk; checked when an
-        array is opened, and the cap on every decode step; see ``docs/security.md``).
+        array is opened, and the cap on every decode step; also the bound of a response
+        body whose size is not otherwise known; see ``docs/security.md``),
+        ``max_itemsize`` (bytes, default 16 MiB: largest dtype element, checked when an
+        array is opened or created).
         ``default_compressor`` (numcodecs codec, config dict, None, or ``"blosc-lz4"``).
         ``conditional_write_attempts`` (int >= 1, tries of one read-modify-write),
         ``require_consistency`` (bool: refuse read-modify-writes on stores without

@@ -149,7 +149,12 @@ def common_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--endpoint-url", metavar="URL", help="S3/GCS endpoint (MinIO, SeaweedFS, R2, emulators)."
         ),
-        click.option("-v", "--verbose", count=True, help="More logging; -v also shows tracebacks."),
+        click.option(
+            "-v",
+            "--verbose",
+            count=True,
+            help="More logging: -v azarr's at INFO and tracebacks, -vv azarr's at DEBUG, -vvv every library's; credentials are redacted.",
+        ),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes."),
         click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout."),
     ]
@@ -181,8 +186,7 @@ def command(name: str) -> Callable[[CommandFn], click.Command]:
 
 def run(session: Session, fn: CommandFn, params: dict[str, Any]) -> None:
     """Run one command's coroutine; failures become one line on stderr and exit status 1."""
-    if session.verbose:
-        logging.basicConfig(level=logging.DEBUG if session.verbose > 1 else logging.INFO, stream=sys.stderr)
+    restore_logging = _log_to_stderr(session.verbose) if session.verbose else None
 
     async def body() -> None:
         try:
@@ -201,13 +205,47 @@ def run(session: Session, fn: CommandFn, params: dict[str, Any]) -> None:
         sys.exit(130)
     except Exception as exc:
         fail(session, exc)
+    finally:
+        if restore_logging is not None:
+            restore_logging()
+
+
+def _log_to_stderr(verbose: int) -> Callable[[], None]:
+    """Logging for ``-v`` (azarr's loggers at INFO), ``-vv`` (at DEBUG) and ``-vvv`` (every
+    library's too: botocore, aiohttp, s3fs), each record passed through the redaction that
+    removes credentials (botocore logs signed headers and session tokens at DEBUG)."""
+    from azarr.storage._redact import RedactingFilter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    handler.addFilter(RedactingFilter())
+    root, own = logging.getLogger(), logging.getLogger("azarr")
+    levels = (root.level, own.level)
+    root.addHandler(handler)
+    if verbose >= 3:
+        root.setLevel(logging.DEBUG)
+    own.setLevel(logging.DEBUG if verbose >= 2 else logging.INFO)
+
+    def restore() -> None:  # the command ran in this process's logging (tests, embedding)
+        root.removeHandler(handler)
+        root.setLevel(levels[0])
+        own.setLevel(levels[1])
+
+    return restore
 
 
 def fail(session: Session, exc: BaseException) -> NoReturn:
-    """Report ``exc`` as ``azarr: error: <Type>: <message>`` (one line) and exit 1."""
+    """Report ``exc`` as ``azarr: error: <Type>: <message>`` (one line) and exit 1.
+
+    With ``-v`` the traceback comes first; both are redacted (`redact_text`): a
+    chained backend error may quote a URL with a password or a signed header.
+    """
+    from azarr.storage._redact import redact_text, scrub_exception
+
+    scrub_exception(exc)
     if session.verbose:
-        traceback.print_exception(exc, file=sys.stderr)
-    message = " ".join(str(exc).split()) or repr(exc)
+        sys.stderr.write(redact_text("".join(traceback.format_exception(exc))))
+    message = redact_text(" ".join(str(exc).split()) or repr(exc))
     click.echo(f"azarr: error: {type(exc).__name__}: {message}", err=True)
     sys.exit(1)
 

@@ -305,14 +305,16 @@ def _int_tuple(value: Any, *, where: str, name: str, minimum: int) -> tuple[int,
 def _check_itemsize(dtype: np.dtype[Any], where: str) -> None:
     # Before the fill value is decoded: that allocates one element, which for a
     # structured type with a huge subarray could be gigabytes.
-    limit = int(config.get("max_chunk_bytes"))
-    if dtype.itemsize > limit:
-        raise metadata_error(
-            where,
-            "dtype",
-            f"has elements of {dtype.itemsize} bytes, more than max_chunk_bytes ({limit} bytes); if "
-            f"this data is trusted, raise the limit with azarr.config.set(max_chunk_bytes=...)",
-        )
+    # max_itemsize: a selection of one element allocates one element, whatever the chunk.
+    for name in ("max_itemsize", "max_chunk_bytes"):
+        limit = int(config.get(name))
+        if dtype.itemsize > limit:
+            raise metadata_error(
+                where,
+                "dtype",
+                f"has elements of {dtype.itemsize} bytes, more than {name} ({limit} bytes); if "
+                f"this data is trusted, raise the limit with azarr.config.set({name}={dtype.itemsize})",
+            )
 
 
 def _validate(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from azarr.errors import (
@@ -85,6 +86,22 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\")]+")
+
+
+def public_detail(exc: BaseException) -> str:
+    """``str(exc)`` fit for a client: credentials redacted, URLs shown as ``<store>``."""
+    from azarr.storage._redact import redact_text
+
+    return _URL.sub("<store>", redact_text(str(exc))) or type(exc).__name__
+
+
+def _logged(exc: BaseException) -> str:
+    from azarr.storage._redact import redact_text
+
+    return redact_text(str(exc)) or type(exc).__name__
+
+
 def http_error_for(exc: BaseException, *, retry_after: float = DEFAULT_RETRY_AFTER) -> HTTPError:
     """The HTTP answer for ``exc`` (see the module table).
 
@@ -98,10 +115,11 @@ def http_error_for(exc: BaseException, *, retry_after: float = DEFAULT_RETRY_AFT
     Returns
     -------
     HTTPError
-        Status, detail (the exception's message: azarr errors name the key or path,
-        never credentials) and headers.
+        Status, detail (the exception's message, redacted, with every URL -- the
+        store's, its endpoint's -- replaced by ``<store>``: a client learns which key
+        failed and why, not where the service keeps its data) and headers.
     """
-    detail = str(exc) or type(exc).__name__
+    detail = public_detail(exc)
     if isinstance(exc, SelectionError | UnsupportedFormatError):
         return HTTPError(400, detail)
     if isinstance(exc, UnknownDatasetError | ArrayNotFoundError | GroupNotFoundError | NodeNotFoundError):
@@ -139,7 +157,8 @@ def install_error_handlers(app: Starlette, *, retry_after: float = DEFAULT_RETRY
     async def handle(request: Request, exc: Exception) -> Response:
         error = http_error_for(exc, retry_after=retry_after)
         if error.status >= 500:
-            logger.warning("%s %s -> %d: %s", request.method, request.url.path, error.status, error.detail)
+            # The operator's log keeps the store's location (credentials still redacted).
+            logger.warning("%s %s -> %d: %s", request.method, request.url.path, error.status, _logged(exc))
         return JSONResponse({"detail": error.detail}, status_code=error.status, headers=error.headers)
 
     handlers: dict[Any, Any] = {AzarrError: handle, TimeoutError: handle}

@@ -53,7 +53,7 @@ from azarr.storage._spec import StoreSpec, open_store
 from azarr.storage._temp import TempStore
 from azarr.storage._url import StoreLike, from_url, make_store
 from azarr.storage._wrapper import WrapperStore
-from azarr.storage._zip import ZipStore
+from azarr.storage._zip import UnsafeMemberWarning, ZipStore
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -84,6 +84,7 @@ __all__ = [
     "Store",
     "StoreLike",
     "SyncFsspecStore",
+    "UnsafeMemberWarning",
     "ZipStore",
     "from_url",
     "make_store",

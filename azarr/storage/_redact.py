@@ -172,8 +172,11 @@ def remember_secrets(values: Iterable[Any]) -> None:
     Strings shorter than 6 characters are ignored.
     """
     global _SECRETS_SORTED
-    new = {str(v) for v in values if isinstance(v, str | bytes) and len(v) >= _MIN_SECRET_LENGTH}
-    new = {v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in new}
+    new = {
+        v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        for v in values
+        if isinstance(v, str | bytes) and len(v) >= _MIN_SECRET_LENGTH
+    }
     if new <= _SECRETS:
         return
     with _SECRETS_LOCK:

@@ -11,7 +11,8 @@ the user's ``Authorization`` header. `RedirectPolicy` decides each hop
   user's custom headers and credentials are not sent to the new origin;
 * never from ``https`` to ``http``;
 * never to a link-local or cloud metadata address (``169.254.0.0/16``,
-  ``fe80::/10``, ``fd00:ec2::254``, ``metadata.google.internal``, ...), checked
+  ``fe80::/10``, ``fd00:ec2::254``, ``168.63.129.16``, ``100.100.100.200``,
+  ``metadata.google.internal``, ...), checked
   on the literal host and on every address its name resolves to;
 * at most `MAX_REDIRECTS` hops.
 
@@ -41,11 +42,16 @@ MAX_REDIRECTS = 10
 #: Statuses that redirect with a ``Location`` (RFC 9110 15.4).
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 # Metadata services outside the link-local ranges: AWS's IPv6 endpoint, and the
 # names clouds publish for theirs (GCP, AWS, Azure/Alibaba use the IPv4 one).
 _METADATA_ADDRESSES = frozenset(
-    {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
+    {
+        ipaddress.ip_address("fd00:ec2::254"),  # AWS IMDS over IPv6 (Nitro)
+        ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+        ipaddress.ip_address("168.63.129.16"),  # Azure's wire server (metadata, health, DNS)
+    }
 )
 _METADATA_NAMES = frozenset(
     {"metadata.google.internal", "metadata", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
@@ -74,8 +80,14 @@ def forbidden_address(address: str) -> bool:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        # IPv4 addresses carried in IPv6 ones: mapped (::ffff:a.b.c.d), 6to4 (2002::/16)
+        # and NAT64 (64:ff9b::/96) reach the IPv4 address they embed.
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
     return ip in _METADATA_ADDRESSES or any(ip in net for net in _LINK_LOCAL if ip.version == net.version)
 
 

@@ -8,6 +8,7 @@ import os
 import struct
 import threading
 import time
+import warnings
 import zipfile
 import zlib
 from collections.abc import AsyncIterator, Mapping
@@ -51,6 +52,8 @@ class _Archive:
         self.started = False
         # True after close() in a writing mode: the archive is final, reads reopen it "r".
         self.finalized = False
+        # True once the members whose names are not valid keys were reported (once).
+        self.warned_unsafe = False
 
     @property
     def writing(self) -> bool:
@@ -176,6 +179,9 @@ class _Archive:
     def keys(self, prefix: str) -> list[str]:
         with self._locked():
             names = list(self.open().NameToInfo)
+        if not self.warned_unsafe:
+            self.warned_unsafe = True
+            _warn_unsafe_members(self.path, names)
         return iter_keys(names, prefix)
 
 
@@ -409,6 +415,27 @@ _ARCHIVE_ERRORS = (
     lzma.LZMAError,
     struct.error,
 )
+
+
+class UnsafeMemberWarning(UserWarning):
+    """A zip archive holds members whose names are not valid store keys; they are skipped."""
+
+
+def _warn_unsafe_members(path: str | os.PathLike[str], names: list[str]) -> None:
+    """Warn (once per archive, on its first listing) about members no key can name.
+
+    ``../x``, ``/etc/passwd``, ``a\\b``, ``a//b``: a hostile archive's way out of
+    the store. They are never read or listed; this says they were there.
+    """
+    unsafe = [name for name in names if not name.endswith("/") and not iter_keys([name], "")]
+    if unsafe:
+        shown = ", ".join(repr(name[:80]) for name in unsafe[:3])
+        warnings.warn(
+            f"zip archive {os.fspath(path)!r}: skipped {len(unsafe)} member(s) whose names are not "
+            f"valid store keys (absolute, '..', backslashes or empty segments): {shown}",
+            UnsafeMemberWarning,
+            stacklevel=2,
+        )
 
 
 def _check_inflated_size(info: zipfile.ZipInfo, key: str) -> None:
