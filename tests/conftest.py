@@ -46,9 +46,11 @@ sys.path.insert(0, os.path.dirname(__file__))  # make tests/servers.py importabl
 
 from servers import (
     GCSServer,
+    HostileServer,
     HTTPServer,
     S3Server,
     start_fake_gcs,
+    start_hostile_server,
     start_http_server,
     start_moto,
     start_seaweedfs,
@@ -127,6 +129,16 @@ def azurite() -> Iterator[Any]:
 def http_server() -> Iterator[HTTPServer]:
     """The static-file server (tests/http_server.py) on a free 127.0.0.1 port."""
     server = start_http_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def hostile_server() -> Iterator[HostileServer]:
+    """The hostile HTTP/S3 server (tests/hostile_server.py) on a free 127.0.0.1 port."""
+    server = start_hostile_server()
     try:
         yield server
     finally:

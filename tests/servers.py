@@ -537,3 +537,64 @@ def start_http_server() -> HTTPServer:
     url = f"http://127.0.0.1:{port}"
     _poll_http("http-server", process, f"{url}/")
     return HTTPServer(url, root, process, workdir)
+
+
+HOSTILE_SERVER_SCRIPT = Path(__file__).with_name("hostile_server.py")
+
+
+@dataclass
+class HostileServer:
+    """The hostile HTTP/S3 server (``tests/hostile_server.py``) on 127.0.0.1.
+
+    Attributes
+    ----------
+    url : str
+        ``http://127.0.0.1:<port>``. A case (a dict, see ``hostile_server.py``) is
+        addressed by ``http_root(case)`` (an HTTPStore root) or ``s3_root(case)``
+        (an S3Store ``bucket/prefix``, with ``storage_options`` for the endpoint).
+    """
+
+    url: str
+    process: ServerProcess
+    workdir: Path
+    name: str = "hostile-server"
+
+    def http_root(self, case: dict[str, Any]) -> str:
+        from hostile_server import encode_case
+
+        return f"{self.url}/{encode_case(case)}"
+
+    def s3_root(self, case: dict[str, Any]) -> str:
+        from hostile_server import encode_case
+
+        return f"hostile/{encode_case(case)}"
+
+    def s3_options(self, **extra: Any) -> dict[str, Any]:
+        """S3Store options for this server (signatures are not checked; planted credentials)."""
+        return {
+            "endpoint_url": self.url,
+            "key": "azarr-test-key",
+            "secret": "azarr-test-secret",
+            "config_kwargs": {"read_timeout": 5.0},
+            **extra,
+        }
+
+    def stop(self) -> None:
+        self.process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_hostile_server() -> HostileServer:
+    """Start the hostile server in a subprocess on a free port."""
+    sys.path.insert(0, str(HOSTILE_SERVER_SCRIPT.parent))
+    from hostile_server import encode_case
+
+    workdir = Path(tempfile.mkdtemp(prefix="azarr-hostile-"))
+    port = free_port()
+    process = ServerProcess(
+        "hostile-server", [sys.executable, str(HOSTILE_SERVER_SCRIPT), "--port", str(port)], workdir
+    )
+    process.start()
+    url = f"http://127.0.0.1:{port}"
+    _poll_http("hostile-server", process, f"{url}/{encode_case({'size': 1})}/probe")
+    return HostileServer(url, process, workdir)

@@ -69,6 +69,8 @@ async def servers() -> AsyncIterator[Servers]:
         "/root/aws-v6": "http://[fd00:ec2::254]/latest/",
         "/root/gcp": "http://metadata.google.internal/computeMetadata/v1/",
         "/root/mapped": "http://[::ffff:169.254.169.254]/",
+        "/root/azure-wire": "http://168.63.129.16/machine/?comp=goalstate",
+        "/root/nat64": "http://[64:ff9b::a9fe:a9fe]/latest/",
         "/root/loop": "/root/loop",
         "/root/ftp": "ftp://127.0.0.1/x",
     }
@@ -155,7 +157,9 @@ async def test_session_headers_are_never_sent_cross_origin(servers: Servers) -> 
     assert servers.seen["b"] == []
 
 
-@pytest.mark.parametrize("path", ["link-local", "link-local-v6", "aws-v6", "gcp", "mapped"])
+@pytest.mark.parametrize(
+    "path", ["link-local", "link-local-v6", "aws-v6", "gcp", "mapped", "azure-wire", "nat64"]
+)
 @pytest.mark.parametrize("allow", [False, True])
 async def test_metadata_and_link_local_targets_are_refused(servers: Servers, path: str, allow: bool) -> None:
     options = {"headers": {"Authorization": SECRET}, "allow_cross_origin_redirects": allow}
@@ -230,6 +234,10 @@ async def test_names_resolving_to_metadata_addresses_are_refused() -> None:
         ("fd00:ec2::254", True),
         ("::ffff:169.254.169.254", True),
         ("100.100.100.200", True),
+        ("168.63.129.16", True),
+        ("::ffff:168.63.129.16", True),
+        ("64:ff9b::a9fe:a9fe", True),
+        ("2002:a9fe:a9fe::1", True),
         ("127.0.0.1", False),
         ("10.0.0.1", False),
         ("::1", False),

@@ -168,7 +168,7 @@ async def read_body(
     from azarr.storage._limits import ERROR_BODY_BYTES, body_limit
 
     if not 200 <= resp.status < 300:
-        return (await _read_capped(resp, ERROR_BODY_BYTES))[:ERROR_BODY_BYTES], None
+        return await _read_capped(resp, ERROR_BODY_BYTES, truncate=True) or b"", None
     bound = body_limit() if limit is None else limit
     if resp.status == 206 and partial_limit is not None:
         bound = partial_limit
@@ -181,9 +181,8 @@ async def read_body(
         raise _too_large(what, bound, declared=length)
     if length is None:
         body = await _read_capped(resp, bound)
-        if len(body) > bound:
-            resp.close()
-            raise _too_large(what, bound, received=len(body))
+        if body is None:
+            raise _too_large(what, bound, received=bound)
         return body, None
     if allocate is None or resp.status != 200 or encoding:
         return await resp.read(), None  # aiohttp reads exactly Content-Length bytes
@@ -222,9 +221,10 @@ def _too_large(
     )
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
-    """Up to ``cap`` + 1 bytes of the body (more means too long); the connection is closed
-    if the body goes on past them."""
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = False) -> bytes | None:
+    """The body if it holds at most ``cap`` bytes; else its first ``cap`` bytes with
+    ``truncate``, None without. A body going on past ``cap`` is not read further, and its
+    connection is closed instead of returned to the pool."""
     blocks: list[bytes] = []
     size = 0
     content = resp.content
@@ -234,9 +234,8 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
             return b"".join(blocks)
         blocks.append(block)
         size += len(block)
-    if not content.at_eof():
-        resp.close()  # the rest stays unread: this connection cannot serve another request
-    return b"".join(blocks)
+    resp.close()
+    return b"".join(blocks)[:cap] if truncate else None
 
 
 async def _read_inflated(resp: aiohttp.ClientResponse, encoding: str, limit: int, what: str) -> bytes:

@@ -1,0 +1,316 @@
+"""A hostile HTTP/S3 server: every body bounded, every range verified, every read within its deadline.
+
+Each test points a real store (``HTTPStore``, ``S3Store`` on its aiohttp transport)
+at ``tests/hostile_server.py`` on loopback, which answers as the case in the URL
+says (``hostile_server.py`` lists the behaviours). Memory is measured as peak
+RSS growth (``tests/rss.py``) for every hostile body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hostile_server import truth
+from rss import MiB, measure_rss
+from servers import HostileServer
+
+import azarr
+from azarr.errors import (
+    AzarrError,
+    BodyTooLargeError,
+    MetadataError,
+    ResponseIntegrityError,
+    RetriesExhaustedError,
+    StoreError,
+    TransientStoreError,
+)
+from azarr.scheduler import StoreIO
+from azarr.storage import ByteRange, HTTPStore, MemoryStore, S3Store, Store, UnsafeMemberWarning, ZipStore
+
+pytestmark = pytest.mark.timeout(60)
+
+RSS_BUDGET = 256 * MiB
+KINDS = ["http", "s3"]
+FAST_RETRIES = {"retry_initial_delay": 0.01, "retry_max_delay": 0.02}
+
+
+def make_store(server: HostileServer, kind: str, case: dict[str, Any]) -> Store:
+    if kind == "http":
+        return HTTPStore(server.http_root(case))
+    return S3Store(server.s3_root(case), storage_options=server.s3_options())
+
+
+def zarray(chunks: list[int], dtype: str = "|u1", compressor: Any = None) -> bytes:
+    meta = {
+        "zarr_format": 2,
+        "shape": chunks,
+        "chunks": chunks,
+        "dtype": dtype,
+        "compressor": compressor,
+        "fill_value": 0,
+        "filters": None,
+        "order": "C",
+    }
+    return json.dumps(meta).encode()
+
+
+def files(**documents: bytes) -> dict[str, str]:
+    return {key.replace("_", "."): base64.b64encode(value).decode() for key, value in documents.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_endless_metadata_body_stops_at_max_metadata_bytes(
+    hostile_server: HostileServer, kind: str
+) -> None:
+    store = make_store(hostile_server, kind, {"hostile": [".zarray"], "body": "endless", "length": "none"})
+    try:
+        with azarr.config.set(max_metadata_bytes=16 * MiB), measure_rss() as growth:
+            with pytest.raises(BodyTooLargeError, match=r"'\.zarray'.*more than the 16777216 bytes") as info:
+                await azarr.open_array(store, mode="r")
+    finally:
+        await store.close()
+    assert info.value.limit == 16 * MiB
+    assert growth.bytes < RSS_BUDGET, f"{growth.bytes / MiB:.0f} MiB"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("length", ["none", "true"])
+async def test_endless_or_long_chunk_body_stops_at_the_chunks_stored_bound(
+    hostile_server: HostileServer, kind: str, length: str
+) -> None:
+    # A 256 KiB uncompressed chunk can be stored in exactly 256 KiB: a body going on
+    # (chunked and endless, or 1 MiB past a true Content-Length) is refused there.
+    body = "endless" if length == "none" else "long"
+    case = {
+        "files": files(_zarray=zarray([256 * 1024])),
+        "hostile": ["/0", "0"],
+        "size": 256 * 1024,
+        "body": body,
+        "length": length,
+    }
+    store = make_store(hostile_server, kind, case)
+    try:
+        arr = await azarr.open_array(store, mode="r")
+        with measure_rss() as growth, pytest.raises(AzarrError) as info:
+            await arr.get_basic_selection(slice(0, 10))
+    finally:
+        await store.close()
+    chain = _chain(info.value)
+    assert any(isinstance(e, BodyTooLargeError) for e in chain) or any(
+        isinstance(e, TransientStoreError) for e in chain
+    ), info.value
+    if length == "none":
+        assert isinstance(info.value, BodyTooLargeError)
+        assert "'0'" in str(info.value) and str(256 * 1024) in str(info.value)
+    assert growth.bytes < RSS_BUDGET
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_huge_content_length_is_refused_before_allocation(
+    hostile_server: HostileServer, kind: str
+) -> None:
+    store = make_store(hostile_server, kind, {"length": "huge", "body": "endless", "size": 100})
+    io = StoreIO(store)
+    allocated: list[int] = []
+
+    def allocate(n: int) -> memoryview:
+        allocated.append(n)
+        return memoryview(bytearray(n))
+
+    try:
+        with measure_rss() as growth:
+            with pytest.raises(BodyTooLargeError, match="declares Content-Length 1099511627776") as info:
+                await io.get_into("k", allocate, max_bytes=4096)
+            with pytest.raises(BodyTooLargeError):
+                await io.get("k")  # the default bound: max_chunk_bytes
+    finally:
+        await store.close()
+    assert allocated == []
+    assert info.value.declared == 2**40 and info.value.limit == 4096
+    assert "'k'" in str(info.value)
+    assert growth.bytes < RSS_BUDGET
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("status", [404, 500])
+async def test_endless_error_body_is_read_a_few_kib(
+    hostile_server: HostileServer, kind: str, status: int
+) -> None:
+    case = {"status": status, "body": "endless", "length": "none"}
+    store = make_store(hostile_server, kind, case)
+    io = StoreIO(store)
+    try:
+        with azarr.config.set(retry_max_attempts=2, **FAST_RETRIES), measure_rss() as growth:
+            if status == 404:
+                assert await io.get("missing") is None
+            else:
+                with pytest.raises(RetriesExhaustedError):
+                    await io.get("broken")
+    finally:
+        await store.close()
+    assert growth.bytes < 64 * MiB
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_gzip_bomb_is_never_inflated_past_the_bound(hostile_server: HostileServer, kind: str) -> None:
+    # HTTPStore inflates gzip itself, up to the bound; S3 returns bodies as stored (the
+    # 1 MiB of compressed bytes), which are larger than a 64-byte chunk can be.
+    case = {"files": files(_zarray=zarray([64])), "hostile": ["/0", "0"], "body": "bomb", "bomb_mib": 256}
+    store = make_store(hostile_server, kind, case)
+    try:
+        arr = await azarr.open_array(store, mode="r")
+        with measure_rss() as growth, pytest.raises(BodyTooLargeError, match="'0'"):
+            await arr.get_basic_selection(0)
+    finally:
+        await store.close()
+    assert growth.bytes < RSS_BUDGET
+
+
+async def test_honest_gzip_encoding_is_inflated(hostile_server: HostileServer) -> None:
+    store = HTTPStore(hostile_server.http_root({"body": "gzip", "size": 5000}))
+    try:
+        assert await store.get("k") == truth("k", 5000)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_large_chunk_size_is_refused_before_ranges_are_planned(
+    hostile_server: HostileServer, kind: str
+) -> None:
+    # HEAD says 10**15 bytes for a chunk read in ranges: refused at once (it used to
+    # build ~10**8 ranges, 20 s of CPU and 2.8 GiB, before the first request).
+    case = {"files": files(_zarray=zarray([1024 * 1024])), "hostile": ["/0", "0"], "head_length": 10**15}
+    store = make_store(hostile_server, kind, case)
+    try:
+        arr = await azarr.open_array(store, mode="r")
+        with azarr.config.set(large_chunk_threshold=64 * 1024), measure_rss() as growth:
+            started = time.perf_counter()
+            with pytest.raises(BodyTooLargeError, match="1000000000000000 bytes") as info:
+                await arr.get_basic_selection(0)
+            elapsed = time.perf_counter() - started
+    finally:
+        await store.close()
+    assert info.value.declared == 10**15
+    assert elapsed < 10 and growth.bytes < RSS_BUDGET
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", ["shift", "short", "missing"])
+async def test_wrong_ranged_answers_are_integrity_errors(
+    hostile_server: HostileServer, kind: str, mode: str
+) -> None:
+    store = make_store(hostile_server, kind, {"range": mode, "size": 1000})
+    try:
+        with pytest.raises(ResponseIntegrityError, match="'k'.*other bytes than asked for"):
+            await store.get("k", ByteRange(100, 200))
+        if mode == "missing":
+            with pytest.raises(ResponseIntegrityError):
+                await store.get("k", ByteRange(-10))
+        io = StoreIO(store)
+        with azarr.config.set(retry_max_attempts=3, **FAST_RETRIES):
+            with pytest.raises(RetriesExhaustedError) as info:
+                await io.get("k", ByteRange(100, 200))
+        assert isinstance(info.value.__cause__, ResponseIntegrityError)
+        assert io.stats.retries >= 2  # retried, never returned
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_honest_ranges_still_read(hostile_server: HostileServer, kind: str) -> None:
+    store = make_store(hostile_server, kind, {"size": 1000})
+    value = truth("k", 1000)
+    try:
+        assert await store.get("k", ByteRange(100, 200)) == value[100:200]
+        assert await store.get("k", ByteRange(-10)) == value[-10:]
+        assert await store.get("k", ByteRange(990, 2000)) == value[990:]
+        assert await store.get("k", ByteRange(500)) == value[500:]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_trickling_body_fails_by_the_retry_deadline(hostile_server: HostileServer, kind: str) -> None:
+    # One byte a second: no read timeout fires, and request_timeout (60 s) is longer
+    # than the deadline. The whole read, attempt in progress included, ends by it.
+    store = make_store(hostile_server, kind, {"body": "trickle", "interval": 1.0, "length": "none"})
+    io = StoreIO(store)
+    try:
+        with azarr.config.set(retry_deadline=2.0, request_timeout=60.0):
+            started = time.perf_counter()
+            with pytest.raises(AzarrError, match="deadline|within 2.0 s"):
+                await io.get("k")
+            elapsed = time.perf_counter() - started
+    finally:
+        await store.close()
+    assert elapsed < 4.0, f"{elapsed:.1f} s"
+
+
+async def test_bucket_region_must_be_a_region_name(hostile_server: HostileServer) -> None:
+    case = {"status": 301, "headers": {"x-amz-bucket-region": "evil.example.org/x"}}
+    store = make_store(hostile_server, "s3", case)
+    try:
+        with pytest.raises(StoreError, match="'evil.example.org/x', which is not an AWS region name"):
+            await store.get("k")
+    finally:
+        await store.close()
+
+
+async def test_itemsize_is_capped_before_anything_is_allocated() -> None:
+    store = MemoryStore()
+    store_dict = {".zarray": zarray([1], dtype="|V2147483647")}
+    for key, value in store_dict.items():
+        await store.set(key, value)
+    with measure_rss() as growth, pytest.raises(MetadataError, match="max_itemsize"):
+        await azarr.open_array(store, mode="r")
+    assert growth.bytes < 64 * MiB
+    with azarr.config.set(max_itemsize=4096):
+        await store.set(".zarray", zarray([1], dtype="|V8192"))
+        with pytest.raises(MetadataError, match=r"set\(max_itemsize=8192\)"):
+            await azarr.open_array(store, mode="r")
+
+
+def test_zip_store_warns_once_about_members_it_skips(tmp_path: Path) -> None:
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("ok/.zgroup", b"{}")
+        zf.writestr("../escape", b"x")
+        zf.writestr("/abs", b"x")
+    store = ZipStore(path, mode="r")
+
+    async def listing() -> list[str]:
+        return [key async for key in store.list_prefix("")]
+
+    try:
+        with pytest.warns(UnsafeMemberWarning, match=r"skipped 2 member\(s\).*'\.\./escape'"):
+            keys = asyncio.run(listing())
+        assert keys == ["ok/.zgroup"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            asyncio.run(listing())  # once
+    finally:
+        asyncio.run(store.close())
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def test_truth_is_deterministic() -> None:
+    assert truth("a", 40) == truth("a", 40) and truth("a", 40) != truth("b", 40)
+    assert len(truth("a", 0)) == 0 and np.frombuffer(truth("a", 64), "u1").size == 64
