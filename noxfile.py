@@ -114,7 +114,8 @@ def bench_integrations(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def fuzz(session: nox.Session) -> None:
-    """The hostile-input fuzzer at scale: 20,000 random mutated stores (tests/test_fuzz.py), 4,000 zip archives.
+    """The hostile-input fuzzers at scale: 20,000 random mutated stores (tests/test_fuzz.py), 4,000 zip
+    archives, 5,000 hostile HTTP/S3 server answers (tests/test_fuzz_transport.py).
 
     ``nox -s fuzz -- 50000`` runs more. Writes its figures (cases, seconds, peak
     RSS growth, slowest case) to ``.cache/fuzz-report.json``.
@@ -128,11 +129,13 @@ def fuzz(session: nox.Session) -> None:
         "tests/test_fuzz.py",
         "tests/test_fuzz_zip.py",
         "tests/test_hostile_corpus.py",
+        "tests/test_fuzz_transport.py",
         "-q",
         "-p",
         "no:cacheprovider",
         env={
             "AZARR_FUZZ_EXAMPLES": examples,
+            "AZARR_TRANSPORT_FUZZ_CASES": "5000",
             "AZARR_FUZZ_RANDOM": "1",
             "AZARR_FUZZ_REPORT": ".cache/fuzz-report.json",
         },

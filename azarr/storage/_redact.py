@@ -270,9 +270,22 @@ def _scrub_one(exc: BaseException) -> None:
     if not attributes:
         return
     for name, value in list(attributes.items()):
-        if name in ("request_info", "headers", "history") and value is not None:
-            # aiohttp's ClientResponseError: RequestInfo holds the sent (signed) headers.
-            _set(exc, name, None if name != "history" else ())
+        if name == "request_info" and hasattr(value, "_replace"):
+            # aiohttp's ClientResponseError: RequestInfo holds the sent (signed) headers,
+            # and its str() needs the object: keep it, without headers or credentials.
+            from multidict import CIMultiDict, CIMultiDictProxy
+
+            _set(
+                exc,
+                name,
+                value._replace(
+                    headers=CIMultiDictProxy(CIMultiDict()),
+                    url=_bare_url(value.url),
+                    real_url=_bare_url(value.real_url),
+                ),
+            )
+        elif name in ("headers", "history") and value:
+            _set(exc, name, None if name == "headers" else ())
         elif isinstance(value, str) and value:
             cleaned = redact_text(value)
             if cleaned != value:
@@ -281,6 +294,16 @@ def _scrub_one(exc: BaseException) -> None:
             cleaned = redact_text(str(value))
             if cleaned != str(value):
                 _set(exc, name, cleaned)
+
+
+def _bare_url(url: Any) -> Any:
+    """A yarl URL without user info and query string (signed URLs carry tokens there)."""
+    try:
+        if url.user is not None or url.password is not None or url.query_string:
+            return url.with_user(None).with_query(None)
+    except (AttributeError, TypeError, ValueError):
+        pass
+    return url
 
 
 def _set(exc: BaseException, name: str, value: Any) -> None:
