@@ -210,3 +210,10 @@ from fault_proxy import (  # noqa: E402, F401
     s3_fault_proxy,
     s3_fault_proxy_server,
 )
+
+# No planted credential in any exception, log record or captured output (tests/secret_scan.py).
+from secret_scan import (  # noqa: E402, F401
+    pytest_configure,
+    pytest_runtest_makereport,
+    pytest_unconfigure,
+)

@@ -575,6 +575,7 @@ class HostileServer:
             "endpoint_url": self.url,
             "key": "azarr-test-key",
             "secret": "azarr-test-secret",
+            "token": "azarr-planted-session-token",
             "config_kwargs": {"read_timeout": 5.0},
             **extra,
         }
