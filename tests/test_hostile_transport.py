@@ -105,9 +105,9 @@ async def test_endless_or_long_chunk_body_stops_at_the_chunks_stored_bound(
             await arr.get_basic_selection(slice(0, 10))
     finally:
         await store.close()
-    chain = _chain(info.value)
-    assert any(isinstance(e, BodyTooLargeError) for e in chain) or any(
-        isinstance(e, TransientStoreError) for e in chain
+    # Refused at the bound, or (a true Content-Length followed by more bytes) a broken answer.
+    assert isinstance(info.value, BodyTooLargeError) or isinstance(
+        info.value.__cause__, TransientStoreError
     ), info.value
     if length == "none":
         assert isinstance(info.value, BodyTooLargeError)
@@ -303,15 +303,6 @@ def test_zip_store_warns_once_about_members_it_skips(tmp_path: Path) -> None:
             asyncio.run(listing())  # once
     finally:
         asyncio.run(store.close())
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    out: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in out:
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
 
 
 def test_truth_is_deterministic() -> None:
