@@ -120,15 +120,16 @@ async def retry_call(
                 return await attempt()
             async with asyncio.timeout_at(deadline_at) as scope:
                 return await attempt()
-        except TimeoutError as exc:
-            if deadline_at is None or not scope.expired():
-                raise
-            # The attempt in progress (a slow or trickling answer) ran into the deadline.
-            raise RetriesExhaustedError(
-                f"{what} failed after deadline reached: attempt {number} was still running after "
-                f"retry_deadline ({policy.deadline} s)"
-            ) from exc
-        except TransientStoreError as exc:
+        except (TransientStoreError, TimeoutError) as exc:
+            if deadline_at is not None and scope.expired():
+                # The attempt in progress (a slow or trickling answer) ran into the deadline.
+                raise RetriesExhaustedError(
+                    f"{what} failed after deadline reached: attempt {number} was still running after "
+                    f"retry_deadline ({policy.deadline} s)"
+                ) from exc
+            if not isinstance(exc, TransientStoreError):
+                raise  # a TimeoutError of the attempt's own making, not a store error
+
             delay = policy.backoff(number)
             out_of_time = policy.deadline is not None and loop.time() - start + delay > policy.deadline
             if number == policy.max_attempts or out_of_time:

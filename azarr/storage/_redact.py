@@ -137,8 +137,12 @@ _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
 _SECRETS_SORTED: tuple[str, ...] = ()
 
-# URL user info: "scheme://user:pass@host" or "scheme://token@host".
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@'\"<>]+@")
+# URL user info: "scheme://user:pass@host" in any URL, "scheme://token@host" in URLs of
+# network schemes (other schemes use "@" otherwise: "mapping://module.Class@7fa4...").
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>\b(?:(?:https?|wss?|s3a?|gs|gcs|abfss?|az|adl|ftp|sftp|ssh|rediss?)://"
+    r"(?=[^/\s@'\"<>]+@)|[a-zA-Z][a-zA-Z0-9+.-]*://(?=[^/\s@'\"<>:]*:[^/\s@'\"<>]*@)))[^/\s@'\"<>]+@"
+)
 # "Name: value" / "'name': 'value'" / "name=value" for header, option and query names
 # that carry credentials (dict reprs, header dumps, query strings, botocore logs).
 _SECRET_FIELD = (
@@ -209,15 +213,42 @@ def remember_options(options: Mapping[str, Any], *urls: str) -> None:
         remember_secrets(found)
 
 
+_NETWORK_SCHEMES = frozenset(
+    {
+        "http",
+        "https",
+        "ws",
+        "wss",
+        "s3",
+        "s3a",
+        "gs",
+        "gcs",
+        "abfs",
+        "abfss",
+        "az",
+        "adl",
+        "ftp",
+        "sftp",
+        "ssh",
+    }
+)
+
+
 def url_secrets(url: str) -> list[str]:
-    """The user name and password of ``url``'s user info (none for other strings)."""
+    """The password of ``url``'s user info (or a bare token of a network URL); none for other strings."""
     if "@" not in url or "://" not in url:
         return []
     try:
         parts = urlsplit(url)
-        return [v for v in (parts.password, parts.username) if v]
+        if parts.password:
+            return [parts.password]
+        # A bare "token@" is a credential in network URLs; elsewhere "@" may mean anything
+        # ("mapping://module.Class@7fa4..." names an object).
+        if parts.username and parts.scheme.lower() in _NETWORK_SCHEMES:
+            return [parts.username]
     except ValueError:
-        return []
+        pass
+    return []
 
 
 def redact_text(text: str) -> str:
