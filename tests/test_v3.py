@@ -166,6 +166,8 @@ def _round_trip(dtype: Any, chunks: tuple[int, ...], codecs: list[Any], data: np
     _, chain = parse_v3_codecs(codecs, dtype=np.dtype(dtype), ndim=len(chunks), where="'k'")
     codec = ChunkCodec.from_chain(dtype, chunks, chain)
     encoded = codec.encode(data, key="k")
+    # What a chunk's response body may hold (a longer body is refused as hostile).
+    assert len(encoded) <= codec.stored_bound
     assert np.array_equal(codec.decode(encoded, key="k"), data)
     out = np.empty(chunks, dtype=dtype, order=codec.order)
     codec.decode(encoded, key="k", out=out)

@@ -255,12 +255,12 @@ class ChunkCodec:
         self.is_object = self.dtype.hasobject
         self._check_chunk_size()
         self._limits = self._stage_limits()
-        # The largest stored chunk this pipeline can have written: what the filters make,
-        # plus a compressor's worst-case growth on incompressible input (zlib/gzip 0.03 %,
-        # LZ4 0.4 %, bz2 1.25 % + 600 B, Blosc/Zstd a header and a few bytes per block;
-        # 1/64 + 64 KiB covers them all). The bound of a chunk's response body.
-        stage_in = self._limits[-1]
-        self.stored_bound = stage_in if self.compressor is None else stage_in + stage_in // 64 + 65536
+        # The largest stored chunk this pipeline can have written: what the last stage
+        # before the outermost bytes -> bytes codec makes, plus that codec's growth on
+        # incompressible input (a checksum's few bytes; zlib/gzip 0.03 %, LZ4 0.4 %, bz2
+        # 1.25 % + 600 B, Blosc/Zstd a header and a few bytes per block: 1/64 + 64 KiB
+        # covers every compressor, known or not). The bound of a chunk's response body.
+        self.stored_bound = self._stored_bound(self._limits[-1])
         self.uses_pickle = any(is_unpickling_codec(c) for c in self._codecs())
         self._allow_pickle = allow_pickle
         # ml_dtypes types (bfloat16, float8_*, int4) cannot export a buffer, which
@@ -323,6 +323,14 @@ class ChunkCodec:
                 f"bytes, more than max_chunk_bytes ({limit} bytes); if this data is trusted, raise the "
                 f"limit with azarr.config.set(max_chunk_bytes={self.nbytes})"
             )
+
+    def _stored_bound(self, stage_in: int) -> int:
+        if not self.compressors:
+            return stage_in
+        outermost = self.compressors[-1]
+        if is_checksum(outermost):
+            return compressed_bound(outermost, stage_in) or stage_in + 4
+        return stage_in + stage_in // 64 + 65536
 
     def _stage_limits(self) -> tuple[int, ...]:
         """Bytes each decode step may produce: ``[filters[0], ..., filters[-1], compressors[0], ...]``.
