@@ -77,9 +77,14 @@ async def bounded_map(
         raise
     if pending:
         await _cancel_all(list(pending))
-    for task in workers:
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+    # Every worker is done now. Retrieve each one's exception, not only the one raised:
+    # asyncio.wait inspects a finished task's exception only while it is still waiting,
+    # and never the one whose completion ends the wait (its counter reaches 0 first), so
+    # two workers failing in the same round left one unretrieved, and asyncio logged
+    # "Task exception was never retrieved" with its traceback when it was collected.
+    failures = [error for task in workers if not task.cancelled() and (error := task.exception())]
+    if failures:
+        raise failures[0]
     return [results[i] for i in range(len(results))]
 
 
