@@ -16,13 +16,20 @@ from azarr.errors import GroupNotFoundError, KeyExistsError
 from azarr.metadata import ZARR_JSON, ZMETADATA, is_metadata_key
 from azarr.scheduler import StoreIO, set_budget
 
-#: ``--if-exists`` choices and the ``copy_store`` value each means.
-_IF_EXISTS: dict[str, Literal["raise", "replace", "skip"]] = {
-    "raise": "raise",
-    "skip": "skip",
-    "overwrite": "replace",
-    "replace": "replace",
-}
+IfExists = Literal["raise", "skip", "replace"]
+
+
+class _IfExistsChoice(click.Choice):  # type: ignore[type-arg]
+    """``--if-exists``: `copy_store`'s ``if_exists`` values. ``overwrite``, this option's first
+    spelling of ``replace``, is still accepted so that scripts written with it keep working;
+    it is not shown."""
+
+    def __init__(self) -> None:
+        super().__init__(["raise", "skip", "replace"])
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert("replace" if value == "overwrite" else value, param, ctx)
+
 
 _progress_option = click.option(
     "--progress/--no-progress",
@@ -36,10 +43,11 @@ _progress_option = click.option(
 @click.argument("dst")
 @click.option(
     "--if-exists",
-    type=click.Choice(list(_IF_EXISTS)),
+    type=_IfExistsChoice(),
     default="raise",
     show_default=True,
-    help="Keys already in DST: fail before copying anything, leave them (resume), or overwrite them.",
+    help="Keys already in DST: fail before copying anything, leave them (resume), or replace them "
+    "(copy_store's if_exists).",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be copied or skipped; copy nothing.")
 @click.option(
@@ -66,7 +74,7 @@ async def cp(
     session: Session,
     src: str,
     dst: str,
-    if_exists: str,
+    if_exists: IfExists,
     dry_run: bool,
     exclude: tuple[str, ...],
     max_requests: int | None,
@@ -99,7 +107,7 @@ async def cp(
             result = await azarr.copy_store(
                 source,
                 dest,
-                if_exists=_IF_EXISTS[if_exists],
+                if_exists=if_exists,
                 excludes=list(exclude),
                 dry_run=dry_run,
                 log=lines.append if dry_run else None,
@@ -108,9 +116,13 @@ async def cp(
     except KeyExistsError as exc:
         # copy_store names its keyword; a CLI user needs the option.
         raise KeyExistsError(
-            f"{exc} (on the command line: --if-exists skip or --if-exists overwrite)"
+            f"{exc} (on the command line: --if-exists skip or --if-exists replace)"
         ) from None
     seconds = time.monotonic() - start
+    if result.n_copied + result.n_skipped == 0:
+        # As `azarr info` fails on a URL with nothing at it: a mistyped source is not a copy of 0 keys.
+        left = " that --exclude leaves" if exclude else ""
+        raise GroupNotFoundError(f"nothing to copy: no keys{left} under {display_url(src)}")
     data = {
         "src": display_url(src),
         "dst": display_url(dst),

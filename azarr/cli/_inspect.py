@@ -12,6 +12,10 @@ from azarr import AsyncArray, AsyncGroup
 from azarr.cli._app import Session, command
 from azarr.cli._format import display_url, human_bytes, table
 from azarr.core._array_info import describe_codec
+from azarr.core.group import array_tree_line
+from azarr.errors import GroupNotFoundError
+from azarr.scheduler import StoreIO
+from azarr.storage import Store
 
 Node = AsyncArray | AsyncGroup
 
@@ -166,7 +170,9 @@ async def tree(session: Session, url: str, path: str, depth: int | None) -> None
     node = await open_node(session, url, path)
     if isinstance(node, AsyncArray):
         summary = array_summary(node)
-        session.output({"name": node.name, "path": node.path, **summary}, repr(node))
+        # The line a group's tree shows for it; "/" names a root array.
+        line = array_tree_line(node.path.rpartition("/")[2] or "/", node, codecs=True)
+        session.output({"name": node.name, "path": node.path, **summary}, line)
         return
     text = await node.tree(level=depth, codecs=True)
     first, _, rest = text.partition("\n")  # the root line says the hierarchy's format
@@ -174,26 +180,41 @@ async def tree(session: Session, url: str, path: str, depth: int | None) -> None
     session.output(await _tree_data(node, depth) if session.json else None, text)
 
 
+async def _node_row(name: str, node: Node, long: bool) -> dict[str, Any]:
+    if isinstance(node, AsyncGroup):
+        return {"name": name, "kind": "group"}
+    entry = {**array_summary(node), "name": name}
+    if long:
+        entry["nbytes_stored"] = await node.nbytes_stored()
+    return entry
+
+
 async def _ls_rows(group: AsyncGroup, recursive: bool, long: bool) -> list[dict[str, Any]]:
     members = [item async for item in group.members(None if recursive else 0)]
+    return list(await asyncio.gather(*(_node_row(name, node, long) for name, node in members)))
 
-    async def row(name: str, node: Node) -> dict[str, Any]:
-        if isinstance(node, AsyncGroup):
-            return {"name": name, "kind": "group"}
-        entry = {**array_summary(node), "name": name}
-        if long:
-            entry["nbytes_stored"] = await node.nbytes_stored()
-        return entry
 
-    return list(await asyncio.gather(*(row(name, node) for name, node in members)))
+async def _listing_rows(store: Store, path: str, long: bool) -> list[dict[str, Any]]:
+    """The entries of a location that is no Zarr node (a bucket root, a directory of datasets):
+    hierarchies as their kind, other keys as ``key``, other directories as ``prefix``."""
+    io = StoreIO(store)
+
+    async def row(name: str) -> dict[str, Any]:
+        child = f"{path}/{name}" if path else name
+        try:
+            return await _node_row(name, await azarr.open(store, mode="r", path=child), long)
+        except GroupNotFoundError:  # neither an array nor a group
+            return {"name": name, "kind": "key" if await io.exists(child) else "prefix"}
+
+    return list(await asyncio.gather(*(row(name) for name in sorted(await io.list_dir(path)))))
 
 
 def _ls_text(rows: list[dict[str, Any]], long: bool) -> str:
     if not long:
-        return "\n".join(r["name"] + ("/" if r["kind"] == "group" else "") for r in rows)
+        return "\n".join(r["name"] + ("/" if r["kind"] in ("group", "prefix") else "") for r in rows)
     return table(
-        ("group", r["name"] + "/", "", "", "", "")
-        if r["kind"] == "group"
+        (r["kind"], r["name"] + ("/" if r["kind"] != "key" else ""), "", "", "", "")
+        if r["kind"] != "array"
         else (
             "array",
             r["name"],
@@ -212,8 +233,20 @@ def _ls_text(rows: list[dict[str, Any]], long: bool) -> str:
 @click.option("-l", "long", is_flag=True, help="Kind, shape, dtype, chunks and bytes stored.")
 @click.option("-r", "recursive", is_flag=True, help="Every member below, not just the direct ones.")
 async def ls(session: Session, url: str, path: str, long: bool, recursive: bool) -> None:
-    """The members of a group (groups end in '/')."""
-    node = await open_node(session, url, path)
+    """The members of a group (groups end in '/').
+
+    Where there is no Zarr node (a bucket root, a directory of datasets), the entries there:
+    the hierarchies among them as groups and arrays, other directories ending in '/'.
+    """
+    store = session.store(url)
+    try:
+        node = await azarr.open(store, mode="r", path=path)
+    except GroupNotFoundError:
+        rows = await _listing_rows(store, path.strip("/"), long)
+        if not rows:
+            raise
+        session.output(rows, _ls_text(rows, long))
+        return
     if isinstance(node, AsyncArray):
         raise click.UsageError(f"{display_url(url)} path {path!r} is an array, not a group; use 'azarr info'")
     rows = await _ls_rows(node, recursive, long)

@@ -43,8 +43,10 @@ def progress_bar(description: str, *, show: bool | None, unit: str = "chunks") -
     if show is False or (show is None and not sys.stderr.isatty()):
         yield _ignore
         return
-    # force_terminal: an explicit --progress draws into pipes and log files too.
-    console = Console(file=sys.stderr, force_terminal=bool(show))
+    # An explicit --progress draws into pipes and log files too (force_terminal=True); by default
+    # rich decides from the stream. force_terminal=False would mean "never a terminal": rich
+    # would then print nothing live even on a real terminal.
+    console = Console(file=sys.stderr, force_terminal=True if show else None)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

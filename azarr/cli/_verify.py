@@ -38,7 +38,7 @@ from azarr.metadata import (
     is_metadata_key,
     parse_consolidated,
 )
-from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map, budget_for
+from azarr.scheduler import Progress, ProgressCallback, ProgressTracker, StoreIO, bounded_map, budget_for
 from azarr.storage import Store
 
 
@@ -241,16 +241,23 @@ async def _decode_all(
 
     async def decode(item: tuple[AsyncArray, tuple[int, ...], str]) -> bool:
         arr, coords, key = item
+        stored = 0
+
+        def read(chunk: Progress) -> None:
+            nonlocal stored
+            stored = chunk.nbytes
+
         try:
             # A ``blocks`` read of one chunk: fetched through the budgeted path and decoded,
-            # which checks the decoded size against the chunk shape.
-            await arr.get_block_selection(coords if arr.ndim else ())
+            # which checks the decoded size against the chunk shape. Its own progress report
+            # carries the bytes fetched, which the bar counts.
+            await arr.get_block_selection(coords if arr.ndim else (), progress=read)
             return True
         except Exception as exc:
             report.problem(key, exc)
             return False
         finally:
-            tracker.advance()
+            tracker.advance(stored)
 
     results = await bounded_map(decode, chunks, budget_for(store).max_requests)
     report.decoded = sum(results)

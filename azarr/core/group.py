@@ -606,6 +606,12 @@ def _flatten(subtree: _Subtree, prefix: str = "") -> Iterator[tuple[str, AsyncAr
         yield from _flatten(below, f"{prefix}{name}/")
 
 
+def array_tree_line(name: str, array: AsyncArray, *, codecs: bool) -> str:
+    """An array's line in ``tree()``: name, shape, dtype (``codecs``: its format and codec chain)."""
+    chain = f" v{array.zarr_format} " + " > ".join(str(c["name"]) for c in array.codecs) if codecs else ""
+    return f"{name} {array.shape} {array.dtype}{chain}"
+
+
 def _tree_lines(subtree: _Subtree, indent: str, *, codecs: bool) -> list[str]:
     """The ``tree()`` lines of ``subtree`` (zarr-python 2's layout; ``codecs``: with each
     array's format and codec chain)."""
@@ -614,10 +620,7 @@ def _tree_lines(subtree: _Subtree, indent: str, *, codecs: bool) -> list[str]:
         last = i == len(subtree) - 1
         branch = " └── " if last else " ├── "
         if isinstance(node, AsyncArray):
-            chain = (
-                f" v{node.zarr_format} " + " > ".join(str(c["name"]) for c in node.codecs) if codecs else ""
-            )
-            lines.append(f"{indent}{branch}{name} {node.shape} {node.dtype}{chain}")
+            lines.append(f"{indent}{branch}{array_tree_line(name, node, codecs=codecs)}")
         else:
             lines.append(f"{indent}{branch}{name}")
             lines.extend(_tree_lines(below, indent + ("    " if last else " │  "), codecs=codecs))
