@@ -24,9 +24,14 @@ Endpoints
 ``GET /slice/{name}/{path}?sel=&format=``  a selection (``"0:10,::2,5"``) as json, npy or raw
 ``GET /timeseries/{name}/{path}?at=i,j``   ``arr[:, i, j]`` (all of axis 0 at one point), JSON
 ``GET /tile/{name}/{path}/{z}/{y}/{x}.png`` a 256x256 grayscale PNG of the last two axes,
-                                           downsampled by 2**z (``lead=`` picks leading indices)
+                                           downsampled by 2**z; ``lead=`` gives the indices of
+                                           the axes before them (``lead=0`` for the demo's 3-D
+                                           ``temperature``)
 ``POST /refresh/{name}``                   re-read the dataset's metadata now
 ``GET /health``                            requests in flight, cancelled, event-loop tasks
+
+A dataset whose root is an array (``AZARR_DATASETS`` pointing at a ``.zarray``) has no
+``{path}``: ``/info/{name}``, ``/slice/{name}?sel=...``, ``/tile/{name}/{z}/{y}/{x}.png``.
 """
 
 from __future__ import annotations
@@ -105,8 +110,11 @@ async def tree(name: str) -> dict[str, Any]:
     return {"dataset": name, "nodes": nodes}
 
 
+# Each node route also has a form without {path} for a dataset whose root is an array
+# (/slice/era5?sel=...): with {path:path} alone its URL would need an empty segment (//).
+@api.get("/info/{name}")
 @api.get("/info/{name}/{path:path}")
-async def info(name: str, path: str) -> dict[str, Any]:
+async def info(name: str, path: str = "") -> dict[str, Any]:
     return _describe(path, await datasets.get(name, path), brief=False)
 
 
@@ -137,10 +145,11 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
 
 
+@api.get("/slice/{name}")
 @api.get("/slice/{name}/{path:path}")
 async def slice_(
     name: str,
-    path: str,
+    path: str = "",
     sel: str = Query("", description="selection text, e.g. '0:10,::2,5' or '[1,5,9],:'"),
     format: str = Query("json", description="json, npy or raw (little-endian bytes)"),
 ) -> Response:
@@ -149,9 +158,10 @@ async def slice_(
     return await service.array_response(plan, format, max_bytes=MAX_BYTES)
 
 
+@api.get("/timeseries/{name}")
 @api.get("/timeseries/{name}/{path:path}")
 async def timeseries(
-    name: str, path: str, at: str = Query(..., description="indices of axes 1.., e.g. '10,20'")
+    name: str, path: str = "", at: str = Query(..., description="indices of axes 1.., e.g. '10,20'")
 ) -> Response:
     arr = await datasets.array(name, path)
     plan = service.SelectionPlan(arr, (slice(None), *parse_selection(at)))
@@ -162,13 +172,14 @@ async def timeseries(
     return await service.array_response(plan, "json")
 
 
+@api.get("/tile/{name}/{z}/{y}/{x}.png")
 @api.get("/tile/{name}/{path:path}/{z}/{y}/{x}.png")
 async def tile(
     name: str,
-    path: str,
     z: int,
     y: int,
     x: int,
+    path: str = "",
     lead: str = Query("", description="indices of the axes before the last two, e.g. '0'"),
     vmin: float | None = None,
     vmax: float | None = None,
@@ -179,7 +190,14 @@ async def tile(
         raise service.UnsupportedFormatError(f"zoom {z} is out of range 0..{MAX_TILE_STEP.bit_length() - 1}")
     leading = parse_selection(lead) if lead else ()
     if len(leading) != arr.ndim - 2 or not all(isinstance(i, int) for i in leading):
-        raise service.UnsupportedFormatError(f"'lead' must give {arr.ndim - 2} integer indices, got {lead!r}")
+        what = f"{path or 'the root array'} is {arr.ndim}-d: a tile shows its last two axes"
+        if arr.ndim == 2:
+            raise service.UnsupportedFormatError(f"{what}, so it takes no 'lead'; got {lead!r}")
+        example = ",".join("0" * (arr.ndim - 2))
+        raise service.UnsupportedFormatError(
+            f"{what}, and 'lead' must give one integer index for each of the {arr.ndim - 2} axes "
+            f"before them (e.g. ?lead={example}); got {lead!r}"
+        )
     rows, cols = arr.shape[-2:]
     r0, c0 = y * TILE * step, x * TILE * step
     if y < 0 or x < 0 or r0 >= rows or c0 >= cols:
