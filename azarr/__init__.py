@@ -1,6 +1,6 @@
 """azarr: an asyncio-native client for Zarr v2 data on cloud object stores.
 
-Layout (each step owned by one package)::
+Layout (each step owned by one package):
 
     storage    bytes by key: Memory, Local, S3, GCS, Azure, HTTP, Zip, Mapping, LRU cache, kerchunk
                references; one async protocol
@@ -11,7 +11,7 @@ Layout (each step owned by one package)::
     core       AsyncArray / AsyncGroup: the async node API
     api        create / open / consolidate functions (zarr-python 2 names)
 
-Everything a user needs is re-exported here::
+Everything a user needs is re-exported here:
 
     import azarr
     arr = await azarr.open_array("s3://bucket/x.zarr", mode="r", storage_options={"anon": True})

@@ -1,6 +1,6 @@
 """The azarr exception tree.
 
-Callers catch at the level they care about (the httpx pattern)::
+Callers catch at the level they care about (the httpx pattern):
 
     AzarrError
     ├── MetadataError            malformed / invalid .zarray, .zgroup, .zattrs, .zmetadata

@@ -287,3 +287,99 @@ def test_docstrings_hold_no_sphinx_roles() -> None:
         if role.search(line)
     ]
     assert not offenders, f"Sphinx roles in docstrings (write `name` instead): {offenders}"
+
+
+def test_docstrings_hold_no_rst_blocks() -> None:
+    """Nor reStructuredText block markup, which Markdown leaves as text: a literal-block ``::``
+    (end the line with ``:``; the indented block is a code block already) or a simple table."""
+    rst = re.compile(r"(?:\S::|^\s*::)\s*$|^\s*={3,} +={3,}")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "azarr").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if rst.search(line)
+    ]
+    assert not offenders, f"reStructuredText markup in docstrings: {offenders}"
+
+
+# ---------------------------------------------------------------- the API reference as rendered
+#: Subpackages with an API page of their own (issue #27: they had none).
+REFERENCE_MODULES = ("azarr.sync", "azarr.service", "azarr.loader", "azarr.dask", "azarr.xarray")
+
+
+def test_subpackages_have_reference_pages_in_the_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for module in REFERENCE_MODULES:
+        pages = [p for p in (DOCS / "api").glob("*.md") if re.search(rf"^::: {module}$", p.read_text(), re.M)]
+        assert pages, f"no page in docs/api/ documents {module}"
+        assert f"api/{pages[0].name}" in nav, f"docs/api/{pages[0].name} is not in the nav of mkdocs.yml"
+
+
+def test_docs_extra_can_format_signatures() -> None:
+    """mkdocstrings formats the separate signatures only with ruff or black installed."""
+    extra = re.search(r"^docs = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), flags=re.M | re.S)
+    assert extra and re.search(r'"(ruff|black)\b', extra[1])
+
+
+def _griffe_package() -> Any:
+    """azarr as mkdocstrings reads it: static analysis, numpy docstrings, the site's extension."""
+    import logging
+
+    griffe = pytest.importorskip("griffe")
+    logger = logging.getLogger("griffe")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # griffe warns about every unannotated parameter
+    try:
+        extensions = griffe.load_extensions(f"{DOCS / 'griffe_sync.py'}:SyncTwins")
+        return griffe.load("azarr", docstring_parser="numpy", extensions=extensions, resolve_aliases=False)
+    finally:
+        logger.setLevel(level)
+
+
+def test_generated_sync_api_is_documented() -> None:
+    """azarr.sync's functions and methods are generated at import: the reference still shows them,
+    with their async twin's docstring (numpy sections parsed) and the ``timeout`` keyword."""
+    import azarr.sync
+
+    sync = _griffe_package()["sync"]
+    for name in ("open_array", "zeros", "copy_store"):
+        function = sync[name].final_target
+        assert function.is_function and function.docstring and "timeout" in function.parameters, name
+    for name in ("open_array", "copy_store"):
+        kinds = [section.kind.value for section in sync[name].final_target.docstring.parsed]
+        assert "parameters" in kinds, (name, kinds)
+    array = sync["Array"].final_target
+    for name in ("get_basic_selection", "resize", "refresh", "hexdigest"):
+        method = array[name]
+        assert method.is_function and method.docstring, name
+        assert "timeout" in method.parameters and getattr(azarr.sync.Array, name).__doc__, name
+    assert str(array["shape"].annotation) == "tuple[int, ...]" and "property" in array["shape"].labels
+
+
+def test_documented_defaults_agree_with_signatures() -> None:
+    """A numpy ``name : {"a", "b"}`` type means "a" is the default: the API reference shows that
+    in its Default column, so the first choice must be the signature's default."""
+    package = _griffe_package()
+
+    def functions(obj: Any) -> Any:
+        for member in obj.members.values():
+            if member.is_alias or (member.name.startswith("_") and not member.is_module):
+                continue
+            if member.is_module or member.is_class:
+                yield from functions(member)
+            elif member.is_function and member.docstring:
+                yield member
+
+    wrong = []
+    for function in functions(package):
+        for section in function.docstring.parsed:
+            if section.kind.value != "parameters":
+                continue
+            for param in section.value:
+                documented = None if param.default is None else str(param.default).strip("'\"")
+                actual = (
+                    function.parameters[param.name].default if param.name in function.parameters else None
+                )
+                if documented is not None and actual is not None and documented != str(actual).strip("'\""):
+                    wrong.append(f"{function.path}({param.name}): documented {documented}, is {actual}")
+    assert not wrong, wrong

@@ -120,8 +120,8 @@ async def create(
         Applied in order before the compressor.
     object_codec : numcodecs codec, optional
         Codec for object arrays (becomes the first filter).
-    dimension_separator : {".", "/"}, optional
-        Chunk-key separator (default ".").
+    dimension_separator : str, optional
+        Chunk-key separator, ``"."`` (the default) or ``"/"``.
     write_empty_chunks : bool, optional
         Store chunks that equal ``fill_value`` (default True).
     storage_options : dict, optional

@@ -74,7 +74,7 @@ async def open_array(
     ----------
     store : Store, str, os.PathLike or MutableMapping
         The store or its URL/path (``"s3://bucket/x.zarr"``, ``"data/x.zarr"``).
-    mode : {"r", "r+", "a", "w", "w-"}
+    mode : {"a", "r", "r+", "w", "w-"}
         See the module docstring. Default ``"a"``.
     path : str, optional
         Array path within the store.
@@ -87,7 +87,7 @@ async def open_array(
     cache_metadata : bool, default True
         zarr-python 2's switch: False rereads ``.zarray`` before every
         operation (the same as ``recheck_metadata=True``).
-    recheck_metadata : {"open", True, False} or float, optional
+    recheck_metadata : str, bool or float, optional
         When to reread ``.zarray`` (TensorStore's ``recheck_cached_metadata``):
         ``"open"`` never after opening (default), True before every operation,
         seconds: when older than that. See `AsyncArray.set_recheck_metadata`.

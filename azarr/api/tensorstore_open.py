@@ -3,22 +3,22 @@
 TensorStore describes an open by flags rather than a mode string and checks
 what it opens against the caller's constraints (its "schema"). The mapping:
 
-==================================================  =========================================
-TensorStore                                          azarr
-==================================================  =========================================
-``open=True`` (default), ``create=False``            mode ``"r+"`` (``"r"`` with ``read_only``)
-``create=True``, ``open=False``                      mode ``"w-"`` (fails if it exists)
-``open=True, create=True``                           mode ``"a"``
-``create=True, delete_existing=True``                mode ``"w"``
-``assume_metadata=True``                             the given metadata, ``.zarray`` neither read nor written
-``fill_missing_data_reads=False``                    `ChunkNotFoundError` on missing chunks
-``store_data_equal_to_fill_value`` (default False)   ``write_empty_chunks`` (zarr-python 2 default True)
-``recheck_cached_metadata``                          ``recheck_metadata`` (``"open"``, True, seconds)
-``metadata.shape/dtype/chunks/...`` on open          checked against the stored ``.zarray``
-``rank``                                             checked against the stored rank
-``"<kvstore-url>|zarr2:"``                           the URL form, e.g. ``"file:///data/a.zarr|zarr2:"``
-``metadata_key``                                     the array document under another name (`MetadataKeyStore`)
-==================================================  =========================================
+| TensorStore | azarr |
+| --- | --- |
+| ``open=True`` (default), ``create=False`` | mode ``"r+"`` (``"r"`` with ``read_only``) |
+| ``create=True``, ``open=False`` | mode ``"w-"`` (fails if it exists) |
+| ``open=True, create=True`` | mode ``"a"`` |
+| ``create=True, delete_existing=True`` | mode ``"w"`` |
+| ``assume_metadata=True`` | the given metadata, ``.zarray`` neither read nor written |
+| ``fill_missing_data_reads=False`` | `ChunkNotFoundError` on missing chunks |
+| ``store_data_equal_to_fill_value`` (default False) | ``write_empty_chunks`` (zarr-python 2 default True) |
+| ``recheck_cached_metadata`` | ``recheck_metadata`` (``"open"``, True, seconds) |
+| ``metadata.shape/dtype/chunks/...`` on open | checked against the stored ``.zarray`` |
+| ``rank`` | checked against the stored rank |
+| ``metadata_key`` | the array document under another name (`MetadataKeyStore`) |
+
+TensorStore's URL form ``"<kvstore-url>|zarr2:"`` is accepted as the store, e.g.
+``"file:///data/a.zarr|zarr2:"``.
 """
 
 from __future__ import annotations
@@ -183,8 +183,12 @@ async def open_zarr2(
         The store, or a URL; ``"<kvstore-url>|zarr2:"`` is accepted too.
     path : str, optional
         Array path in the store.
-    open, create, delete_existing : bool
-        TensorStore's open flags.
+    open : bool
+        Open an existing array (TensorStore's ``open`` flag).
+    create : bool
+        Create the array if there is none (TensorStore's ``create`` flag).
+    delete_existing : bool
+        Replace an existing array (TensorStore's ``delete_existing`` flag).
     assume_metadata : bool
         Use the given ``metadata`` without reading or writing ``.zarray``
         (TensorStore: for speed when the caller knows the array).

@@ -1,6 +1,6 @@
 """The ``azarr`` command line: look at, copy, check and time Zarr v2 hierarchies in any store.
 
-Subcommands (``azarr --help``, ``azarr COMMAND --help``)::
+Subcommands (``azarr --help``, ``azarr COMMAND --help``):
 
     info URL         an array's or group's configuration, chunks initialised, bytes stored
     tree URL         the hierarchy as a tree

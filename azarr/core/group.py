@@ -318,7 +318,7 @@ class AsyncGroup(Node):
         return self.keys()
 
     async def tree(self, level: int | None = None, *, codecs: bool = False) -> str:
-        """Text rendering of the hierarchy below this group, like zarr-python 2's ``Group.tree()``::
+        """Text rendering of the hierarchy below this group, like zarr-python 2's ``Group.tree()``, e.g.:
 
             /
              ├── bar

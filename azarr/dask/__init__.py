@@ -1,7 +1,5 @@
 """dask integration: ``from_azarr`` and ``to_azarr`` (extra ``azarr[dask]``).
 
-::
-
     import azarr.dask
     x = azarr.dask.from_azarr("s3://bucket/era5.zarr", path="t2m")   # chunks = Zarr chunks
     azarr.dask.to_azarr(x.mean(axis=0, keepdims=True), "s3://bucket/out.zarr", path="mean")

@@ -7,17 +7,15 @@ layer reads with ``out[p.out_selection] = chunk[p.chunk_selection]`` into an out
 ``chunk[p.chunk_selection] = value[p.out_selection]`` from a value broadcast to
 ``indexer.shape``; chunks with ``p.is_complete_chunk`` need no read-modify-write.
 
-=====================  ==============================  =================================
-azarr                  selection                       zarr-python 2.18 access
-=====================  ==============================  =================================
-BasicIndexer           ints, slices (any step), ...    ``arr[...]``, get_basic_selection
-OrthogonalIndexer      + 1-D int / bool arrays         ``arr.oindex[...]``
-CoordinateIndexer      broadcast int arrays            ``arr.vindex[...]`` (coordinates)
-MaskIndexer            bool array of arr's shape       ``arr.vindex[mask]``
-BlockIndexer           ints, step-1 slices of blocks   ``arr.blocks[...]``
-=====================  ==============================  =================================
+| azarr | selection | zarr-python 2.18 access |
+| --- | --- | --- |
+| BasicIndexer | ints, slices (any step), ... | ``arr[...]``, get_basic_selection |
+| OrthogonalIndexer | + 1-D int / bool arrays | ``arr.oindex[...]`` |
+| CoordinateIndexer | broadcast int arrays | ``arr.vindex[...]`` (coordinates) |
+| MaskIndexer | bool array of arr's shape | ``arr.vindex[mask]`` |
+| BlockIndexer | ints, step-1 slices of blocks | ``arr.blocks[...]`` |
 
-Routing of ``arr[selection]`` as in zarr-python 2.18::
+Routing of ``arr[selection]`` as in zarr-python 2.18:
 
     fields, sel = pop_fields(selection)
     if is_pure_fancy_indexing(sel, ndim):        CoordinateIndexer / MaskIndexer (vindex)

@@ -4,7 +4,7 @@ Every class derives from `IndexError` (as in zarr-python 2, and as NumPy
 raises for most bad indices) *and* from `azarr.errors.AzarrError`, so callers
 can catch the builtin or the azarr base. Where NumPy or zarr-python 2 raise
 `TypeError` or `ValueError` for the same mistake, the subclass derives
-from that builtin as well, so ``except TypeError`` keeps working::
+from that builtin as well, so ``except TypeError`` keeps working:
 
     SelectionError (IndexError)         too many indices, several ellipses, block step != 1
     ├── BoundsCheckError                integer / array index out of bounds (zarr-python 2 name)

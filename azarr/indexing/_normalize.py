@@ -2,7 +2,7 @@
 
 The routing predicates (`is_pure_fancy_indexing`,
 `is_pure_orthogonal_indexing`) reproduce zarr-python 2.18's
-``Array.__getitem__`` / ``__setitem__`` dispatch::
+``Array.__getitem__`` / ``__setitem__`` dispatch:
 
     fields, sel = pop_fields(selection)
     if is_pure_fancy_indexing(sel, ndim):        -> vindex (coordinate or mask selection)

@@ -5,15 +5,13 @@ command line's ``--sel``, query parameters of a service built with
 `azarr.service`), so both accept exactly the same language, NumPy's own
 subscript syntax without the brackets:
 
-==================  ==========================================  ====================
-text                item                                        NumPy / zarr-python
-==================  ==========================================  ====================
-``5``, ``-1``       an integer index                            ``z[5]``
-``2:10:2``, ``:``   a slice; any part may be left out           ``z[2:10:2]``
-``[1,5,9]``         a 1-D list of integer indices               ``z[[1, 5, 9]]``
-``[true,false]``    a 1-D Boolean list (``true``/``false``)     ``z[[True, False]]``
-``...``             Ellipsis (at most once)                     ``z[..., 0]``
-==================  ==========================================  ====================
+| text | item | NumPy / zarr-python |
+| --- | --- | --- |
+| ``5``, ``-1`` | an integer index | ``z[5]`` |
+| ``2:10:2``, ``:`` | a slice; any part may be left out | ``z[2:10:2]`` |
+| ``[1,5,9]`` | a 1-D list of integer indices | ``z[[1, 5, 9]]`` |
+| ``[true,false]`` | a 1-D Boolean list (``true``/``false``) | ``z[[True, False]]`` |
+| ``...`` | Ellipsis (at most once) | ``z[..., 0]`` |
 
 Items are separated by commas outside brackets; spaces are ignored; an empty
 string means the whole array. The result is a tuple to pass to

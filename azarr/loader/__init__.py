@@ -1,7 +1,5 @@
 """Training batches from Zarr arrays in a bucket: chunk-aligned shuffling, bounded prefetch.
 
-::
-
     loader = azarr.loader.BatchLoader({"x": images, "y": labels}, batch_size=256, seed=0)
     for epoch in range(10):
         loader.set_epoch(epoch)

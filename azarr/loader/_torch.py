@@ -16,7 +16,7 @@ from azarr.loader._loader import BatchLoader
 class TorchIterableDataset(IterableDataset):  # type: ignore[type-arg]
     """Batches of a `BatchLoader` as tensors, split between DataLoader workers.
 
-    Use with ``batch_size=None`` (the loader batches)::
+    Use with ``batch_size=None`` (the loader batches):
 
         dataset = TorchIterableDataset(BatchLoader({"x": x, "y": y}, batch_size=256))
         for epoch in range(epochs):

@@ -32,20 +32,18 @@ def encode_fill_value(value: Any, dtype: np.dtype[Any], *, where: str = "encode_
     ``normalize_fill_value`` does (so ``0`` is the zero of any dtype, including
     ``b""`` for ``S``, ``""`` for ``U`` and all-zero bytes for structured), then:
 
-    ==================  ====================================================
-    dtype kind          JSON
-    ==================  ====================================================
-    any, value None     ``null``
-    ``b``               ``true`` / ``false``
-    ``i``, ``u``        integer
-    ``f``               number, or ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
-    ``c``               ``[real, imag]``, each encoded as a float
-    ``m``, ``M``        int64 count of units (NaT -> -9223372036854775808)
-    ``S``               Base64 of the bytes (trailing NULs dropped, as NumPy does)
-    ``V``, structured   Base64 of all ``itemsize`` bytes of the value
-    ``U``               the string itself
-    ``O``               the value itself (must be JSON-able)
-    ==================  ====================================================
+    | dtype kind | JSON |
+    | --- | --- |
+    | any, value None | ``null`` |
+    | ``b`` | ``true`` / ``false`` |
+    | ``i``, ``u`` | integer |
+    | ``f`` | number, or ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` |
+    | ``c`` | ``[real, imag]``, each encoded as a float |
+    | ``m``, ``M`` | int64 count of units (NaT -> -9223372036854775808) |
+    | ``S`` | Base64 of the bytes (trailing NULs dropped, as NumPy does) |
+    | ``V``, structured | Base64 of all ``itemsize`` bytes of the value |
+    | ``U`` | the string itself |
+    | ``O`` | the value itself (must be JSON-able) |
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Serving Zarr arrays from async web services (FastAPI, Starlette): the ``azarr[service]`` extra.
 
-The pieces a data service needs to be right by default::
+The pieces a data service needs to be right by default:
 
     from fastapi import FastAPI
     from azarr import service
@@ -17,17 +17,13 @@ The pieces a data service needs to be right by default::
         plan = service.SelectionPlan(arr, azarr.indexing.parse_selection(sel))
         return await service.array_response(plan, format)   # streamed in bounded slabs
 
-==========================================  ==================================================
-`Datasets`                           hierarchies opened at startup, metadata cached and
-                                            refreshed on a timer or on demand
-`CancelOnDisconnectMiddleware`       cancels a handler (and its chunk requests) when the
-                                            client leaves; per-request deadline -> 504
-`deadline`                            a tighter deadline around one block -> 504
-`http_error_for`,                     one table from azarr errors to HTTP statuses
-`install_error_handlers`
-`SelectionPlan`, `array_response`  selections validated before reading; ``.npy`` and
-                                            raw bytes streamed in bounded slabs; JSON for small
-==========================================  ==================================================
+| name | what it does |
+| --- | --- |
+| `Datasets` | hierarchies opened at startup, metadata cached and refreshed on a timer or on demand |
+| `CancelOnDisconnectMiddleware` | cancels a handler (and its chunk requests) when the client leaves; per-request deadline -> 504 |
+| `deadline` | a tighter deadline around one block -> 504 |
+| `http_error_for`, `install_error_handlers` | one table from azarr errors to HTTP statuses |
+| `SelectionPlan`, `array_response` | selections validated before reading; ``.npy`` and raw bytes streamed in bounded slabs; JSON for small results |
 
 Only `install_error_handlers` and `array_response` import Starlette (installed with
 FastAPI); the rest is plain asyncio and ASGI.

@@ -148,7 +148,7 @@ async def _send_504(send: Send, deadline: float | None) -> None:
 async def deadline(seconds: float | None) -> AsyncIterator[None]:
     """Cancel the enclosed block after ``seconds`` and raise `DeadlineExceededError` (HTTP 504).
 
-    For a deadline on one route, or a tighter one than the middleware's::
+    For a deadline on one route, or a tighter one than the middleware's:
 
         async with azarr.service.deadline(2.0):
             data = await arr.get_basic_selection(sel)

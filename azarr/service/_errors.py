@@ -2,21 +2,15 @@
 
 The statuses follow what a client of a data service can act on:
 
-=====================================================  ======  ==============================
-error                                                  status  why
-=====================================================  ======  ==============================
-``SelectionError`` (bad text, out of bounds, ...)      400     the client's request is wrong
-``UnknownDatasetError``, ``ArrayNotFoundError``,       404     no such dataset / node
-``GroupNotFoundError``, ``NodeNotFoundError``
-``ResponseTooLargeError``                              413     ask for a streamed format
-``ThrottledError``, ``RetriesExhaustedError`` caused   503     the bucket keeps throttling;
-by throttling                                                  ``Retry-After`` tells when to
-                                                               come back
-``DeadlineExceededError``, ``StoreTimeoutError``,      504     the upstream was too slow
-``TimeoutError``, retries exhausted by timeouts
-other ``StoreError`` (denied, unreachable, 5xx)        502     the upstream failed
-``MetadataError``, ``CodecError``, other errors        500     stored data is unreadable
-=====================================================  ======  ==============================
+| error | status | why |
+| --- | --- | --- |
+| ``SelectionError`` (bad text, out of bounds, ...) | 400 | the client's request is wrong |
+| ``UnknownDatasetError``, ``ArrayNotFoundError``, ``GroupNotFoundError``, ``NodeNotFoundError`` | 404 | no such dataset / node |
+| ``ResponseTooLargeError`` | 413 | ask for a streamed format |
+| ``ThrottledError``, ``RetriesExhaustedError`` caused by throttling | 503 | the bucket keeps throttling; ``Retry-After`` tells when to come back |
+| ``DeadlineExceededError``, ``StoreTimeoutError``, ``TimeoutError``, retries exhausted by timeouts | 504 | the upstream was too slow |
+| other ``StoreError`` (denied, unreachable, 5xx) | 502 | the upstream failed |
+| ``MetadataError``, ``CodecError``, other errors | 500 | stored data is unreadable |
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ async def array_response(
     ----------
     plan : SelectionPlan
         The validated selection.
-    format : {"json", "npy", "raw"}
+    format : {"npy", "json", "raw"}
         ``json``: ``{"shape", "dtype", "data"}`` built in memory (small results);
         ``npy``: a ``.npy`` file, streamed; ``raw``: the C-order little-endian bytes,
         streamed, shape and dtype in headers.

@@ -4,22 +4,20 @@ Every store implements the async `Store` protocol (``get``/``set``/``delete``/
 ``exists``/``getsize``/``list_prefix``/``list_dir``/``close``) with the same key rules
 and error types, so everything above this package is storage-agnostic.
 
-==================  =====================================  ================================
-Store               Backed by                              zarr-python 2 equivalent
-==================  =====================================  ================================
-`MemoryStore`  a ``dict``                           ``MemoryStore`` / ``KVStore``
-`LocalStore`   a directory, atomic writes           ``DirectoryStore``
-`S3Store`      aiohttp + SigV4; s3fs for listings   ``FSStore("s3://...")``
-`GCSStore`     gcsfs (GCS, fake-gcs-server)         ``FSStore("gs://...")``
-`HTTPStore`    aiohttp, read-only                   ``FSStore("https://...")``
-`AzureBlobStore`  Azure SDK aio client (Azurite)     ``ABSStore``
-`ReferenceStore`  kerchunk references, read-only     ``FSStore("reference://...")``
-`FsspecStore`  any fsspec ``AsyncFileSystem``       ``FSStore``
-`SyncFsspecStore`  a synchronous fsspec filesystem  ``FSStore("simplecache::s3://...")``
-`ZipStore`     one zip file, write-once             ``ZipStore``
-`MappingStore`  any ``MutableMapping`` (dbm, ...)   ``DBMStore``, ``LMDBStore``, ``KVStore``
-`LRUStoreCache`  an in-memory LRU over a store      ``LRUStoreCache``
-==================  =====================================  ================================
+| Store | Backed by | zarr-python 2 equivalent |
+| --- | --- | --- |
+| `MemoryStore` | a ``dict`` | ``MemoryStore`` / ``KVStore`` |
+| `LocalStore` | a directory, atomic writes | ``DirectoryStore`` |
+| `S3Store` | aiohttp + SigV4; s3fs for listings | ``FSStore("s3://...")`` |
+| `GCSStore` | gcsfs (GCS, fake-gcs-server) | ``FSStore("gs://...")`` |
+| `HTTPStore` | aiohttp, read-only | ``FSStore("https://...")`` |
+| `AzureBlobStore` | Azure SDK aio client (Azurite) | ``ABSStore`` |
+| `ReferenceStore` | kerchunk references, read-only | ``FSStore("reference://...")`` |
+| `FsspecStore` | any fsspec ``AsyncFileSystem`` | ``FSStore`` |
+| `SyncFsspecStore` | a synchronous fsspec filesystem | ``FSStore("simplecache::s3://...")`` |
+| `ZipStore` | one zip file, write-once | ``ZipStore`` |
+| `MappingStore` | any ``MutableMapping`` (dbm, ...) | ``DBMStore``, ``LMDBStore``, ``KVStore`` |
+| `LRUStoreCache` | an in-memory LRU over a store | ``LRUStoreCache`` |
 
 `from_url` and `make_store` turn URLs, paths and mappings into stores:
 a URL resolves to a `StoreSpec` (frozen configuration: what pickles, and

@@ -7,21 +7,18 @@ transport, s3fs/gcsfs/fsspec stores and the HTTP store all classify through
 `error_for_status` (a bare HTTP status), so a 503 or a reset means the same
 thing -- and is retried the same way by the scheduler -- whatever carried it:
 
-==========================================  ===========================================
-backend failure                             azarr error
-==========================================  ===========================================
-S3 ``NoSuchBucket``                         `StoreUnavailableError`
-HTTP 401/403, ``AccessDenied``, bad keys    `PermissionDeniedError`
-HTTP 429/503 ``SlowDown``, throttling codes `ThrottledError` (retried)
-HTTP 408/5xx, ``InternalError``             `TransientStoreError` (retried)
-HTTP 409 ``ConditionalRequestConflict``     `TransientStoreError` (retried)
-HTTP 412, ``PreconditionFailed``, GCS
-``conditionNotMet``                         `PreconditionFailedError`
-TLS certificate not trusted, wrong host     `StoreUnavailableError` (not retried)
-refused, reset, DNS, server disconnected    `ConnectionFailedError` (retried)
-read timeouts, bodies cut short             `TransientStoreError` (retried)
-anything else                               `StoreError`
-==========================================  ===========================================
+| backend failure | azarr error |
+| --- | --- |
+| S3 ``NoSuchBucket`` | `StoreUnavailableError` |
+| HTTP 401/403, ``AccessDenied``, bad keys | `PermissionDeniedError` |
+| HTTP 429/503 ``SlowDown``, throttling codes | `ThrottledError` (retried) |
+| HTTP 408/5xx, ``InternalError`` | `TransientStoreError` (retried) |
+| HTTP 409 ``ConditionalRequestConflict`` | `TransientStoreError` (retried) |
+| HTTP 412, ``PreconditionFailed``, GCS ``conditionNotMet`` | `PreconditionFailedError` |
+| TLS certificate not trusted, wrong host | `StoreUnavailableError` (not retried) |
+| refused, reset, DNS, server disconnected | `ConnectionFailedError` (retried) |
+| read timeouts, bodies cut short | `TransientStoreError` (retried) |
+| anything else | `StoreError` |
 
 A missing key is not an error: drivers answer ``None`` for 404 / ``NoSuchKey``
 before classifying.

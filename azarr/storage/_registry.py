@@ -5,7 +5,7 @@ defined; azarr does the same. A driver is a `Store`
 subclass with two class methods, ``spec_from_url(url, storage_options)`` and
 ``from_spec(spec)``. azarr's own drivers are registered below; a third-party
 package registers its own either by calling `register_store` or, with no
-import needed, through the ``azarr.stores`` entry-point group::
+import needed, through the ``azarr.stores`` entry-point group:
 
     # pyproject.toml of the third-party package
     [project.entry-points."azarr.stores"]

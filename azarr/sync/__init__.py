@@ -3,7 +3,7 @@
 Every call runs the async API's coroutine on one process-wide I/O loop thread
 (`run`), so all threads share each store's sessions and request budget, it
 works where an event loop already runs (Jupyter, an ``async def``), ``timeout=``
-and Ctrl-C cancel the work, and a forked child starts its own loop::
+and Ctrl-C cancel the work, and a forked child starts its own loop:
 
     import azarr.sync as zs
     z = zs.open_array("s3://bucket/x.zarr", mode="r", storage_options={"anon": True})

@@ -3,7 +3,7 @@
 Like zarr-python 3's ``zarr.testing.store.StoreTests``: a driver's test module
 subclasses `StoreTests` and says how to make a fresh, empty store; it
 then runs every test here (keys, byte ranges, listings, deletes, concurrency,
-read-only views, several event loops and threads, pickling, specs)::
+read-only views, several event loops and threads, pickling, specs):
 
     import pytest
     from azarr.testing.store import StoreTests

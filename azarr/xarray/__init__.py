@@ -1,6 +1,6 @@
 """xarray integration: the ``engine="azarr"`` backend and ``to_zarr`` writers (extra ``azarr[xarray]``).
 
-Reading::
+Reading:
 
     import xarray as xr
     ds = xr.open_dataset("s3://bucket/era5.zarr", engine="azarr", storage_options={"anon": True})
@@ -8,7 +8,7 @@ Reading::
     ds = azarr.xarray.load(ds)        # the same from sync code; ds.load() waits one round trip per variable
     tree = xr.open_datatree("s3://bucket/era5.zarr", engine="azarr")
 
-Writing the Zarr v2 layout xarray + zarr-python 2 write::
+Writing the Zarr v2 layout xarray + zarr-python 2 write:
 
     azarr.xarray.to_zarr(ds, "s3://bucket/out.zarr", mode="w", consolidated=True)
     await azarr.xarray.to_zarr_async(ds, store, mode="r+", region={"time": slice(0, 10)})
