@@ -48,6 +48,7 @@ class _IOLoop:
     """An event loop running forever in a daemon thread named ``azarr-io``."""
 
     def __init__(self) -> None:
+        self.exiting = False  # set when the interpreter exits (see `_finish`)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._main, name="azarr-io", daemon=True)
         self.thread.start()
@@ -69,7 +70,12 @@ class _IOLoop:
             if tasks:
                 loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            # At interpreter exit Python 3.12+ refuses to start threads, and
+            # shutdown_default_executor starts one to join the executor. Nothing is left to
+            # join then: concurrent.futures' exit hook, which runs before atexit callbacks
+            # (`_at_exit`), has joined every executor's workers.
+            if not self.exiting:
+                loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             loop.close()
 
@@ -224,11 +230,20 @@ def shutdown() -> None:
 
     Called at interpreter exit; a later synchronous call starts a new loop.
     """
+    _shutdown(exiting=False)
+
+
+def _shutdown(*, exiting: bool) -> None:
     global _io
     with _lock:
         io, _io = _io, None
     if io is not None:
+        io.exiting = exiting
         io.stop(_SHUTDOWN_GRACE_S)
+
+
+def _at_exit() -> None:
+    _shutdown(exiting=True)
 
 
 def _after_fork_in_child() -> None:
@@ -238,7 +253,7 @@ def _after_fork_in_child() -> None:
     _io = None
 
 
-atexit.register(shutdown)
+atexit.register(_at_exit)
 if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
