@@ -1,18 +1,70 @@
-"""Developer sessions: ``nox -s tests lint typecheck interop`` (``bench`` is never run by default)."""
+"""Developer sessions: ``nox`` runs what CI runs (``tests-3.11``, ``core-3.12``, ``core-3.13``, ``lint``,
+``typecheck``); ``nox -s tests-3.13`` the whole suite on another Python; ``bench`` is never run by default."""
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import nox
 
-nox.options.sessions = ["tests", "lint", "typecheck"]
+#: The Pythons azarr supports (pyproject's classifiers).
+PYTHONS = ["3.11", "3.12", "3.13"]
+#: The one CI runs the whole suite on: torch's CPU wheel here is for 3.11 only (see the test extra).
+FULL = "3.11"
+#: The core tests CI runs on the other Pythons: the code whose behaviour depends on the interpreter
+#: and on the library versions each Python gets (numcodecs 0.17 and newer NumPy from 3.12 on) --
+#: asyncio fan-out, budgets, retries and cancellation, the sync facade's loop thread, codecs,
+#: metadata, indexing and the read/write pipeline on local and in-memory stores, and the S3
+#: transport (aiohttp, SigV4) against SeaweedFS. Left out: the property-based selection tests
+#: (test_selection.py, 2.5 min alone), the interop venvs, CLI, docs and integrations, which
+#: exercise the same core through more layers at many times the cost.
+CORE = [
+    "tests/test_fanout.py",
+    "tests/test_scheduler.py",
+    "tests/test_sync.py",
+    "tests/test_codecs.py",
+    "tests/test_metadata.py",
+    "tests/test_indexing.py",
+    "tests/test_array.py",
+    "tests/test_group.py",
+    "tests/test_pipeline.py",
+    "tests/test_convenience.py",
+    "tests/test_local_writes.py",
+    "tests/test_s3_transport.py",
+]
+
+nox.options.sessions = [f"tests-{FULL}", *(f"core-{v}" for v in PYTHONS if v != FULL), "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
 
-@nox.session(python="3.11")
+def _select_pyenv_pythons() -> None:
+    """pyenv's shims answer ``python3.12`` only for the versions selected: select every installed
+    3.11-3.13 (3.11 first, so ``python3`` stays 3.11) so that nox finds each interpreter."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    if "PYENV_VERSION" in os.environ or not root.is_dir():
+        return
+    versions = [p.name for p in root.iterdir() if re.fullmatch(r"3\.1[1-3]\.\d+", p.name)]
+    if versions:
+        os.environ["PYENV_VERSION"] = ":".join(sorted(versions, key=lambda v: [int(x) for x in v.split(".")]))
+
+
+_select_pyenv_pythons()
+
+
+@nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The default test suite (servers started by fixtures), as CI runs it."""
+    """The default test suite (servers started by fixtures), as CI runs it on 3.11."""
     session.install("-e", ".[test]")
     session.run("python", "-m", "pytest", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"})
+
+
+@nox.session(python=PYTHONS)
+def core(session: nox.Session) -> None:
+    """The core tests (``CORE``), as CI runs them on 3.12 and 3.13."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *CORE, *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"})
 
 
 @nox.session(python="3.11")
