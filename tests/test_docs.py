@@ -277,28 +277,27 @@ def test_every_public_name_has_a_docstring() -> None:
     assert not missing, f"public names without a docstring: {sorted(set(missing))}"
 
 
-def test_docstrings_hold_no_sphinx_roles() -> None:
-    """mkdocstrings renders Markdown: a Sphinx role (``:func:`x` ``) would show literally in the API pages."""
-    role = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|obj|exc):`")
-    offenders = [
+def _source_lines_matching(pattern: str) -> list[str]:
+    """``path:line`` of every line of azarr/ that ``pattern`` matches."""
+    regex = re.compile(pattern)
+    return [
         f"{path.relative_to(ROOT)}:{number}"
         for path in sorted((ROOT / "azarr").rglob("*.py"))
         for number, line in enumerate(path.read_text().splitlines(), 1)
-        if role.search(line)
+        if regex.search(line)
     ]
+
+
+def test_docstrings_hold_no_sphinx_roles() -> None:
+    """mkdocstrings renders Markdown: a Sphinx role (``:func:`x` ``) would show literally in the API pages."""
+    offenders = _source_lines_matching(r":(?:py:)?(?:func|class|meth|attr|mod|data|obj|exc):`")
     assert not offenders, f"Sphinx roles in docstrings (write `name` instead): {offenders}"
 
 
 def test_docstrings_hold_no_rst_blocks() -> None:
     """Nor reStructuredText block markup, which Markdown leaves as text: a literal-block ``::``
     (end the line with ``:``; the indented block is a code block already) or a simple table."""
-    rst = re.compile(r"(?:\S::|^\s*::)\s*$|^\s*={3,} +={3,}")
-    offenders = [
-        f"{path.relative_to(ROOT)}:{number}"
-        for path in sorted((ROOT / "azarr").rglob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if rst.search(line)
-    ]
+    offenders = _source_lines_matching(r"(?:\S::|^\s*::)\s*$|^\s*={3,} +={3,}")
     assert not offenders, f"reStructuredText markup in docstrings: {offenders}"
 
 
