@@ -5,20 +5,17 @@ Core types (spec 3.0, "Data types"): ``bool``, ``int8``...``uint64``, ``float16`
 extension types are written with the names and configurations zarr-python 3.4
 uses for NumPy dtypes (``zarr.core.dtype``), so arrays move both ways:
 
-=======================  ==========================================================
-NumPy                    ``data_type``
-=======================  ==========================================================
-``S<n>``                 ``{"name": "null_terminated_bytes", "configuration": {"length_bytes": n}}``
-``U<n>``                 ``{"name": "fixed_length_utf32", "configuration": {"length_bytes": 4n}}``
-``V<n>``                 ``{"name": "raw_bytes", "configuration": {"length_bytes": n}}`` (``r<8n>`` read too)
-``datetime64[<k><u>]``   ``{"name": "numpy.datetime64", "configuration": {"unit": u, "scale_factor": k}}``
-``timedelta64``          ``numpy.timedelta64``, likewise
-structured               ``{"name": "struct", "configuration": {"fields": [{"name", "data_type"}, ...]}}``
-                         (zarr-python 3.1's ``structured`` with ``[[name, type], ...]`` read too)
-object, ``str`` items    ``"string"`` (the ``vlen-utf8`` codec)
-object, ``bytes`` items  ``"variable_length_bytes"`` (``vlen-bytes``; ``"bytes"`` read too)
-ml_dtypes                ``"bfloat16"``, ``"float8_e4m3fn"``... (TensorStore's names)
-=======================  ==========================================================
+| NumPy | ``data_type`` |
+| --- | --- |
+| ``S<n>`` | ``{"name": "null_terminated_bytes", "configuration": {"length_bytes": n}}`` |
+| ``U<n>`` | ``{"name": "fixed_length_utf32", "configuration": {"length_bytes": 4n}}`` |
+| ``V<n>`` | ``{"name": "raw_bytes", "configuration": {"length_bytes": n}}`` (``r<8n>`` read too) |
+| ``datetime64[<k><u>]`` | ``{"name": "numpy.datetime64", "configuration": {"unit": u, "scale_factor": k}}`` |
+| ``timedelta64`` | ``numpy.timedelta64``, likewise |
+| structured | ``{"name": "struct", "configuration": {"fields": [{"name", "data_type"}, ...]}}`` (zarr-python 3.1's ``structured`` with ``[[name, type], ...]`` read too) |
+| object, ``str`` items | ``"string"`` (the ``vlen-utf8`` codec) |
+| object, ``bytes`` items | ``"variable_length_bytes"`` (``vlen-bytes``; ``"bytes"`` read too) |
+| ml_dtypes | ``"bfloat16"``, ``"float8_e4m3fn"``... (TensorStore's names) |
 
 Arrays hold their elements in this machine's byte order; the ``bytes`` codec says
 how they are stored. Variable-length types are NumPy object arrays, as in v2.
