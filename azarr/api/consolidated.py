@@ -259,7 +259,7 @@ async def open_consolidated(
         Path of the hierarchy root holding ``.zmetadata``.
     metadata_key : str
         Name of the consolidated document (default ``".zmetadata"``).
-    zarr_format : {2, 3}, optional
+    zarr_format : {None, 2, 3}, optional
         Look for that format's consolidated metadata only: 2, ``metadata_key``; 3, the
         ``consolidated_metadata`` inline in the root ``zarr.json`` (zarr-python 3's
         ``open_consolidated(zarr_format=...)``). By default both are read together: one

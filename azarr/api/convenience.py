@@ -35,7 +35,7 @@ async def save_array(
     store : Store, str, os.PathLike or MutableMapping
     arr : array-like
         NumPy data, or a chunked source (AsyncArray, h5py dataset: streamed).
-    zarr_format : {2, 3}, optional
+    zarr_format : {None, 2, 3}, optional
         The format written (zarr-python 3's keyword); default ``azarr.config`` ``zarr_format`` (2).
     path : str, optional
     **kwargs

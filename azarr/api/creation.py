@@ -133,7 +133,7 @@ async def create(
     chunk_store : Store, str, os.PathLike or MutableMapping, optional
         Keep the chunks here and only the metadata documents in ``store``
         (zarr-python 2 ``chunk_store``; see `SplitStore`).
-    zarr_format : {2, 3}, optional
+    zarr_format : {None, 2, 3}, optional
         The format to write; default ``azarr.config`` ``zarr_format`` (2).
     codecs : list, optional
         Zarr v3 only: the whole codec chain, as v3 entries (``{"name": "bytes",

@@ -106,7 +106,7 @@ async def open_array(
         those. Everything else is read whole. Same results either way; fewer
         bytes read for small selections of large chunks, at the cost of one or
         two more round trips per chunk (see ``docs/tutorial.md``).
-    zarr_format : {2, 3}, optional
+    zarr_format : {None, 2, 3}, optional
         Open only an array of that format; create one of that format.
     **create_kwargs
         `azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
