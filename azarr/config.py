@@ -29,6 +29,14 @@ _DEFAULTS: dict[str, Any] = {
     "max_concurrency": 64,
     # Chunk requests in flight per store for local and memory stores (cores x 4).
     "max_concurrency_local": (os.cpu_count() or 1) * 4,
+    # Remote stores: the request limit adapts between min_concurrency and
+    # max_concurrency, dropping when the server throttles (503 SlowDown, 429) and
+    # climbing back on success (AIMD, azarr/scheduler/_adaptive.py). False: fixed.
+    "adaptive_concurrency": True,
+    "min_concurrency": 1,
+    # Adaptive limits also drop (gently) when recent latency exceeds this many times
+    # its long-run average; None: only throttling and timeouts lower them.
+    "adaptive_latency_tolerance": 2.0,
     # Bytes of chunk payloads in flight per store (reads hold them until decoded).
     "max_bytes_in_flight": 256 * 2**20,
     # Bytes of chunks (decoded size) queued for or being decoded/encoded in the codec
@@ -108,6 +116,7 @@ _COUNTS = frozenset(
         "codec_threads",
         "max_concurrency",
         "max_concurrency_local",
+        "min_concurrency",
         "max_bytes_in_flight",
         "codec_queue_bytes",
         "retry_max_attempts",
@@ -180,7 +189,12 @@ def set(**settings: Any) -> Any:
     ----------
     **settings
         ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
-        (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
+        (int >= 1, requests in flight per store and process), ``adaptive_concurrency``
+        (bool, default True: a remote store's request limit drops when the server
+        throttles and climbs back on success, between ``min_concurrency`` (int >= 1,
+        default 1) and ``max_concurrency``), ``adaptive_latency_tolerance`` (float > 1
+        or None, default 2: the adaptive limit also drops when recent latency exceeds
+        this many times its long-run average), ``max_bytes_in_flight`` (bytes),
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
         ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
         from remote stores once no read runs, each buffer counted by the longest body it
@@ -228,6 +242,8 @@ def set(**settings: Any) -> Any:
             raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
         if name == "buffer_pool_bytes" and int(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
+        if name == "adaptive_latency_tolerance" and value is not None and float(value) <= 1:
+            raise ValueError(f"azarr setting {name!r} must be > 1 or None, got {value!r}")
     with _lock:
         previous = {k: _values[k] for k in settings}
         _values.update(settings)

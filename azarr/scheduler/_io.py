@@ -550,7 +550,8 @@ class StoreIO:
         return await self._call(lambda: self.store.get(key, byte_range), reading=True)
 
     async def _call(self, make: Callable[[], Awaitable[T]], *, reading: bool = False, written: int = 0) -> T:
-        """One attempt under a request slot and the per-request timeout, counted in the stats.
+        """One attempt under a request slot and the per-request timeout, counted in the stats
+        and reported to the budget's adaptive limit (throttled, timed out, or succeeded).
 
         Local and memory stores get no timeout: they do not stall the way a
         network does, and arming a timer per request doubled the cost of reading
@@ -560,7 +561,8 @@ class StoreIO:
         deadline = config.get("retry_deadline")
         if timeout is not None and deadline is not None and deadline < timeout:
             timeout = deadline  # no attempt outlives the deadline of the whole read
-        async with self.budget:
+        budget = self.budget
+        async with budget as epoch:
             started = time.perf_counter()
             try:
                 if timeout is None:
@@ -571,18 +573,26 @@ class StoreIO:
             except TimeoutError as exc:
                 self.stats.record(time.perf_counter() - started, failed=True)
                 if timeout is not None and scope.expired():
+                    budget.record_throttle(epoch)  # a stalled server: fewer requests, as for "slow down"
                     raise StoreTimeoutError(
                         f"request to {self.store.url} got no complete answer within {timeout} s"
                     ) from exc
                 raise
+            except ThrottledError:
+                self.stats.record(time.perf_counter() - started, throttled=True)
+                budget.record_throttle(epoch)
+                raise
             except BaseException:
                 self.stats.record(time.perf_counter() - started, failed=True)
                 raise
+            seconds = time.perf_counter() - started
             read = 0
             if reading:
                 value = result[0] if isinstance(result, tuple) else result
                 read = len(value) if isinstance(value, (bytes, memoryview)) else 0
-            self.stats.record(time.perf_counter() - started, read=read, written=written)
+            self.stats.record(seconds, read=read, written=written)
+            if budget.adaptive:
+                budget.record_success(epoch, seconds)
             return result
 
     async def _hedged_get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
