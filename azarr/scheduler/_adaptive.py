@@ -68,6 +68,7 @@ class AdaptiveLimit:
         "decreases",
         "epoch",
         "floor",
+        "latency_decreases",
         "latency_tolerance",
         "value",
     )
@@ -83,8 +84,9 @@ class AdaptiveLimit:
         self.value = float(ceiling)
         #: Incremented by every decrease; requests carry the epoch they were admitted in.
         self.epoch = 0
-        #: Decreases so far (throttles, timeouts and latency together).
+        #: Decreases so far (throttles, timeouts and latency together), and those for latency.
         self.decreases = 0
+        self.latency_decreases = 0
         self._refused_at = 0.0  # requests in use when the server last throttled (0: never)
         self._short = 0.0
         self._long = 0.0
@@ -122,6 +124,7 @@ class AdaptiveLimit:
         before = self.limit
         if self.latency_tolerance is not None and self._latency_inflated(seconds) and epoch >= self.epoch:
             self._decrease(in_flight, LATENCY_BACKOFF)
+            self.latency_decreases += 1
             return self.limit != before
         value = self.value
         if value < self.ceiling and 2 * in_flight >= value:  # only grow a limit that is in use
