@@ -264,23 +264,6 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _azarr_commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "azarr"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-    return f"{head or '?'}{'+dirty' if dirty else ''}"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -312,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
     sys.path.insert(0, str(REPO_ROOT))
     from fault_proxy import FaultProxy
-    from servers import find_binary, start_seaweedfs
+    from servers import start_seaweedfs
+
+    from benchmarks.bench_cloud import _azarr_commit, _weed_version
 
     for impl in impls:  # build peer venvs before any server starts
         interpreter(impl)
@@ -353,8 +338,6 @@ def main(argv: list[str] | None = None) -> int:
                     f"({100 * s['goodput_ratio']:.0f} % of R), throttled after 2 s "
                     f"{100 * s['throttled_after_warmup']:.1f} %, retries {s['retries']}, {s['seconds']:.1f} s"
                 )
-        weed = subprocess.run([find_binary("weed"), "version"], capture_output=True, text=True, timeout=30)
-        words = weed.stdout.split()
         results = {
             "config": {
                 "argv": list(argv if argv is not None else sys.argv[1:]),
@@ -364,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rounds": args.rounds,
                 "throttle": task["throttle"],
             },
-            "weed_version": words[words.index("version") + 1] if "version" in words else "?",
+            "weed_version": _weed_version(),
             "azarr_commit": _azarr_commit(),
             "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
             "summary": summary,

@@ -23,7 +23,6 @@ Only the standard library and NumPy at module level: this runs in the peers' ven
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -31,17 +30,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cloud_workers import Azarr, TensorStore, Zarr3Obstore, digest
 
 AZARR_IMPLS = ("azarr", "azarr-baseline")
-
-
-def digest(arr: Any) -> str:
-    """MD5 of an array's C-order bytes."""
-    data = np.ascontiguousarray(np.asarray(arr))
-    return hashlib.md5(memoryview(data).cast("B")).hexdigest()
 
 
 class InFlight:
@@ -66,17 +61,14 @@ class InFlight:
         return counted
 
 
-def azarr_reader(task: dict[str, Any], in_flight: InFlight) -> Callable[..., Any]:
-    options = {"endpoint_url": task["endpoint"], "key": task["key"], "secret": task["secret"]}
-
+def azarr_reader(impl: Azarr, prefix: str, in_flight: InFlight) -> Callable[..., Any]:
     async def read(whole: bool) -> Any:
         import azarr
-        from azarr.storage import S3Store
 
-        store = S3Store(f"{task['bucket']}/{task['prefix']}", storage_options=options, read_only=True)
+        store = impl.store(prefix)
         # Count the store's own calls (what reaches the network), whatever the budget allows.
-        store.get = in_flight.wrap(store.get)  # type: ignore[method-assign]
-        store.get_into = in_flight.wrap(store.get_into)  # type: ignore[method-assign]
+        store.get = in_flight.wrap(store.get)
+        store.get_into = in_flight.wrap(store.get_into)
         try:
             arr = await azarr.open_array(store, mode="r")
             return await arr.get_basic_selection(...) if whole else arr
@@ -86,47 +78,21 @@ def azarr_reader(task: dict[str, Any], in_flight: InFlight) -> Callable[..., Any
     return lambda whole=True: asyncio.run(read(whole))
 
 
-def zarr_reader(task: dict[str, Any]) -> Callable[..., Any]:
+def zarr_reader(impl: Zarr3Obstore, prefix: str) -> Callable[..., Any]:
     async def read(whole: bool) -> Any:
         import zarr.api.asynchronous as za
-        from obstore.store import S3Store
-        from zarr.storage import ObjectStore
 
-        inner = S3Store(
-            task["bucket"],
-            prefix=task["prefix"],
-            endpoint=task["endpoint"],
-            access_key_id=task["key"],
-            secret_access_key=task["secret"],
-            region="us-east-1",
-            virtual_hosted_style_request=False,
-            client_options={"allow_http": True},
-        )
-        arr = await za.open_array(store=ObjectStore(inner, read_only=True), mode="r", zarr_format=2)
+        arr = await za.open_array(store=impl.store(prefix), mode="r", zarr_format=2)
         return await arr.getitem(...) if whole else arr
 
     return lambda whole=True: asyncio.run(read(whole))
 
 
-def tensorstore_reader(task: dict[str, Any]) -> Callable[..., Any]:
-    os.environ["AWS_ACCESS_KEY_ID"] = task["key"]
-    os.environ["AWS_SECRET_ACCESS_KEY"] = task["secret"]
-    spec = {
-        "driver": "zarr",
-        "kvstore": {
-            "driver": "s3",
-            "bucket": task["bucket"],
-            "path": f"{task['prefix']}/",
-            "endpoint": task["endpoint"],
-            "aws_region": "us-east-1",
-            "aws_credentials": {"type": "environment"},
-        },
-    }
-
+def tensorstore_reader(impl: TensorStore, prefix: str) -> Callable[..., Any]:
     def read(whole: bool = True) -> Any:
         import tensorstore as ts
 
-        arr = ts.open(spec, read=True, context=ts.Context()).result()
+        arr = ts.open(impl.spec(prefix), read=True, context=ts.Context()).result()
         return arr.read().result() if whole else arr
 
     return read
@@ -154,19 +120,15 @@ def main() -> int:
     task = json.loads(sys.stdin.readline())
     impl = task["impl"]
     in_flight = InFlight()
+    prefix = task["prefix"]
+    # The cloud benchmark's implementations build the stores (and import their libraries).
     if impl in AZARR_IMPLS:
-        import azarr  # noqa: F401  (imported before the start, as the peers' libraries are)
-
-        make = azarr_reader(task, in_flight)
+        azarr_impl = Azarr(task)
+        make = azarr_reader(azarr_impl, prefix, in_flight)
     elif impl == "zarr3-obstore":
-        import obstore.store  # noqa: F401
-        import zarr.api.asynchronous  # noqa: F401
-
-        make = zarr_reader(task)
+        make = zarr_reader(Zarr3Obstore(task), prefix)
     elif impl == "tensorstore":
-        import tensorstore  # noqa: F401
-
-        make = tensorstore_reader(task)
+        make = tensorstore_reader(TensorStore(task), prefix)
     else:
         raise SystemExit(f"unknown implementation {impl!r}")
 
@@ -187,10 +149,8 @@ def main() -> int:
 
     def sample() -> None:  # azarr's adaptive limit and its budget's requests in flight
         from azarr.scheduler import budget_for
-        from azarr.storage import S3Store
 
-        options = {"endpoint_url": task["endpoint"], "key": task["key"], "secret": task["secret"]}
-        budget = budget_for(S3Store(f"{task['bucket']}/{task['prefix']}", storage_options=options))
+        budget = budget_for(azarr_impl.store(prefix))
         while not done.wait(0.05):
             limits.append(
                 (
@@ -220,10 +180,8 @@ def main() -> int:
     report: dict[str, Any] = {"impl": impl, "versions": _versions(impl), "readers": readers}
     if impl in AZARR_IMPLS:
         from azarr.scheduler import budget_for, stats_for
-        from azarr.storage import S3Store
 
-        options = {"endpoint_url": task["endpoint"], "key": task["key"], "secret": task["secret"]}
-        store = S3Store(f"{task['bucket']}/{task['prefix']}", storage_options=options)
+        store = azarr_impl.store(prefix)
         stats = stats_for(store).as_dict()
         stats.pop("latency_histogram", None)
         report["stats"] = stats
