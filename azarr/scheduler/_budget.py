@@ -207,8 +207,8 @@ class IOBudget:
             elif (adaptive and self._adaptive is None) or (self._adaptive is not None and restart):
                 self._adaptive = self._new_adaptive()
             self._limit = self._adaptive.limit if self._adaptive is not None else max_requests
+            self._publish_limit()
             granted = self._grant_requests() + self._grant_bytes()
-        self._publish_limit()
         self._wake(granted)
 
     # ------------------------------------------------------------------ request slots
@@ -275,8 +275,8 @@ class IOBudget:
             if not adaptive.succeeded(epoch, seconds, self._in_flight):
                 return
             self._limit = adaptive.limit
+            self._publish_limit()
             granted = self._grant_requests()
-        self._publish_limit()
         self._wake(granted)
 
     def record_throttle(self, epoch: int) -> None:
@@ -289,9 +289,12 @@ class IOBudget:
             if not adaptive.throttled(epoch, self._in_flight):
                 return
             self._limit = adaptive.limit
-        self._publish_limit()
+            self._publish_limit()
 
     def _publish_limit(self) -> None:
+        # Under the budget's lock (or before anyone can use the budget), so the counters
+        # see the limits in the order they were set. The stats lock is taken inside ours,
+        # never the other way round.
         if self._stats is not None:
             self._stats.set_concurrency_limit(self._limit)
 
