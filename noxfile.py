@@ -150,6 +150,24 @@ def bench_references(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="bench-throttle", python="3.11")
+def bench_throttle(session: nox.Session) -> None:
+    """Six readers (one process with four event loops, two with one) behind a server that
+    answers ``503 SlowDown`` beyond K requests at once or R per second: azarr against
+    zarr-python 3.4 + obstore (a Python 3.12 venv) and TensorStore: failed reads, goodput,
+    throttled share, retries. Writes ``benchmarks/results/throttle.{md,json}``; arguments
+    after ``--`` go to ``python -m benchmarks.bench_throttle``.
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "benchmarks.bench_throttle",
+        *session.posargs,
+        env={"AWS_EC2_METADATA_DISABLED": "true"},
+    )
+
+
 @nox.session(name="bench-integrations", python="3.11")
 def bench_integrations(session: nox.Session) -> None:
     """xarray ``engine="azarr"`` vs xarray + zarr 3.1 (s3fs, obstore), dask ``from_azarr`` vs ``da.from_zarr``
