@@ -119,26 +119,31 @@ class AdaptiveLimit:
 
     def succeeded(self, epoch: int, seconds: float, in_flight: int) -> bool:
         """A request admitted in ``epoch`` succeeded after ``seconds`` with ``in_flight``
-        requests out (itself included); True if the whole-number limit changed."""
-        before = self.limit
-        if self.latency_tolerance is not None and self._latency_inflated(seconds) and epoch >= self.epoch:
-            self._decrease(in_flight, LATENCY_BACKOFF)
-            self.latency_decreases += 1
-            return self.limit != before
-        value = self.value
-        if value < self.ceiling and 2 * in_flight >= value:  # only grow a limit that is in use
-            self.value = min(float(self.ceiling), value + INCREASE / value)
-        return self.limit != before
+        requests out (itself included); True if the whole-number limit changed.
 
-    def _latency_inflated(self, seconds: float) -> bool:
-        if self._samples == 0:
-            self._short = self._long = seconds
-        else:
-            self._short += SHORT_WEIGHT * (seconds - self._short)
-            self._long += LONG_WEIGHT * (seconds - self._long)
-        self._samples += 1
-        assert self.latency_tolerance is not None
-        return self._samples >= LATENCY_WARMUP and self._short > self.latency_tolerance * self._long
+        Runs once per successful remote request: written flat (no helper calls).
+        """
+        tolerance = self.latency_tolerance
+        if tolerance is not None:
+            if self._samples:
+                short = self._short = self._short + SHORT_WEIGHT * (seconds - self._short)
+                long = self._long = self._long + LONG_WEIGHT * (seconds - self._long)
+            else:
+                short = long = self._short = self._long = seconds
+            self._samples += 1
+            if short > tolerance * long and self._samples >= LATENCY_WARMUP and epoch >= self.epoch:
+                before = self.limit
+                self._decrease(in_flight, LATENCY_BACKOFF)
+                self.latency_decreases += 1
+                return self.limit != before
+        value = self.value  # >= floor: decreases stop there, increases only add
+        if value >= self.ceiling or 2 * in_flight < value:  # only grow a limit that is in use
+            return False
+        grown = value + INCREASE / value
+        if grown > self.ceiling:
+            grown = float(self.ceiling)
+        self.value = grown
+        return int(grown) != int(value)
 
     def _decrease(self, in_flight: int, factor: float) -> None:
         """Cut the limit to ``factor`` x what was in use."""
