@@ -328,7 +328,13 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(args.rounds):
             for impl in impls:
                 _log(f"round {round_ + 1}: {impl} ...")
-                run = run_impl(impl, task, proxy)
+                try:
+                    run = run_impl(impl, task, proxy)
+                except RuntimeError as exc:  # a worker that never got ready: the others still run
+                    _log(str(exc))
+                    proxy.clear_faults()
+                    run = {"impl": impl, "start_at": 0.0, "proxy": dataclasses.asdict(proxy.counters())}
+                    run["processes"] = [{"impl": impl, "crashed": str(exc)[-2000:], "readers": []}]
                 raw.append(run)
                 s = summarize(run, task)
                 summary.setdefault(impl, []).append(s)

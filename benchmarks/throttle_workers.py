@@ -39,6 +39,12 @@ from cloud_workers import Azarr, TensorStore, Zarr3Obstore, digest
 AZARR_IMPLS = ("azarr", "azarr-baseline")
 
 
+class ObstoreReader(Zarr3Obstore):
+    """zarr-python + obstore without s3fs (the peer venv here has no s3fs)."""
+
+    imports = ("zarr", "zarr.api.asynchronous", "obstore.store")
+
+
 class InFlight:
     """Store calls in flight in this process, across threads, and the most at once."""
 
@@ -78,7 +84,7 @@ def azarr_reader(impl: Azarr, prefix: str, in_flight: InFlight) -> Callable[...,
     return lambda whole=True: asyncio.run(read(whole))
 
 
-def zarr_reader(impl: Zarr3Obstore, prefix: str) -> Callable[..., Any]:
+def zarr_reader(impl: ObstoreReader, prefix: str) -> Callable[..., Any]:
     async def read(whole: bool) -> Any:
         import zarr.api.asynchronous as za
 
@@ -126,7 +132,7 @@ def main() -> int:
         azarr_impl = Azarr(task)
         make = azarr_reader(azarr_impl, prefix, in_flight)
     elif impl == "zarr3-obstore":
-        make = zarr_reader(Zarr3Obstore(task), prefix)
+        make = zarr_reader(ObstoreReader(task), prefix)
     elif impl == "tensorstore":
         make = tensorstore_reader(TensorStore(task), prefix)
     else:
