@@ -37,11 +37,14 @@ cumulative probability, so a run with a given seed and request order is
 reproducible. Kinds (see `FAULT_KINDS`):
 
 ``status_503``
-    ``503`` with the S3 ``SlowDown`` XML body (GCS JSON with ``error_format="gcs"``).
+    ``503`` with the S3 ``SlowDown`` XML body (GCS JSON with ``error_format="gcs"``,
+    Azure's ``ServerBusy`` with ``"azure"``).
 ``status_429``
-    ``429`` with a GCS-style JSON ``rateLimitExceeded`` body (XML with ``"s3"``).
+    ``429`` with a GCS-style JSON ``rateLimitExceeded`` body (XML with ``"s3"``; with
+    ``"azure"`` a bare 429 without a storage error code, as a gateway sends it).
 ``status_500``
-    ``500`` with the S3 ``InternalError`` XML body (GCS JSON with ``"gcs"``).
+    ``500`` with the S3 ``InternalError`` XML body (GCS JSON with ``"gcs"``, Azure's
+    ``InternalError`` with ``"azure"``).
 ``reset``
     Read the request (and its body), then close with SO_LINGER 0: the client gets a
     TCP RST and no response (``ServerDisconnectedError`` / ``ClientOSError``).
@@ -59,7 +62,8 @@ Throttling
 ``throttle_burst`` tokens, default R / 10) make the proxy an overloaded object store: a
 request that arrives (after ``latency_ms``) while K requests are being served, or when
 the bucket is empty, is refused at once with ``503 SlowDown`` (S3 XML; ``429
-rateLimitExceeded`` JSON with ``error_format="gcs"``), counted as ``injected["throttle"]``,
+rateLimitExceeded`` JSON with ``error_format="gcs"``; ``503 ServerBusy`` with
+``"azure"``), counted as ``injected["throttle"]``,
 and never reaches the upstream; a refused request takes no token. The counters'
 ``timeline`` holds ``[served, refused]`` per second since the throttle was configured.
 
@@ -117,6 +121,9 @@ FAULT_KINDS = ("status_503", "status_429", "status_500", "reset", "reset_mid_bod
 
 STATUS_FAULTS = {"status_503": 503, "status_429": 429, "status_500": 500}
 
+ERROR_FORMATS = ("auto", "s3", "gcs", "azure")
+"""Body formats of injected error statuses (`FaultConfig.error_format`)."""
+
 CHUNK_KEYS = r"/\d+(?:[./]\d+)*(?:[?&#]|$)"
 """``path`` regex matching Zarr v2 chunk keys (``0``, ``3.1.4``, ``3/1/4``) in S3 paths
 (``/bucket/a/0.0``) and GCS downloads (``/download/storage/v1/b/B/o/a%2F0.0?alt=media``)."""
@@ -151,6 +158,23 @@ GCS_RATE_LIMIT_BODY = _gcs_error(
 )
 GCS_BACKEND_ERROR_BODY = _gcs_error(503, "backendError", "Backend Error")
 GCS_INTERNAL_ERROR_BODY = _gcs_error(500, "backendError", "Internal Error")
+
+
+def _azure_error(code: str, message: str) -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}\n'
+        f"RequestId:00000000-0000-0000-0000-000000000000\nTime:2026-01-01T00:00:00.0000000Z</Message></Error>"
+    ).encode()
+
+
+#: Azure Storage's answers (code in the body and in ``x-ms-error-code``, as the service
+#: sends them): ``ServerBusy`` is its "slow down" (a 503), ``InternalError`` a plain 500.
+#: A 429 has no storage code: the service itself throttles with 503, a gateway with 429.
+AZURE_ERRORS: dict[int, tuple[str | None, bytes]] = {
+    503: ("ServerBusy", _azure_error("ServerBusy", "Operations per second is over the account limit.")),
+    500: ("InternalError", _azure_error("InternalError", "The server encountered an internal error.")),
+    429: (None, b""),
+}
 
 _REASONS = {
     200: "OK",
@@ -247,7 +271,8 @@ class FaultConfig:
     retry_after : float, optional
         Send ``Retry-After`` (seconds) with injected 429 and 503 responses.
     error_format : str
-        ``"auto"`` (503/500 S3 XML, 429 GCS JSON), ``"s3"`` (all XML) or ``"gcs"`` (all JSON).
+        ``"auto"`` (503/500 S3 XML, 429 GCS JSON), ``"s3"`` (all XML), ``"gcs"`` (all JSON)
+        or ``"azure"`` (Azure Storage's XML and ``x-ms-error-code``).
     throttle_in_flight : int, optional
         Refuse requests arriving while this many are being served (see "Throttling").
     throttle_rate : float, optional
@@ -274,8 +299,8 @@ class FaultConfig:
             raise ValueError(f"fail_first_n must be >= 0, got {self.fail_first_n}")
         if self.stall_seconds < 0 or self.latency_ms < 0:
             raise ValueError("stall_seconds and latency_ms must be >= 0")
-        if self.error_format not in ("auto", "s3", "gcs"):
-            raise ValueError(f"error_format must be 'auto', 's3' or 'gcs', got {self.error_format!r}")
+        if self.error_format not in ERROR_FORMATS:
+            raise ValueError(f"error_format must be one of {ERROR_FORMATS}, got {self.error_format!r}")
         for name in ("throttle_in_flight", "throttle_rate", "throttle_burst"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -755,6 +780,8 @@ class _Proxy:
                 if reason is not None:
                     c.injected["throttle"] += 1
                     c.refused_by[reason] += 1
+                    # Each store's own "slow down": GCS 429 rateLimitExceeded, S3 503
+                    # SlowDown, Azure 503 ServerBusy.
                     refusal = "status_429" if config.error_format == "gcs" else "status_503"
                     return await self._status_fault(refusal, req, framing, reader, writer)
                 try:
@@ -806,11 +833,17 @@ class _Proxy:
         fmt = self.config.error_format
         if fmt == "auto":
             fmt = "gcs" if status == 429 else "s3"
+        extra = {"X-Fault-Proxy": kind}
         if fmt == "s3":
             body = {503: S3_SLOWDOWN_BODY, 500: S3_INTERNAL_ERROR_BODY, 429: S3_TOO_MANY_REQUESTS_BODY}[
                 status
             ]
             content_type = "application/xml"
+        elif fmt == "azure":
+            code, body = AZURE_ERRORS[status]
+            content_type = "application/xml"
+            if code is not None:
+                extra["x-ms-error-code"] = code
         else:
             body = {503: GCS_BACKEND_ERROR_BODY, 500: GCS_INTERNAL_ERROR_BODY, 429: GCS_RATE_LIMIT_BODY}[
                 status
@@ -821,7 +854,6 @@ class _Proxy:
         keep = req.keep_alive() and not _expects_continue(req)
         if keep:
             await _copy_body(reader, _Sink(), framing)
-        extra = {"X-Fault-Proxy": kind}
         if self.config.retry_after is not None and status in (429, 503):
             extra["Retry-After"] = f"{self.config.retry_after:g}"
         await self._reply(
@@ -1293,11 +1325,11 @@ class FaultProxy:
             Delay added to every request (not a fault; ignores ``methods``/``path``).
         retry_after : float, optional
             ``Retry-After`` seconds on injected 429/503.
-        error_format : {"auto", "s3", "gcs"}
+        error_format : {"auto", "s3", "gcs", "azure"}
             Body format of injected error statuses.
         throttle_in_flight, throttle_rate, throttle_burst : optional
             Refuse requests beyond K being served or R per second (a bucket of ``burst``
-            tokens) with ``503 SlowDown`` (see the module's "Throttling").
+            tokens) with the format's throttling answer (see the module's "Throttling").
         **faults : float
             ``kind=probability`` for kinds in `FAULT_KINDS`, e.g. ``status_503=0.2``.
 

@@ -303,6 +303,19 @@ async def test_error_format_gcs(proxy: FaultProxy, session: aiohttp.ClientSessio
     assert status == 503 and json.loads(body)["error"]["code"] == 503
 
 
+async def test_error_format_azure(proxy: FaultProxy, session: aiohttp.ClientSession) -> None:
+    # Azure Storage names its error in the x-ms-error-code header and the XML body; a 429
+    # (a gateway's) has no storage code.
+    for kind, code in (("status_503", "ServerBusy"), ("status_500", "InternalError"), ("status_429", None)):
+        proxy.configure(**{kind: 1.0}, error_format="azure")
+        async with session.get(f"{proxy.url}/blob/1") as response:
+            body = await response.read()
+            assert response.headers.get("x-ms-error-code") == code
+        assert (f"<Code>{code}</Code>".encode() in body) if code else body == b""
+    with pytest.raises(ValueError, match="error_format"):
+        proxy.configure(error_format="azur")
+
+
 async def test_reset_is_a_connection_error(proxy: FaultProxy, session: aiohttp.ClientSession) -> None:
     proxy.configure(reset=1.0)
     # POST: aiohttp does not silently re-send non-idempotent requests (see below).

@@ -1,7 +1,7 @@
 """The adaptive request limit of a remote store: AIMD between a floor and ``max_requests``.
 
-A server that answers "slow down" (S3 ``503 SlowDown``, HTTP ``429``, GCS
-``rateLimitExceeded``: `ThrottledError`) is telling the client it sends too much.
+A server that answers "slow down" (S3 ``503 SlowDown``, HTTP ``429``, GCS ``429
+rateLimitExceeded``, Azure ``503 ServerBusy``: `ThrottledError`) is telling the client it sends too much.
 Retrying each request with backoff while keeping 64 in flight answers it with more
 requests, not fewer. So, as TCP's congestion window and the AWS SDKs' adaptive retry
 mode do, the number of requests a store may have in flight moves:
