@@ -260,7 +260,9 @@ def test_byte_reservations_from_several_loops_share_one_budget_in_order() -> Non
     held, _ = in_thread(big_holder)
     wait_until(lambda: budget.bytes_in_flight == 90)
     threads = []
-    for i, (name, nbytes) in enumerate([("large", 80), ("small", 5)]):
+    # "large" and "small" together exceed the budget, so once "large" is served "small"
+    # waits for it to finish: the order of the appends is the order of the grants.
+    for i, (name, nbytes) in enumerate([("large", 96), ("small", 5)]):
         thread, _ = in_thread(lambda name=name, nbytes=nbytes: reserve(name, nbytes))
         threads.append(thread)
         wait_until(lambda i=i: len(budget._byte_waiters) == i + 1)
