@@ -1,6 +1,6 @@
 """Reads of reference stores (kerchunk/VirtualiZarr) through their targets' managed paths.
 
-A `ReferenceStore` holds keys whose bytes are ranges
+A `ReferenceStore` (or an `IcechunkStore`) holds keys whose bytes are ranges
 of objects in other stores. `StoreIO` sends a read of such a key here: the key is
 located (the reference set itself is read through the managed path of the store
 holding it), and the range is read through the *target* store's own `StoreIO` --
@@ -11,10 +11,10 @@ reference files naming one bucket share that bucket's one budget.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol
 
 from azarr.storage import ByteRange, Store, WrapperStore
-from azarr.storage._reference import Reader, ReferenceStore, TargetRange, read_located
+from azarr.storage._reference import Reader, TargetRange, read_located
 
 if TYPE_CHECKING:
     from azarr.scheduler._io import StoreIO
@@ -31,11 +31,19 @@ def managed_reader(io: StoreIO) -> Reader:
     return read
 
 
-def reference_store(store: Store) -> ReferenceStore:
-    """The reference store under ``store`` (itself, or the one an overlay wraps)."""
-    while not isinstance(store, ReferenceStore):
-        store = cast(WrapperStore, store).inner
-    return store
+class Locating(Protocol):
+    """A store whose keys are located rather than read (`ReferenceStore`, `IcechunkStore`)."""
+
+    async def locate(self, keys: Sequence[str], read: Reader) -> list[bytes | TargetRange | None]: ...
+
+
+def reference_store(store: Store) -> Locating:
+    """The locating store under ``store`` (itself, or the one an overlay wraps)."""
+    while isinstance(store, WrapperStore):
+        store = store.inner
+    if not hasattr(store, "locate"):
+        raise TypeError(f"{type(store).__name__} resolves references but has no locate()")
+    return store  # type: ignore[return-value]
 
 
 async def locate(io: StoreIO, keys: Sequence[str]) -> list[bytes | TargetRange | None]:

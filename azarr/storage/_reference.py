@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from azarr import config
-from azarr.errors import ByteRangeError, InvalidReferenceError, ReferenceTargetError
+from azarr.errors import ByteRangeError, InvalidReferenceError
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._refs_json import JsonReferences, Reference
 from azarr.storage._refs_parquet import ParquetReferences
 from azarr.storage._spec import StoreSpec, anonymous_root
+from azarr.storage._targets import TargetResolver, canonical_scheme
 from azarr.storage._url import split_scheme
 
 __all__ = ["Reader", "ReferenceStore", "TargetRange", "is_reference_location", "is_reference_mapping"]
@@ -49,11 +50,7 @@ Reader = Callable[[Store, str, ByteRange | None], Awaitable[bytes | None]]
 _REFERENCE_OPTIONS = frozenset(
     {"fo", "target_options", "remote_protocol", "remote_options", "allowed_targets"}
 )
-# Scheme spellings that name the same kind of target.
-_SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file", "abfs": "az", "abfss": "az", "adl": "az"}
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
-# Target URLs whose checked resolution is remembered (sets name one file, or a few thousand).
-_RESOLVED_CACHE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +85,6 @@ def is_reference_mapping(mapping: Mapping[str, Any]) -> bool:
 
 async def _direct_read(store: Store, key: str, byte_range: ByteRange | None) -> bytes | None:
     return await store.get(key, byte_range)
-
-
-def _scheme(name: str) -> str:
-    name = name.lower()
-    return _SCHEME_ALIASES.get(name, name)
 
 
 class ReferenceStore(Store):
@@ -155,15 +147,15 @@ class ReferenceStore(Store):
             raise TypeError(f"ReferenceStore needs a reference URL, path or mapping, got {type(fo).__name__}")
         self._fo = fo
         self._storage_options = dict(storage_options or {})
-        self._remote_protocol = _scheme(remote_protocol) if remote_protocol else None
+        self._remote_protocol = canonical_scheme(remote_protocol) if remote_protocol else None
         self._remote_options = dict(remote_options or {})
         self._allowed_param = None if allowed_targets is None else tuple(allowed_targets)
         self._root = anonymous_root("references") if isinstance(fo, Mapping) else self._normalize_fo(fo)
         self._table: JsonReferences | ParquetReferences | None = None
         self._loading: dict[asyncio.AbstractEventLoop, asyncio.Future[Any]] = {}
-        self._targets: dict[tuple[str, str], Store] = {}
-        # (target URL, allowed targets then) -> (store, key): resolutions already checked.
-        self._resolved: dict[tuple[str, tuple[str, ...] | None], tuple[Store, str]] = {}
+        self._targets = TargetResolver(
+            self.allowed_targets, remote_protocol=self._remote_protocol, remote_options=self._remote_options
+        )
         self._consolidated: bytes | None = None
 
     @staticmethod
@@ -221,7 +213,7 @@ class ReferenceStore(Store):
             if isinstance(self._fo, Mapping):
                 return None
             scheme, _ = split_scheme(self._root)
-            allowed = (_scheme(scheme or "file"),)
+            allowed = (canonical_scheme(scheme or "file"),)
         if self._remote_protocol:
             allowed = (*allowed, self._remote_protocol)
         return allowed
@@ -236,62 +228,7 @@ class ReferenceStore(Store):
         InvalidReferenceError
             ``url`` cannot name an object (no bucket, a query string).
         """
-        scheme, rest = split_scheme(url)
-        if scheme is None:
-            if self._remote_protocol:
-                scheme, rest = self._remote_protocol, url
-            else:
-                scheme, rest = "file", os.path.abspath(url) if not url.startswith("/") else url
-        scheme = _scheme(scheme)
-        if scheme == "file":
-            rest = rest if rest.startswith("/") else "/" + rest
-        segments = rest.split("/")
-        if any(s in (".", "..") for s in segments):
-            raise ReferenceTargetError(f"reference {key!r}: target {url!r} has '.' or '..' segments")
-        self._check_allowed(scheme, rest, url, key)
-        if scheme == "file":
-            root, name = posixpath.split(rest)
-            root = root or "/"
-        else:
-            if "?" in rest or "#" in rest:
-                raise InvalidReferenceError(f"reference {key!r}: target {url!r} has a query or fragment")
-            host, _, name = rest.partition("/")
-            if not host or not name:
-                raise InvalidReferenceError(f"reference {key!r}: target {url!r} names no object")
-            root = f"{scheme}://{host}"
-        try:
-            validate_key(name)
-        except InvalidReferenceError:
-            raise
-        except ValueError as exc:
-            raise InvalidReferenceError(f"reference {key!r}: target {url!r}: {exc}") from None
-        store = self._targets.get((scheme, root))
-        if store is None:
-            options = None if scheme == "file" else self._remote_options or None
-            store = StoreSpec.from_url(root, storage_options=options).open(read_only=True)
-            self._targets[(scheme, root)] = store
-        return store, name
-
-    def _check_allowed(self, scheme: str, rest: str, url: str, key: str) -> None:
-        allowed = self.allowed_targets()
-        if allowed is None:
-            return
-        normalized = f"{scheme}://{rest}"
-        for entry in allowed:
-            entry_scheme, entry_rest = split_scheme(entry)
-            if entry_scheme is None and "/" not in entry:
-                if _scheme(entry) == scheme:
-                    return
-                continue
-            prefix = f"{_scheme(entry_scheme or 'file')}://{entry_rest}"
-            if normalized == prefix or normalized.startswith(
-                prefix if prefix.endswith("/") else prefix + "/"
-            ):
-                return
-        raise ReferenceTargetError(
-            f"reference {key!r} in {self.url}: target {url!r} is outside the allowed targets "
-            f"{list(allowed)} (pass allowed_targets= or set azarr.config reference_allowed_targets)"
-        )
+        return self._targets.resolve(url, f"reference {key!r} in {self.url}")
 
     # ------------------------------------------------------------------ the reference set
     async def table(self, read: Reader = _direct_read) -> JsonReferences | ParquetReferences:
@@ -390,13 +327,7 @@ class ReferenceStore(Store):
     def _target_range(self, key: str, ref: Reference) -> bytes | TargetRange:
         if ref.length == 0:
             return b""
-        ident = (ref.url, self.allowed_targets())
-        resolved = self._resolved.get(ident)
-        if resolved is None:
-            resolved = self.target(ref.url, key)
-            if len(self._resolved) < _RESOLVED_CACHE:
-                self._resolved[ident] = resolved
-        store, name = resolved
+        store, name = self.target(ref.url, key)
         if ref.length is None:
             byte_range = None if ref.offset == 0 else ByteRange(ref.offset)
         else:
@@ -469,8 +400,7 @@ class ReferenceStore(Store):
                 yield key
 
     async def close(self) -> None:
-        for store in list(self._targets.values()):
-            await store.close()
+        await self._targets.close()
 
 
 def _parse_json(data: bytes, where: str, max_refs: int) -> JsonReferences:
