@@ -36,6 +36,7 @@ import xarray as xr
 import zarr
 
 import azarr
+import azarr.sync
 from azarr.errors import (
     CorruptRepositoryError,
     RefNotFoundError,
