@@ -94,7 +94,7 @@ def make_repository(storage: Any, container: Any, credentials: Any, files: dict[
     config = ic.RepositoryConfig.default()
     config.inline_chunk_threshold_bytes = 40  # "small" chunks inline, the rest chunk files
     config.set_virtual_chunk_container(container)
-    repo = ic.Repository.create(storage, config=config, authorize_virtual_chunk_access={container.url_prefix: credentials})
+    repo = ic.Repository.create(storage, config=config, authorize_virtual_chunk_access=ic.containers_credentials({container.url_prefix: credentials}))
     session = repo.writable_session("main")
     root = zarr.open_group(session.store, mode="w", zarr_format=3)
     root.attrs["title"] = "azarr icechunk test"
@@ -349,7 +349,8 @@ def main() -> None:
     data_url = f"file://{data_dir}"
     _REMOTE_DATA["local"] = data_url
     container = ic.VirtualChunkContainer(data_url + "/", ic.local_filesystem_store(str(data_dir)))
-    made = make_repository(ic.local_filesystem_storage(str(out / "repo")), container, None, files, data_url)
+    local_access = ic.credentials.LocalFileSystemAccess
+    made = make_repository(ic.local_filesystem_storage(str(out / "repo")), container, local_access, files, data_url)
     run_place("local", str(out / "repo"), {}, made, files, {})
     corrupt_local(out / "repo", {})
     # ---- S3 (SeaweedFS)
