@@ -155,7 +155,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=2)
@@ -214,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                 reports.append(report)
                 _log(
                     f"round {round_ + 1} {impl}: "
-                    + ", ".join(f"{op['op']} {op['seconds']:.2f} s / {op['requests']} req" for op in report["ops"])
+                    + ", ".join(
+                        f"{op['op']} {op['seconds']:.2f} s / {op['requests']} req" for op in report["ops"]
+                    )
                     + f" ({time.perf_counter() - started:.0f} s)"
                 )
         summary = summarize(reports)

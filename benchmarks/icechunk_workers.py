@@ -90,7 +90,11 @@ async def zarr_icechunk_op(task: dict[str, Any], op: dict[str, Any]) -> list[Any
     endpoint = task["endpoint"]
     s3 = {"region": "us-east-1", "endpoint_url": endpoint, "allow_http": True, "force_path_style": True}
     storage = ic.s3_storage(
-        bucket=task["bucket"], prefix=task["repo"], access_key_id=task["key"], secret_access_key=task["secret"], **s3
+        bucket=task["bucket"],
+        prefix=task["repo"],
+        access_key_id=task["key"],
+        secret_access_key=task["secret"],
+        **s3,
     )
     config = ic.RepositoryConfig.default()
     prefix = f"s3://{task['bucket']}/"

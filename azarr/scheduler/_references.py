@@ -43,7 +43,7 @@ def reference_store(store: Store) -> Locating:
         store = store.inner
     if not hasattr(store, "locate"):
         raise TypeError(f"{type(store).__name__} resolves references but has no locate()")
-    return store  # type: ignore[return-value]
+    return store
 
 
 async def locate(io: StoreIO, keys: Sequence[str]) -> list[bytes | TargetRange | None]:

@@ -45,8 +45,8 @@ from azarr.errors import (
     TransientStoreError,
 )
 from azarr.storage._base import ByteRange, Store, validate_key
-from azarr.storage._reference import Reader, TargetRange, read_located
 from azarr.storage._redact import redact_url
+from azarr.storage._reference import Reader, TargetRange, read_located
 from azarr.storage._spec import StoreSpec
 from azarr.storage._targets import TargetResolver, canonical_scheme
 from azarr.storage._url import split_scheme
@@ -88,8 +88,10 @@ class _Array:
     """What `locate` needs of one array node: its chunk key grammar and, once loaded,
     its chunk references (sorted by a linear index of their grid coordinates)."""
 
-    __slots__ = ("inline", "kinds", "lengths", "linear", "loading", "ndim", "offsets", "path", "paths")
-    __slots__ += ("radix", "separator", "v2_keys")
+    __slots__ = (
+        "inline", "kinds", "lengths", "linear", "loading", "ndim", "offsets", "path", "paths", "radix",
+        "separator", "v2_keys",
+    )  # fmt: skip
 
     def __init__(self, path: str, ndim: int, separator: str, v2_keys: bool) -> None:
         self.path, self.ndim, self.separator, self.v2_keys = path, ndim, separator, v2_keys
@@ -141,7 +143,9 @@ class _Array:
         radix = tuple(int(v) + 1 for v in coords.max(axis=0)) if self.ndim else ()
         if np.prod([float(r) for r in radix]) >= 2.0**62:
             raise InvalidReferenceError(f"{where}: chunk grid {radix} is too large to index")
-        linear = np.ravel_multi_index(tuple(coords.T), radix) if self.ndim else np.zeros(len(coords), np.int64)
+        linear = (
+            np.ravel_multi_index(tuple(coords.T), radix) if self.ndim else np.zeros(len(coords), np.int64)
+        )
         order = np.argsort(linear, kind="stable")
         self.linear = np.asarray(linear, dtype=np.int64)[order]
         self.radix = radix

@@ -57,7 +57,9 @@ def check(python: Path | str) -> str:
     )
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
-        raise IcechunkEnvError(f"{python} cannot import icechunk, zarr, xarray, azarr:\n{proc.stderr[-3000:]}")
+        raise IcechunkEnvError(
+            f"{python} cannot import icechunk, zarr, xarray, azarr:\n{proc.stderr[-3000:]}"
+        )
     return proc.stdout.strip()
 
 
@@ -95,7 +97,11 @@ def ensure_icechunk_python(report: refenv.Reporter = refenv._stderr) -> Path:
             pip = [python, "-m", "pip", "install", "--only-binary=:all:"]
             refenv._run_logged([*pip, "-r", str(REQUIREMENTS)], log, report, deadline, tag="[ref-icechunk]")
             refenv._run_logged(
-                [python, "-m", "pip", "install", "-e", str(refenv.REPO_ROOT)], log, report, deadline, tag="[ref-icechunk]"
+                [python, "-m", "pip", "install", "-e", str(refenv.REPO_ROOT)],
+                log,
+                report,
+                deadline,
+                tag="[ref-icechunk]",
             )
         except refenv.RefEnvError as exc:
             raise IcechunkEnvError(str(exc)) from exc

@@ -39,12 +39,12 @@ import azarr
 import azarr.sync
 from azarr.errors import (
     CorruptRepositoryError,
-    RefNotFoundError,
     ReferenceTargetError,
+    RefNotFoundError,
     RepositoryNotFoundError,
 )
 from azarr.scheduler import stats_for
-from azarr.storage import IcechunkStore, StoreSpec
+from azarr.storage import IcechunkStore
 
 warnings.simplefilter("ignore")
 RESULTS: dict[str, dict[str, Any]] = {}
@@ -89,37 +89,79 @@ def write_files(data_dir: Path) -> dict[str, Any]:
     return {"temp": temp, "pres": pres, "raw": raw, "refs": refs}
 
 
-def make_repository(storage: Any, container: Any, credentials: Any, files: dict[str, Any], data_url: str) -> dict[str, Any]:
+def make_repository(
+    storage: Any, container: Any, credentials: Any, files: dict[str, Any], data_url: str
+) -> dict[str, Any]:
     """The repository: snapshots, tag v1, branch dev; returns what was written where."""
     config = ic.RepositoryConfig.default()
     config.inline_chunk_threshold_bytes = 40  # "small" chunks inline, the rest chunk files
     config.set_virtual_chunk_container(container)
-    repo = ic.Repository.create(storage, config=config, authorize_virtual_chunk_access=ic.containers_credentials({container.url_prefix: credentials}))
+    repo = ic.Repository.create(
+        storage,
+        config=config,
+        authorize_virtual_chunk_access=ic.containers_credentials({container.url_prefix: credentials}),
+    )
     session = repo.writable_session("main")
     root = zarr.open_group(session.store, mode="w", zarr_format=3)
     root.attrs["title"] = "azarr icechunk test"
     rng = np.random.default_rng(7)
     native = rng.standard_normal((100, 80))
-    a = root.create_array("native", shape=native.shape, chunks=(25, 20), dtype="f8", dimension_names=["y", "x"])
+    a = root.create_array(
+        "native", shape=native.shape, chunks=(25, 20), dtype="f8", dimension_names=["y", "x"]
+    )
     a[:] = native
     small = np.arange(12, dtype="<i2")
     s = root.create_array("small", shape=(12,), chunks=(4,), dtype="<i2", compressors=None)
     s[:] = small
     grid = root.create_group("grid")
-    part = grid.create_array("partial", shape=(30, 30), chunks=(10, 10), dtype="u1", fill_value=9, compressors=None)
+    part = grid.create_array(
+        "partial", shape=(30, 30), chunks=(10, 10), dtype="u1", fill_value=9, compressors=None
+    )
     part[:10, :10] = 1  # one written chunk, eight at the fill value
     virtual = root.create_group("virtual")
-    temp = virtual.create_array("temp", shape=(64, 48), chunks=(16, 16), dtype="<f4", compressors=None, fill_value=0, dimension_names=["y", "x"])
-    pres = virtual.create_array(
-        "pres", shape=(64, 48), chunks=(16, 16), dtype="<i2", compressors=[zarr.codecs.numcodecs.Zlib()], fill_value=0, dimension_names=["y", "x"]
+    virtual.create_array(
+        "temp",
+        shape=(64, 48),
+        chunks=(16, 16),
+        dtype="<f4",
+        compressors=None,
+        fill_value=0,
+        dimension_names=["y", "x"],
     )
-    raw = virtual.create_array("raw", shape=(1000,), chunks=(100,), dtype="<i4", compressors=None, fill_value=0, dimension_names=["n"])
-    for name, arr in (("temp", temp), ("pres", pres)):
+    virtual.create_array(
+        "pres",
+        shape=(64, 48),
+        chunks=(16, 16),
+        dtype="<i2",
+        compressors=[zarr.codecs.numcodecs.Zlib()],
+        fill_value=0,
+        dimension_names=["y", "x"],
+    )
+    virtual.create_array(
+        "raw",
+        shape=(1000,),
+        chunks=(100,),
+        dtype="<i4",
+        compressors=None,
+        fill_value=0,
+        dimension_names=["n"],
+    )
+    for name in ("temp", "pres"):
         for (i, j), (offset, length) in files["refs"][name].items():
-            session.store.set_virtual_ref(f"virtual/{name}/c/{i}/{j}", f"{data_url}/air.nc", offset=offset, length=length)
+            session.store.set_virtual_ref(
+                f"virtual/{name}/c/{i}/{j}", f"{data_url}/air.nc", offset=offset, length=length
+            )
     for i in range(10):
-        session.store.set_virtual_ref(f"virtual/raw/c/{i}", f"{data_url}/raw.bin", offset=8 + 400 * i, length=400)
-    del temp, pres, raw
+        session.store.set_virtual_ref(
+            f"virtual/raw/c/{i}", f"{data_url}/raw.bin", offset=8 + 400 * i, length=400
+        )
+    # Hostile references: another scheme than the repository's, and '..' out of the data folder.
+    foreign = "s3://elsewhere/secret.bin" if data_url.startswith("file:") else "file:///etc/hostname"
+    for name, target in (("escape", foreign), ("dotdot", f"{data_url}/../../../etc/hostname")):
+        grid.create_array(name, shape=(4,), chunks=(4,), dtype="u1", compressors=None, fill_value=0)
+        session.store.set_virtual_ref(
+            f"grid/{name}/c/0", target, offset=0, length=4, validate_container=False
+        )
     first = session.commit("first")
     repo.create_tag("v1", first)
     ds = xr.Dataset(
@@ -137,7 +179,15 @@ def make_repository(storage: Any, container: Any, credentials: Any, files: dict[
     z = zarr.open_array(session.store, path="native", mode="r+")
     z[0, 0] = -1.0
     dev = session.commit("dev change")
-    return {"repo": repo, "first": first, "second": second, "dev": dev, "native": native, "small": small, "ds": ds}
+    return {
+        "repo": repo,
+        "first": first,
+        "second": second,
+        "dev": dev,
+        "native": native,
+        "small": small,
+        "ds": ds,
+    }
 
 
 def zarr_read(session: Any, path: str) -> np.ndarray[Any, Any]:
@@ -148,7 +198,14 @@ def zarr_read(session: Any, path: str) -> np.ndarray[Any, Any]:
 ARRAYS = ["native", "small", "grid/partial", "virtual/temp", "virtual/pres", "virtual/raw"]
 
 
-def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any], files: dict[str, Any], remote: dict[str, Any]) -> None:
+def run_place(
+    place: str,
+    url: str,
+    options: dict[str, Any],
+    made: dict[str, Any],
+    files: dict[str, Any],
+    remote: dict[str, Any],
+) -> None:
     repo = made["repo"]
     kw = {"storage_options": options, "remote_options": remote}
 
@@ -160,7 +217,11 @@ def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any
             group = await azarr.open_group(store, mode="r")
             out = {}
             for path in ARRAYS:
-                arr = await group.get(path) if "/" not in path else await azarr.open_array(store, path=path, mode="r")
+                arr = (
+                    await group.get(path)
+                    if "/" not in path
+                    else await azarr.open_array(store, path=path, mode="r")
+                )
                 out[path] = await arr.get_basic_selection(...)
             return out
 
@@ -195,7 +256,9 @@ def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any
         opts = {**options, "tag": "v1", "remote_options": remote}
         a = azarr.sync.open_array(f"icechunk://{url}", path="native", mode="r", storage_options=opts)
         same(np.asarray(a[...]), made["native"])
-        g = azarr.sync.open_group(f"icechunk://{url}", mode="r", storage_options={**options, "branch": "main"})
+        g = azarr.sync.open_group(
+            f"icechunk://{url}", mode="r", storage_options={**options, "branch": "main"}
+        )
         assert g.attrs["title"] == "azarr icechunk test"
         assert sorted(g.group_keys()) == ["ds", "grid", "virtual"], sorted(g.group_keys())
         assert sorted(g.array_keys()) == ["native", "small"], sorted(g.array_keys())
@@ -231,10 +294,17 @@ def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any
 
     def xarray_engine() -> str:
         session = repo.readonly_session("main")
-        expected = xr.open_dataset(session.store, engine="zarr", group="ds", consolidated=False, zarr_format=3)
+        expected = xr.open_dataset(
+            session.store, engine="zarr", group="ds", consolidated=False, zarr_format=3
+        )
         got = xr.open_dataset(IcechunkStore(url, **kw), engine="azarr", group="ds")
         xr.testing.assert_identical(got.load(), expected.load())
-        via_url = xr.open_dataset(f"icechunk://{url}", engine="azarr", group="virtual", storage_options={**options, "remote_options": remote})
+        via_url = xr.open_dataset(
+            f"icechunk://{url}",
+            engine="azarr",
+            group="virtual",
+            storage_options={**options, "remote_options": remote},
+        )
         same(via_url["temp"].values, files["temp"])
         same(via_url["pres"].values, files["pres"])
         assert via_url["temp"].dims == ("y", "x"), via_url["temp"].dims
@@ -245,7 +315,7 @@ def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any
     def requests_counted() -> str:
         store = IcechunkStore(url, **kw)
         a = azarr.sync.open_array(store, path="virtual/temp", mode="r")
-        data_store, data_key = store._targets.resolve(f"{remote_data_url(place, files)}/air.nc", "test")
+        data_store, _ = store._targets.resolve(f"{remote_data_url(place, files)}/air.nc", "test")
         stats = stats_for(data_store)
         stats.reset()
         same(np.asarray(a[...]), files["temp"])
@@ -268,7 +338,12 @@ def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any
     check(f"{place}/requests_counted", requests_counted)
 
     def typed_errors() -> str:
-        for sel in ({"branch": "nope"}, {"tag": "nope"}, {"snapshot_id": "AAAAAAAAAAAAAAAAAAAA"}, {"snapshot_id": "bad"}):
+        for sel in (
+            {"branch": "nope"},
+            {"tag": "nope"},
+            {"snapshot_id": "AAAAAAAAAAAAAAAAAAAA"},
+            {"snapshot_id": "bad"},
+        ):
             try:
                 azarr.sync.open_group(IcechunkStore(url, **sel, **kw), mode="r")
             except RefNotFoundError as exc:
@@ -282,19 +357,33 @@ def run_place(place: str, url: str, options: dict[str, Any], made: dict[str, Any
         else:
             raise AssertionError("missing repository opened")
         try:
-            a = azarr.sync.open_array(IcechunkStore(url, allowed_targets=["gs"], **kw), path="virtual/raw", mode="r")
+            a = azarr.sync.open_array(
+                IcechunkStore(url, allowed_targets=["gs"], **kw), path="virtual/raw", mode="r"
+            )
             a[...]
         except ReferenceTargetError as exc:
             assert "raw.bin" in str(exc), str(exc)
         else:
             raise AssertionError("a target outside allowed_targets was read")
+        # icechunk resolves '..' in a virtual URL before azarr sees it (file:///etc/hostname):
+        # a prefix in allowed_targets keeps references inside the data folder.
+        inside = {"allowed_targets": [_REMOTE_DATA[place] + "/"]}
+        for name, extra in (("escape", {}), ("dotdot", inside)):
+            try:
+                azarr.sync.open_array(IcechunkStore(url, **extra, **kw), path=f"grid/{name}", mode="r")[...]
+            except ReferenceTargetError as exc:
+                assert "outside the allowed targets" in str(exc), str(exc)
+            else:
+                raise AssertionError(f"grid/{name}: a hostile virtual reference was read")
+        raw = azarr.sync.open_array(IcechunkStore(url, **inside, **kw), path="virtual/raw", mode="r")
+        same(np.asarray(raw[...]), files["raw"])  # what the prefix allows still reads
         try:
             IcechunkStore(url, branch="main", tag="v1")
         except ValueError:
             pass
         else:
             raise AssertionError("branch and tag together accepted")
-        return "missing branch/tag/snapshot, bad snapshot id, missing repository, disallowed target"
+        return "missing branch/tag/snapshot, bad snapshot id, missing repository, disallowed and escaping targets"
 
     check(f"{place}/typed_errors", typed_errors)
 
@@ -350,7 +439,9 @@ def main() -> None:
     _REMOTE_DATA["local"] = data_url
     container = ic.VirtualChunkContainer(data_url + "/", ic.local_filesystem_store(str(data_dir)))
     local_access = ic.credentials.LocalFileSystemAccess
-    made = make_repository(ic.local_filesystem_storage(str(out / "repo")), container, local_access, files, data_url)
+    made = make_repository(
+        ic.local_filesystem_storage(str(out / "repo")), container, local_access, files, data_url
+    )
     run_place("local", str(out / "repo"), {}, made, files, {})
     corrupt_local(out / "repo", {})
     # ---- S3 (SeaweedFS)
@@ -358,13 +449,17 @@ def main() -> None:
     if s3:
         import s3fs
 
-        fs = s3fs.S3FileSystem(key=s3["key"], secret=s3["secret"], client_kwargs={"endpoint_url": s3["endpoint_url"]})
+        fs = s3fs.S3FileSystem(
+            key=s3["key"], secret=s3["secret"], client_kwargs={"endpoint_url": s3["endpoint_url"]}
+        )
         bucket = s3["bucket"]
         for name in ("air.nc", "raw.bin"):
             fs.put_file(str(data_dir / name), f"{bucket}/data/{name}")
         data_url = f"s3://{bucket}/data"
         _REMOTE_DATA["s3"] = data_url
-        store_cfg = ic.s3_store(region="us-east-1", endpoint_url=s3["endpoint_url"], allow_http=True, force_path_style=True)
+        store_cfg = ic.s3_store(
+            region="us-east-1", endpoint_url=s3["endpoint_url"], allow_http=True, force_path_style=True
+        )
         container = ic.VirtualChunkContainer(f"s3://{bucket}/data/", store_cfg)
         credentials = ic.s3_credentials(access_key_id=s3["key"], secret_access_key=s3["secret"])
         storage = ic.s3_storage(
