@@ -134,10 +134,11 @@ class _Array:
         return i if i < len(linear) and int(linear[i]) == index else None
 
     def fill(self, batches: list[tuple[Any, ...]], where: str) -> None:
-        """Build the table from ``array_chunk_iterator`` batches."""
+        """Build the table from ``array_chunk_iterator`` batches. ``linear`` is set last: other
+        event loops take a set ``linear`` to mean the whole table is there."""
         if not batches:
-            self.linear = np.empty(0, np.int64)
             self.radix = (0,) * self.ndim
+            self.linear = np.empty(0, np.int64)
             return
         coords = np.concatenate([np.asarray(b[0], dtype=np.int64).reshape(-1, self.ndim) for b in batches])
         radix = tuple(int(v) + 1 for v in coords.max(axis=0)) if self.ndim else ()
@@ -147,22 +148,22 @@ class _Array:
             np.ravel_multi_index(tuple(coords.T), radix) if self.ndim else np.zeros(len(coords), np.int64)
         )
         order = np.argsort(linear, kind="stable")
-        self.linear = np.asarray(linear, dtype=np.int64)[order]
         self.radix = radix
         self.kinds = np.concatenate([np.asarray(b[1], dtype=np.uint8) for b in batches])[order]
         paths = [p for b in batches for p in b[2]]
         self.paths = [paths[i] for i in order.tolist()]
         self.offsets = np.concatenate([np.asarray(b[3], dtype=np.uint64) for b in batches])[order]
         self.lengths = np.concatenate([np.asarray(b[4], dtype=np.uint64) for b in batches])[order]
+        position = np.empty(len(order), np.int64)
+        position[order] = np.arange(len(order))
         inline: dict[int, bytes] = {}
         base = 0
         for b in batches:
             for i, data in b[5].items():
-                inline[base + int(i)] = bytes(data)
+                inline[int(position[base + int(i)])] = bytes(data)
             base += len(b[2])
-        position = np.empty(len(order), np.int64)
-        position[order] = np.arange(len(order))
-        self.inline = {int(position[i]): data for i, data in inline.items()}
+        self.inline = inline
+        self.linear = np.asarray(linear, dtype=np.int64)[order]
 
 
 class IcechunkStore(Store):
@@ -561,6 +562,8 @@ class IcechunkStore(Store):
 
     async def close(self) -> None:
         await self._targets.close()
+        if self._repository_store is not None:
+            await self._repository_store.close()
 
 
 class _Documents(Store):
