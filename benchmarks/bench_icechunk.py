@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,25 +109,6 @@ def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for report in reports:
-        for op in report["ops"]:
-            cell = out.setdefault(report["impl"], {}).setdefault(
-                op["op"], {"seconds": [], "cpu": [], "requests": []}
-            )
-            cell["seconds"].append(op["seconds"])
-            cell["cpu"].append(op["cpu_seconds"])
-            cell["requests"].append(op["requests"])
-            cell["md5"] = op["md5"]
-    for cells in out.values():
-        for cell in cells.values():
-            cell["median_s"] = statistics.median(cell["seconds"])
-            cell["median_cpu_s"] = statistics.median(cell["cpu"])
-            cell["median_requests"] = statistics.median(cell["requests"])
-    return out
-
-
 def markdown(results: dict[str, Any]) -> str:
     cfg, summary = results["config"], results["summary"]
     lines = [
@@ -170,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO_ROOT))
     from servers import start_seaweedfs
 
+    from benchmarks.bench_references import summarize
     from benchmarks.delay_proxy import DelayProxy
 
     steps = args.size_mib * 2**20 // (512 * 512 * 4)

@@ -22,7 +22,6 @@ an MD5 of what was read lets the driver check both read the same bytes.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import importlib.metadata
 import json
@@ -32,25 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from delay_proxy import admin_command
-
-
-def digest_parts(parts: list[np.ndarray]) -> str:
-    h = hashlib.md5()
-    for part in parts:
-        h.update(memoryview(np.ascontiguousarray(part)).cast("B"))
-    return h.hexdigest()
-
-
-def region(coords: list[int], chunks: list[int]) -> tuple[slice, ...]:
-    return tuple(slice(c * n, (c + 1) * n) for c, n in zip(coords, chunks, strict=True))
-
-
-def s3_options(task: dict[str, Any]) -> dict[str, Any]:
-    return {"endpoint_url": task["endpoint"], "key": task["key"], "secret": task["secret"]}
+from reference_workers import digest_parts, region, s3_options
 
 
 async def run_op(arr: Any, op: dict[str, Any]) -> list[Any]:

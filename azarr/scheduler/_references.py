@@ -11,10 +11,10 @@ reference files naming one bucket share that bucket's one budget.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, cast
 
 from azarr.storage import ByteRange, Store, WrapperStore
-from azarr.storage._reference import Reader, TargetRange, read_located
+from azarr.storage._reference import LocatingStore, Reader, TargetRange, read_located
 
 if TYPE_CHECKING:
     from azarr.scheduler._io import StoreIO
@@ -31,18 +31,10 @@ def managed_reader(io: StoreIO) -> Reader:
     return read
 
 
-class Locating(Protocol):
-    """A store whose keys are located rather than read (`ReferenceStore`, `IcechunkStore`)."""
-
-    async def locate(self, keys: Sequence[str], read: Reader) -> list[bytes | TargetRange | None]: ...
-
-
-def reference_store(store: Store) -> Locating:
+def reference_store(store: Store) -> LocatingStore:
     """The locating store under ``store`` (itself, or the one an overlay wraps)."""
-    while isinstance(store, WrapperStore):
-        store = store.inner
-    if not hasattr(store, "locate"):
-        raise TypeError(f"{type(store).__name__} resolves references but has no locate()")
+    while not isinstance(store, LocatingStore):
+        store = cast(WrapperStore, store).inner
     return store
 
 

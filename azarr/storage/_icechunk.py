@@ -46,7 +46,7 @@ from azarr.errors import (
 )
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._redact import redact_url
-from azarr.storage._reference import Reader, TargetRange, read_located
+from azarr.storage._reference import LoadOnce, LocatingStore, Reader, TargetRange
 from azarr.storage._spec import StoreSpec
 from azarr.storage._targets import TargetResolver, canonical_scheme
 from azarr.storage._url import split_scheme
@@ -89,13 +89,13 @@ class _Array:
     its chunk references (sorted by a linear index of their grid coordinates)."""
 
     __slots__ = (
-        "inline", "kinds", "lengths", "linear", "loading", "ndim", "offsets", "path", "paths", "radix",
+        "inline", "kinds", "lengths", "linear", "loaded", "ndim", "offsets", "path", "paths", "radix",
         "separator", "v2_keys",
     )  # fmt: skip
 
     def __init__(self, path: str, ndim: int, separator: str, v2_keys: bool) -> None:
         self.path, self.ndim, self.separator, self.v2_keys = path, ndim, separator, v2_keys
-        self.loading: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
+        self.loaded: LoadOnce[bool] = LoadOnce()
         self.linear: np.ndarray[Any, np.dtype[np.int64]] | None = None
         self.radix: tuple[int, ...] = ()
         self.kinds: np.ndarray[Any, np.dtype[np.uint8]] = np.empty(0, np.uint8)
@@ -134,8 +134,7 @@ class _Array:
         return i if i < len(linear) and int(linear[i]) == index else None
 
     def fill(self, batches: list[tuple[Any, ...]], where: str) -> None:
-        """Build the table from ``array_chunk_iterator`` batches. ``linear`` is set last: other
-        event loops take a set ``linear`` to mean the whole table is there."""
+        """Build the table from ``array_chunk_iterator`` batches."""
         if not batches:
             self.radix = (0,) * self.ndim
             self.linear = np.empty(0, np.int64)
@@ -166,7 +165,7 @@ class _Array:
         self.linear = np.asarray(linear, dtype=np.int64)[order]
 
 
-class IcechunkStore(Store):
+class IcechunkStore(LocatingStore):
     """A read-only store over one branch, tag or snapshot of an Icechunk repository.
 
     Parameters
@@ -201,12 +200,6 @@ class IcechunkStore(Store):
     `RepositoryNotFoundError`, `RefNotFoundError` or `CorruptRepositoryError`.
     zarr-python's equivalent is ``icechunk.Repository.open(storage).readonly_session(...).store``.
     """
-
-    supports_writes = False
-    supports_deletes = False
-    supports_listing = True
-    #: Chunks are ranges of other objects: `StoreIO` reads them through `locate`.
-    resolves_references = True
 
     def __init__(
         self,
@@ -245,8 +238,7 @@ class IcechunkStore(Store):
         self._allowed_param = None if allowed_targets is None else tuple(allowed_targets)
         self._targets = TargetResolver(self.allowed_targets, remote_options=self._remote_options)
         self._documents = _Documents(self)
-        self._session: Any = None
-        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Future[Any]] = {}
+        self._session: LoadOnce[Any] = LoadOnce()
         self._nodes: dict[str, _Array | None] = {}
         self._repository_store: Store | None = None
         self._pinned: str | None = None  # set when unpickled: the snapshot the original read
@@ -298,7 +290,7 @@ class IcechunkStore(Store):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as the spec and the snapshot read so far: a copy reads that snapshot."""
-        snapshot = self._session.snapshot_id if self._session is not None else self._pinned
+        snapshot = self.snapshot_id or self._pinned
         return (_reopen_at, (self.spec, snapshot))
 
     # ------------------------------------------------------------------ targets
@@ -321,7 +313,8 @@ class IcechunkStore(Store):
     @property
     def snapshot_id(self) -> str | None:
         """The snapshot read (None until the repository is first opened)."""
-        return None if self._session is None else str(self._session.snapshot_id)
+        session = self._session.value
+        return None if session is None else str(session.snapshot_id)
 
     async def session(self) -> Any:
         """The ``icechunk.Session`` read (opened on first use, once per store).
@@ -333,24 +326,7 @@ class IcechunkStore(Store):
         ImportError
             icechunk is not installed, or older than 2.1.
         """
-        if self._session is not None:
-            return self._session
-        loop = asyncio.get_running_loop()
-        pending = self._opening.get(loop)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        pending = self._opening[loop] = loop.create_future()
-        try:
-            session = await self._open()
-        except BaseException as exc:
-            pending.set_exception(exc)
-            pending.exception()
-            raise
-        finally:
-            self._opening.pop(loop, None)
-        pending.set_result(session)
-        self._session = session
-        return session
+        return await self._session.get(self._open)
 
     async def _open(self) -> Any:
         ic = _import_icechunk()
@@ -432,26 +408,10 @@ class IcechunkStore(Store):
 
     async def _table(self, array: _Array) -> _Array:
         """``array`` with its chunk references loaded (once per array, whoever asks first)."""
-        if array.linear is not None:
-            return array
-        loop = asyncio.get_running_loop()
-        pending = array.loading.get(loop)
-        if pending is not None:
-            await asyncio.shield(pending)
-            return array
-        pending = array.loading[loop] = loop.create_future()
-        try:
-            await self._load(array)
-        except BaseException as exc:
-            pending.set_exception(exc)
-            pending.exception()
-            raise
-        finally:
-            array.loading.pop(loop, None)
-        pending.set_result(None)
+        await array.loaded.get(lambda: self._load(array))
         return array
 
-    async def _load(self, array: _Array) -> None:
+    async def _load(self, array: _Array) -> bool:
         session = await self.session()
         where = f"array {array.path or '/'!r} in {self.url}"
         limit = int(config.get("reference_max_refs"))
@@ -470,6 +430,7 @@ class IcechunkStore(Store):
 
         batches = await self._call(collect, where)
         await asyncio.to_thread(array.fill, batches, where)
+        return True
 
     async def locate(
         self, keys: Sequence[str], read: Reader = _direct_read
@@ -530,30 +491,6 @@ class IcechunkStore(Store):
         return TargetRange(store, name, ByteRange(offset, offset + length), url)
 
     # ------------------------------------------------------------------ Store primitives
-    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        (located,) = await self.locate([key])
-        return await read_located(located, byte_range, key, _direct_read)
-
-    async def _exists(self, key: str) -> bool:
-        (located,) = await self.locate([key])
-        return located is not None
-
-    async def _getsize(self, key: str) -> int:
-        (located,) = await self.locate([key])
-        if located is None:
-            raise FileNotFoundError(f"{key!r} not found in {self.url}")
-        if isinstance(located, bytes):
-            return len(located)
-        nbytes = located.nbytes
-        assert nbytes is not None  # chunk references always have a length
-        return nbytes
-
-    async def _set(self, key: str, value: bytes) -> None:  # pragma: no cover - read-only
-        self._check_writable(key)
-
-    async def _delete(self, key: str) -> None:  # pragma: no cover - read-only
-        self._check_writable(key)
-
     def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
         return self._documents._list_prefix(prefix)
 
@@ -677,8 +614,9 @@ def _reopen_at(spec: StoreSpec, snapshot: str | None) -> IcechunkStore:
     when the live one reads another snapshot."""
     store = spec.open(read_only=True)
     assert isinstance(store, IcechunkStore)
-    if snapshot is None or store.snapshot_id == snapshot or (store._session is None and not store._pinned):
-        if snapshot is not None and store._session is None:
+    opened = store._session.value is not None
+    if snapshot is None or store.snapshot_id == snapshot or (not opened and not store._pinned):
+        if snapshot is not None and not opened:
             store._pinned = snapshot
         return store
     pinned = IcechunkStore.from_spec(spec)

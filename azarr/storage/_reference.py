@@ -27,9 +27,10 @@ import asyncio
 import json
 import os
 import posixpath
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from azarr import config
 from azarr.errors import ByteRangeError, InvalidReferenceError
@@ -40,7 +41,17 @@ from azarr.storage._spec import StoreSpec, anonymous_root
 from azarr.storage._targets import TargetResolver, canonical_scheme
 from azarr.storage._url import split_scheme
 
-__all__ = ["Reader", "ReferenceStore", "TargetRange", "is_reference_location", "is_reference_mapping"]
+__all__ = [
+    "LoadOnce",
+    "LocatingStore",
+    "Reader",
+    "ReferenceStore",
+    "TargetRange",
+    "is_reference_location",
+    "is_reference_mapping",
+]
+
+T = TypeVar("T")
 
 #: ``read(store, key, byte_range) -> bytes | None``: how a reference store reads files
 #: of other stores (its reference file, Parquet records): `StoreIO` passes the managed path.
@@ -87,7 +98,86 @@ async def _direct_read(store: Store, key: str, byte_range: ByteRange | None) -> 
     return await store.get(key, byte_range)
 
 
-class ReferenceStore(Store):
+class LoadOnce(Generic[T]):
+    """A value loaded on first use, once for every caller and event loop: concurrent
+    callers on one loop wait for the one load; a failed load is retried by the next caller."""
+
+    def __init__(self) -> None:
+        self.value: T | None = None
+        self._pending: dict[asyncio.AbstractEventLoop, asyncio.Future[T]] = {}
+
+    async def get(self, load: Callable[[], Awaitable[T]]) -> T:
+        """The value, loading it with ``load()`` if no caller has yet."""
+        if self.value is not None:
+            return self.value
+        loop = asyncio.get_running_loop()
+        pending = self._pending.get(loop)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        pending = self._pending[loop] = loop.create_future()
+        try:
+            value = await load()
+        except BaseException as exc:
+            pending.set_exception(exc)
+            pending.exception()
+            raise
+        finally:
+            self._pending.pop(loop, None)
+        pending.set_result(value)
+        self.value = value
+        return value
+
+
+class LocatingStore(Store):
+    """A read-only store whose keys are *located* -- inline bytes, or a `TargetRange` of an
+    object in another store -- rather than read (`ReferenceStore`, `IcechunkStore`).
+
+    `StoreIO` and the chunk pipeline read located ranges through the target stores' own
+    managed paths (`resolves_references`); the primitives here read them directly.
+    """
+
+    supports_writes = False
+    supports_deletes = False
+    supports_listing = True
+    #: Chunks are ranges of other objects: `StoreIO` reads them through `locate`.
+    resolves_references = True
+
+    @abstractmethod
+    async def locate(
+        self, keys: Sequence[str], read: Reader = _direct_read
+    ) -> list[bytes | TargetRange | None]:
+        """Where each key's bytes are: inline bytes, a `TargetRange`, or None (missing);
+        the store's own files are read with ``read`` (`StoreIO` passes its managed path)."""
+
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        (located,) = await self.locate([key])
+        return await read_located(located, byte_range, key, _direct_read)
+
+    async def _exists(self, key: str) -> bool:
+        (located,) = await self.locate([key])
+        return located is not None
+
+    async def _getsize(self, key: str) -> int:
+        (located,) = await self.locate([key])
+        if located is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        if isinstance(located, bytes):
+            return len(located)
+        nbytes = located.nbytes
+        if nbytes is None:
+            size = await located.store.getsize(located.key)
+            start = 0 if located.byte_range is None else located.byte_range.start
+            return max(size - start, 0)
+        return nbytes
+
+    async def _set(self, key: str, value: bytes) -> None:  # pragma: no cover - read-only
+        self._check_writable(key)
+
+    async def _delete(self, key: str) -> None:  # pragma: no cover - read-only
+        self._check_writable(key)
+
+
+class ReferenceStore(LocatingStore):
     """A read-only store over a kerchunk reference set (JSON v0/v1, or a Parquet directory).
 
     Parameters
@@ -124,12 +214,6 @@ class ReferenceStore(Store):
     consolidated opens (xarray's default) cost no request.
     """
 
-    supports_writes = False
-    supports_deletes = False
-    supports_listing = True
-    #: Chunks are ranges of other objects: `StoreIO` reads them through `locate`.
-    resolves_references = True
-
     def __init__(
         self,
         fo: str | os.PathLike[str] | Mapping[str, Any],
@@ -151,8 +235,7 @@ class ReferenceStore(Store):
         self._remote_options = dict(remote_options or {})
         self._allowed_param = None if allowed_targets is None else tuple(allowed_targets)
         self._root = anonymous_root("references") if isinstance(fo, Mapping) else self._normalize_fo(fo)
-        self._table: JsonReferences | ParquetReferences | None = None
-        self._loading: dict[asyncio.AbstractEventLoop, asyncio.Future[Any]] = {}
+        self._table: LoadOnce[JsonReferences | ParquetReferences] = LoadOnce()
         self._targets = TargetResolver(
             self.allowed_targets, remote_protocol=self._remote_protocol, remote_options=self._remote_options
         )
@@ -242,25 +325,7 @@ class ReferenceStore(Store):
         FileNotFoundError
             Nothing is stored at the reference URL.
         """
-        if self._table is not None:
-            return self._table
-        loop = asyncio.get_running_loop()
-        pending = self._loading.get(loop)
-        if pending is not None:
-            table: JsonReferences | ParquetReferences = await asyncio.shield(pending)
-            return table
-        pending = self._loading[loop] = loop.create_future()
-        try:
-            table = await self._load(read)
-        except BaseException as exc:
-            pending.set_exception(exc)
-            pending.exception()
-            raise
-        finally:
-            self._loading.pop(loop, None)
-        pending.set_result(table)
-        self._table = table
-        return table
+        return await self._table.get(lambda: self._load(read))
 
     async def _load(self, read: Reader) -> JsonReferences | ParquetReferences:
         max_refs = int(config.get("reference_max_refs"))
@@ -359,33 +424,6 @@ class ReferenceStore(Store):
         return self._consolidated
 
     # ------------------------------------------------------------------ Store primitives
-    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        (located,) = await self.locate([key])
-        return await read_located(located, byte_range, key, _direct_read)
-
-    async def _exists(self, key: str) -> bool:
-        (located,) = await self.locate([key])
-        return located is not None
-
-    async def _getsize(self, key: str) -> int:
-        (located,) = await self.locate([key])
-        if located is None:
-            raise FileNotFoundError(f"{key!r} not found in {self.url}")
-        if isinstance(located, bytes):
-            return len(located)
-        nbytes = located.nbytes
-        if nbytes is None:
-            size = await located.store.getsize(located.key)
-            start = 0 if located.byte_range is None else located.byte_range.start
-            return max(size - start, 0)
-        return nbytes
-
-    async def _set(self, key: str, value: bytes) -> None:  # pragma: no cover - read-only
-        self._check_writable(key)
-
-    async def _delete(self, key: str) -> None:  # pragma: no cover - read-only
-        self._check_writable(key)
-
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
         table = await self.table()
         if isinstance(table, ParquetReferences):

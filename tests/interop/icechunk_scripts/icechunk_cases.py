@@ -58,6 +58,15 @@ def check(name: str, fn: Callable[[], str | None]) -> None:
         RESULTS[name] = {"ok": False, "detail": traceback.format_exc()[-3000:]}
 
 
+def expect(kind: type[Exception], fn: Callable[[], object], what: str) -> str:
+    """The message of the ``kind`` error ``fn()`` raises; AssertionError naming ``what`` if none."""
+    try:
+        fn()
+    except kind as exc:
+        return str(exc)
+    raise AssertionError(f"{what}: no {kind.__name__}")
+
+
 def same(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> None:
     assert a.dtype == b.dtype, (a.dtype, b.dtype)
     assert a.shape == b.shape, (a.shape, b.shape)
@@ -282,12 +291,8 @@ def run_place(
         assert dev.store.snapshot_id == made["dev"], dev.store.snapshot_id
         same(np.asarray(dev[...]), zarr_read(repo.readonly_session("dev"), "native"))
         # ds only exists from the second snapshot on
-        try:
-            azarr.sync.open_group(IcechunkStore(url, tag="v1", **kw), path="ds", mode="r")
-        except FileNotFoundError:
-            pass
-        else:
-            raise AssertionError("ds opened at tag v1")
+        open_ds = lambda: azarr.sync.open_group(IcechunkStore(url, tag="v1", **kw), path="ds", mode="r")  # noqa: E731
+        expect(FileNotFoundError, open_ds, "ds at tag v1")
         return "tag, snapshot, branch main/dev, default main"
 
     check(f"{place}/branch_tag_snapshot", refs)
@@ -315,7 +320,7 @@ def run_place(
     def requests_counted() -> str:
         store = IcechunkStore(url, **kw)
         a = azarr.sync.open_array(store, path="virtual/temp", mode="r")
-        data_store, _ = store._targets.resolve(f"{remote_data_url(place, files)}/air.nc", "test")
+        data_store, _ = store._targets.resolve(f"{_REMOTE_DATA[place]}/air.nc", "test")
         stats = stats_for(data_store)
         stats.reset()
         same(np.asarray(a[...]), files["temp"])
@@ -344,45 +349,28 @@ def run_place(
             {"snapshot_id": "AAAAAAAAAAAAAAAAAAAA"},
             {"snapshot_id": "bad"},
         ):
-            try:
-                azarr.sync.open_group(IcechunkStore(url, **sel, **kw), mode="r")
-            except RefNotFoundError as exc:
-                assert url.split("://")[-1].split("/")[0] in str(exc), str(exc)
-            else:
-                raise AssertionError(f"{sel} opened")
-        try:
-            azarr.sync.open_group(IcechunkStore(url + "-missing", **kw), mode="r")
-        except RepositoryNotFoundError as exc:
-            assert "doesn't exist" in str(exc) or "not" in str(exc), str(exc)
-        else:
-            raise AssertionError("missing repository opened")
-        try:
-            a = azarr.sync.open_array(
-                IcechunkStore(url, allowed_targets=["gs"], **kw), path="virtual/raw", mode="r"
+            store = IcechunkStore(url, **sel, **kw)
+            message = expect(RefNotFoundError, lambda s=store: azarr.sync.open_group(s, mode="r"), str(sel))
+            assert url.split("://")[-1].split("/")[0] in message, message
+        missing = IcechunkStore(url + "-missing", **kw)
+        message = expect(RepositoryNotFoundError, lambda: azarr.sync.open_group(missing, mode="r"), "missing")
+        assert "-missing" in message, message
+
+        def read(path: str, **extra: Any) -> np.ndarray[Any, Any]:
+            return np.asarray(
+                azarr.sync.open_array(IcechunkStore(url, **extra, **kw), path=path, mode="r")[...]
             )
-            a[...]
-        except ReferenceTargetError as exc:
-            assert "raw.bin" in str(exc), str(exc)
-        else:
-            raise AssertionError("a target outside allowed_targets was read")
+
+        message = expect(ReferenceTargetError, lambda: read("virtual/raw", allowed_targets=["gs"]), "gs only")
+        assert "raw.bin" in message, message
         # icechunk resolves '..' in a virtual URL before azarr sees it (file:///etc/hostname):
         # a prefix in allowed_targets keeps references inside the data folder.
         inside = {"allowed_targets": [_REMOTE_DATA[place] + "/"]}
         for name, extra in (("escape", {}), ("dotdot", inside)):
-            try:
-                azarr.sync.open_array(IcechunkStore(url, **extra, **kw), path=f"grid/{name}", mode="r")[...]
-            except ReferenceTargetError as exc:
-                assert "outside the allowed targets" in str(exc), str(exc)
-            else:
-                raise AssertionError(f"grid/{name}: a hostile virtual reference was read")
-        raw = azarr.sync.open_array(IcechunkStore(url, **inside, **kw), path="virtual/raw", mode="r")
-        same(np.asarray(raw[...]), files["raw"])  # what the prefix allows still reads
-        try:
-            IcechunkStore(url, branch="main", tag="v1")
-        except ValueError:
-            pass
-        else:
-            raise AssertionError("branch and tag together accepted")
+            message = expect(ReferenceTargetError, lambda n=name, e=extra: read(f"grid/{n}", **e), name)
+            assert "outside the allowed targets" in message, message
+        same(read("virtual/raw", **inside), files["raw"])  # what the prefix allows still reads
+        expect(ValueError, lambda: IcechunkStore(url, branch="main", tag="v1"), "branch and tag")
         return "missing branch/tag/snapshot, bad snapshot id, missing repository, disallowed and escaping targets"
 
     check(f"{place}/typed_errors", typed_errors)
@@ -406,10 +394,6 @@ def run_place(
 _REMOTE_DATA: dict[str, str] = {}
 
 
-def remote_data_url(place: str, files: dict[str, Any]) -> str:
-    return _REMOTE_DATA[place]
-
-
 def corrupt_local(path: Path, url_options: dict[str, Any]) -> None:
     def corrupt() -> str:
         broken = path.parent / "broken-repo"
@@ -418,12 +402,10 @@ def corrupt_local(path: Path, url_options: dict[str, Any]) -> None:
         shutil.copytree(path, broken)
         for snapshot in (broken / "snapshots").iterdir():
             snapshot.write_bytes(b"ICE" + b"\x00garbage" * 10)
-        try:
-            azarr.sync.open_group(IcechunkStore(str(broken), **url_options), mode="r")
-        except CorruptRepositoryError as exc:
-            assert "broken-repo" in str(exc), str(exc)
-            return str(exc).splitlines()[0][:200]
-        raise AssertionError("a repository with garbage snapshots opened")
+        store = IcechunkStore(str(broken), **url_options)
+        message = expect(CorruptRepositoryError, lambda: azarr.sync.open_group(store, mode="r"), "garbage")
+        assert "broken-repo" in message, message
+        return message.splitlines()[0][:200]
 
     check("local/corrupt_repository", corrupt)
 
