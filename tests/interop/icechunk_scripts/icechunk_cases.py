@@ -363,12 +363,14 @@ def run_place(
 
         message = expect(ReferenceTargetError, lambda: read("virtual/raw", allowed_targets=["gs"]), "gs only")
         assert "raw.bin" in message, message
-        # icechunk resolves '..' in a virtual URL before azarr sees it (file:///etc/hostname):
+        # icechunk resolves '..' in a file:// virtual URL before azarr sees it (file:///etc/hostname):
         # a prefix in allowed_targets keeps references inside the data folder.
         inside = {"allowed_targets": [_REMOTE_DATA[place] + "/"]}
         for name, extra in (("escape", {}), ("dotdot", inside)):
             message = expect(ReferenceTargetError, lambda n=name, e=extra: read(f"grid/{n}", **e), name)
-            assert "outside the allowed targets" in message, message
+            # file:// URLs arrive with '..' resolved (outside the prefix); s3:// ones keep it
+            assert "outside the allowed targets" in message or "'..' segments" in message, message
+            assert f"grid/{name}/c/0" in message, message
         same(read("virtual/raw", **inside), files["raw"])  # what the prefix allows still reads
         expect(ValueError, lambda: IcechunkStore(url, branch="main", tag="v1"), "branch and tag")
         return "missing branch/tag/snapshot, bad snapshot id, missing repository, disallowed and escaping targets"
