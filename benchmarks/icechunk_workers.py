@@ -33,22 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from delay_proxy import admin_command
-from reference_workers import digest_parts, region, s3_options
-
-
-async def run_op(arr: Any, op: dict[str, Any]) -> list[Any]:
-    if op["op"] == "whole":
-        return [await arr.getitem(...)]
-    if op["op"] == "slab":
-        return [await arr.getitem(slice(0, op["stop"]))]
-    chunks = list(arr.chunks)
-    limit = asyncio.Semaphore(op["concurrency"])
-
-    async def one(c: list[int]) -> Any:
-        async with limit:
-            return await arr.getitem(region(c, chunks))
-
-    return list(await asyncio.gather(*(one(c) for c in op["chunks"])))
+from reference_workers import digest_parts, s3_options
+from reference_workers import limited_op as run_op
 
 
 async def azarr_op(task: dict[str, Any], op: dict[str, Any]) -> list[Any]:
