@@ -168,6 +168,25 @@ def bench_throttle(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="bench-icechunk", python="3.11")
+def bench_icechunk(session: nox.Session) -> None:
+    """Virtual chunks of an Icechunk repository on S3 with 20 ms latency: azarr's IcechunkStore
+    vs zarr-python 3.4 on icechunk's own store.
+
+    Both run in the Icechunk venv (Python 3.12, built once under ``.cache/ref-icechunk-*``);
+    writes ``benchmarks/results/icechunk-<size>mib-<delay>ms.{md,json}``. Arguments after ``--``
+    go to ``python -m benchmarks.bench_icechunk`` (``--size-mib 64``).
+    """
+    session.install("-e", ".[test]")
+    session.run(
+        "python",
+        "-m",
+        "benchmarks.bench_icechunk",
+        *session.posargs,
+        env={"AWS_EC2_METADATA_DISABLED": "true"},
+    )
+
+
 @nox.session(name="bench-integrations", python="3.11")
 def bench_integrations(session: nox.Session) -> None:
     """xarray ``engine="azarr"`` vs xarray + zarr 3.1 (s3fs, obstore), dask ``from_azarr`` vs ``da.from_zarr``

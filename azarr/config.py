@@ -218,10 +218,11 @@ def set(**settings: Any) -> Any:
         ``coalesce_max_gap`` / ``coalesce_max_bytes`` (bytes: ranges of one object closer
         than the gap are read with one request of at most the size; default 1 MiB / 16 MiB),
         ``reference_max_refs`` (int, default 10,000,000: most references one JSON reference
-        set holds or generates), ``reference_max_bytes`` (bytes, default 512 MiB: largest
-        JSON reference file), ``reference_parquet_cache`` (Parquet record files kept, default
-        128), ``reference_allowed_targets`` (None: the reference file's own scheme; or a list
-        of schemes and URL prefixes references may name).
+        set holds or generates, or one Icechunk array lists), ``reference_max_bytes`` (bytes,
+        default 512 MiB: largest JSON reference file), ``reference_parquet_cache`` (Parquet
+        record files kept, default 128), ``reference_allowed_targets`` (None: the reference
+        file's or Icechunk repository's own scheme; or a list of schemes and URL prefixes
+        references and virtual chunks may name).
         ``zarr_format`` (2 or 3: the format of new arrays and groups created without
         ``zarr_format=``; default 2).
         Budgets are fixed when a store is first used; change a live store's with

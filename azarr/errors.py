@@ -23,6 +23,10 @@ Callers catch at the level they care about (the httpx pattern):
     │   ├── ByteRangeError         a byte range names bytes past the end of its object (also a ValueError)
     │   ├── InvalidReferenceError  a malformed or hostile kerchunk reference (also a ValueError)
     │   │   └── ReferenceTargetError  a reference names a URL outside the allowed targets (also a PermissionError)
+    │   ├── RepositoryError        an Icechunk repository could not be opened or read
+    │   │   ├── RepositoryNotFoundError  no repository at the URL (also a FileNotFoundError)
+    │   │   ├── RefNotFoundError   no such branch, tag or snapshot (also a FileNotFoundError)
+    │   │   └── CorruptRepositoryError  a repository file missing or unreadable (also a ValueError)
     │   └── ConsistencyUnsupportedError  conditional operations asked of a store that has none
     ├── RetriesExhaustedError    a transient error persisted through every retry (chains the last one)
     ├── ContainsArrayError       a node that must not exist is an array (zarr-python 2 name)
@@ -219,6 +223,25 @@ class InvalidReferenceError(StoreError, ValueError):
 class ReferenceTargetError(InvalidReferenceError, PermissionError):
     """A reference names a target URL outside the allowed set (another scheme or host,
     ``..`` segments); see ``azarr.config`` ``reference_allowed_targets``."""
+
+
+class RepositoryError(StoreError):
+    """An Icechunk repository could not be opened or read (`azarr.storage.IcechunkStore`);
+    the message names the repository, the branch, tag or snapshot, and icechunk's cause."""
+
+
+class RepositoryNotFoundError(RepositoryError, FileNotFoundError):
+    """No Icechunk repository at the URL (icechunk: ``RepositoryNotFoundError``)."""
+
+
+class RefNotFoundError(RepositoryError, FileNotFoundError):
+    """The repository has no such branch, tag or snapshot (icechunk: ``RefNotFoundError``,
+    ``SnapshotNotFoundError``, an invalid snapshot id)."""
+
+
+class CorruptRepositoryError(RepositoryError, ValueError):
+    """A repository file is missing or unreadable: a snapshot, manifest or ref that does not
+    parse, or that the repository names but storage does not hold (icechunk: ``FormatError``)."""
 
 
 class ConsistencyUnsupportedError(StoreError, NotImplementedError):
