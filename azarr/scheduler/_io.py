@@ -218,7 +218,7 @@ class StoreIO:
         )
 
     async def _get_pinned(
-        self, key: str, byte_range: ByteRange, generation: Generation | None
+        self, key: str, byte_range: ByteRange | None, generation: Generation | None
     ) -> bytes | None:
         if generation is None:
             return await self.get(key, byte_range)
@@ -267,13 +267,31 @@ class StoreIO:
         """
         return await read_ranges(self, key, ranges, max_gap=max_gap, max_bytes=max_bytes)
 
-    async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        """Read ``key`` and its generation (see `Store.get_with_generation`). Retried, timed and
-        bounded as `get`."""
+    async def get_with_generation(
+        self, key: str, byte_range: ByteRange | None = None
+    ) -> tuple[bytes | None, Generation | None]:
+        """Read ``key`` (or a byte range of it) and its generation (see
+        `Store.get_with_generation`). Retried, timed and bounded as `get`."""
         with expected_body(_bound(key, None)):
             return await self._retried(
-                "get", key, lambda: self._call(lambda: self.store.get_with_generation(key), reading=True)
+                "get",
+                key,
+                lambda: self._call(lambda: self.store.get_with_generation(key, byte_range), reading=True),
             )
+
+    async def get_pinned(
+        self, key: str, byte_range: ByteRange | None, generation: Generation | None
+    ) -> bytes | None:
+        """`get`, pinned to ``generation`` when there is one (`Store.get` ``if_generation_match``).
+
+        Raises
+        ------
+        PreconditionFailedError
+            The object is another version now (or was deleted): start again from its new version.
+        RetriesExhaustedError, StoreError
+            As `get`.
+        """
+        return await self._get_pinned(key, byte_range, generation)
 
     async def exists(self, key: str) -> bool:
         """True if ``key`` holds a value. Retried and timed."""

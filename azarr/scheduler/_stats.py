@@ -53,6 +53,14 @@ class StoreStats:
     conflicts : int
         Conditional writes that found another writer's generation (HTTP 412) and
         made a read-modify-write start again (see ``docs/consistency.md``).
+    shard_index_hits, shard_index_misses : int
+        Shard reads that found the shard's index in the index cache, and those that read it
+        (Zarr v3 sharding; ``azarr.config`` ``shard_index_cache_bytes``).
+    coalesced_requests : int
+        Ranged requests that served more than one byte range of an object (inner chunks of a
+        shard, kerchunk references into one file).
+    requests_saved : int
+        Requests coalescing saved: ranges read less the requests that read them.
     latency : list of int
         Request counts per latency bucket (see `LATENCY_BUCKETS`, seconds).
     """
@@ -71,6 +79,10 @@ class StoreStats:
             self.errors = 0
             self.hedged = 0
             self.conflicts = 0
+            self.shard_index_hits = 0
+            self.shard_index_misses = 0
+            self.coalesced_requests = 0
+            self.requests_saved = 0
             self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
             self._recent: list[float] = []
 
@@ -122,6 +134,21 @@ class StoreStats:
         with self._lock:
             self.conflicts += 1
 
+    def count_shard_index(self, *, hit: bool) -> None:
+        """Count one shard index looked up in the index cache (found or not)."""
+        with self._lock:
+            if hit:
+                self.shard_index_hits += 1
+            else:
+                self.shard_index_misses += 1
+
+    def count_coalesced(self, ranges: int, requests: int, coalesced: int) -> None:
+        """Count ``ranges`` byte ranges read with ``requests`` requests, ``coalesced`` of which
+        served more than one range."""
+        with self._lock:
+            self.coalesced_requests += coalesced
+            self.requests_saved += ranges - requests
+
     def count_hedge(self) -> None:
         """Count one hedged backup request."""
         with self._lock:
@@ -147,6 +174,10 @@ class StoreStats:
                 "errors": self.errors,
                 "hedged": self.hedged,
                 "conflicts": self.conflicts,
+                "shard_index_hits": self.shard_index_hits,
+                "shard_index_misses": self.shard_index_misses,
+                "coalesced_requests": self.coalesced_requests,
+                "requests_saved": self.requests_saved,
                 "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
             }
 
