@@ -128,7 +128,7 @@ def test_a_sharded_document_describes_inner_chunks_and_shards() -> None:
     ],
 )
 def test_invalid_sharding_configurations_are_refused_by_name(codecs: list[Any], message: str) -> None:
-    with pytest.raises(MetadataError, match="zarr.json") as info:
+    with pytest.raises(MetadataError, match=r"zarr\.json") as info:
         ArrayV3Metadata.from_json(document(codecs))
     assert message in str(info.value)
 

@@ -515,7 +515,7 @@ class ChunkPipeline:
         """
         io, nbytes = self.io, self.codec.nbytes
         attempts = int(config.get("conditional_write_attempts"))
-        for _ in range(attempts):
+        for attempt in range(1, attempts + 1):
             if nbytes >= RESERVE_MIN_BYTES:
                 async with io.budget.reserve(nbytes):
                     data, generation = await io.get_with_generation(key)
@@ -525,23 +525,11 @@ class ChunkPipeline:
                 self._update_chunk, data, key, projection, values, fields, weight=nbytes
             )
             try:
-                if encoded is None:
-                    if data is not None:
-                        if generation is None:
-                            await io.delete(key)
-                        else:
-                            await io.delete_if(key, if_generation_match=generation)
-                    return 0
-                if data is None:
-                    await io.set_if(key, encoded, if_not_exists=True)
-                elif generation is None:
-                    await io.set(key, encoded)  # the backend gave no generation (no ETag header)
-                else:
-                    await io.set_if(key, encoded, if_generation_match=generation)
+                await io.replace_read(key, encoded, existed=data is not None, generation=generation)
             except PreconditionFailedError:
-                io.stats.count_conflict()
+                await io.conflicted(attempt)
                 continue
-            return len(encoded)
+            return 0 if encoded is None else len(encoded)
         raise PreconditionFailedError(
             f"write of chunk {key!r} in {io.url}: other writers changed it on each of {attempts} attempts"
         )

@@ -216,7 +216,7 @@ class ShardedChunks:
         """
         io, spec_key = self.io, self.io.store.budget_key
         attempts = int(config.get("conditional_write_attempts"))
-        for _ in range(attempts):
+        for attempt in range(1, attempts + 1):
             cached = SHARD_INDEXES.get(spec_key, key) if self._cached else None
             if self._cached:
                 io.stats.count_shard_index(hit=cached is not None)
@@ -243,7 +243,7 @@ class ShardedChunks:
                 pieces = await self._read_ranges(key, ranges, pinned)
             except PreconditionFailedError:
                 SHARD_INDEXES.discard(spec_key, key)
-                io.stats.count_conflict()
+                await io.conflicted(attempt)
                 continue  # replaced since its index was read: read the new version from the start
             if pieces is None:  # deleted since its index was read
                 SHARD_INDEXES.discard(spec_key, key)
@@ -348,25 +348,13 @@ class ShardedChunks:
             return 0 if shard is None else len(shard)
         attempts = int(config.get("conditional_write_attempts"))
         async with key_lock(budget_key, key):
-            for _ in range(attempts):
+            for attempt in range(1, attempts + 1):
                 parts, generation = await self.get_shard(key)
                 shard = await modify(parts)
                 try:
-                    if shard is None:
-                        if parts is not None:
-                            await (
-                                io.delete(key)
-                                if generation is None
-                                else io.delete_if(key, if_generation_match=generation)
-                            )
-                    elif parts is None:
-                        await io.set_if(key, shard, if_not_exists=True)
-                    elif generation is None:
-                        await io.set(key, shard)  # the backend gave no generation (no ETag header)
-                    else:
-                        await io.set_if(key, shard, if_generation_match=generation)
+                    await io.replace_read(key, shard, existed=parts is not None, generation=generation)
                 except PreconditionFailedError:
-                    io.stats.count_conflict()
+                    await io.conflicted(attempt)
                     continue
                 finally:
                     SHARD_INDEXES.discard(budget_key, key)

@@ -382,6 +382,42 @@ class StoreIO:
 
         await self._retried("delete", key, attempt)
 
+    async def replace_read(
+        self, key: str, value: bytes | None, *, existed: bool, generation: Generation | None
+    ) -> None:
+        """The write step of an optimistic read-modify-write: store ``value`` (None: delete)
+        only if ``key`` is still what was read -- the version ``generation``, or absent when
+        nothing ``existed``. A value read without a generation (a backend that sent no
+        ETag) is replaced blind.
+
+        Raises
+        ------
+        PreconditionFailedError
+            Another writer changed (or created) the key since it was read; nothing was written.
+        """
+        if value is None:
+            if not existed:
+                return
+            if generation is None:
+                await self.delete(key)
+            else:
+                await self.delete_if(key, if_generation_match=generation)
+        elif not existed:
+            await self.set_if(key, value, if_not_exists=True)
+        elif generation is None:
+            await self.set(key, value)
+        else:
+            await self.set_if(key, value, if_generation_match=generation)
+
+    async def conflicted(self, attempt: int) -> None:
+        """Record that round ``attempt`` (1-based) of a read-modify-write lost to another writer,
+        and wait before the next round: at once after a first conflict, then the retry
+        policy's backoff (full jitter), so writers contending for one key spread out instead
+        of one of them losing every round."""
+        self.stats.count_conflict()
+        if attempt > 1:
+            await asyncio.sleep(self.policy.backoff(attempt - 1))
+
     async def update(
         self,
         key: str,
@@ -426,7 +462,7 @@ class StoreIO:
             if new is not None:
                 await self.set(key, new)
             return current if new is None else new
-        for _ in range(int(config.get("conditional_write_attempts"))):
+        for attempt in range(1, int(config.get("conditional_write_attempts")) + 1):
             current, generation = await self.get_with_generation(key)
             new = modify(current)
             if new is None:
@@ -439,7 +475,7 @@ class StoreIO:
                 else:
                     await self.set_if(key, new, if_generation_match=generation, idempotent=idempotent)
             except PreconditionFailedError:
-                self.stats.count_conflict()
+                await self.conflicted(attempt)
                 continue
             return new
         raise PreconditionFailedError(
