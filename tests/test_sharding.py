@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import azarr
+import azarr.sync
 from azarr.codecs._sharding import MISSING
 from azarr.errors import (
     ByteRangeError,
@@ -475,3 +476,105 @@ async def test_a_bad_index_checksum_or_size_is_refused() -> None:
     store.data["c/0/0"] = b""
     with pytest.raises(ShardIndexError):
         await a.get_basic_selection((0, 0))
+
+
+# ---------------------------------------------------------------------- the rest of azarr on sharded arrays
+async def test_copies_and_like_arrays_keep_the_shards(tmp_path: Path) -> None:
+    src_group = await azarr.open_group(MemoryStore(), mode="w", zarr_format=3)
+    src = await make(src_group.store, path="x", shards={"shape": (10, 15), "index_location": "start"})
+    data = values((40, 30))
+    await src.set_basic_selection(..., data)
+    v3 = await azarr.open_group(MemoryStore(), mode="w", zarr_format=3)
+    await azarr.copy(src, v3, name="kept")
+    await azarr.copy(src, v3, name="recompressed", compressors=None)  # the caller's inner chain
+    v2 = await azarr.open_group(MemoryStore(), mode="w", zarr_format=2)
+    await azarr.copy(src, v2, name="x")
+    like = await azarr.zeros_like(src, store=MemoryStore())
+    for arr, shards in [
+        (await v3.get("kept"), (10, 15)),
+        (await v3.get("recompressed"), (10, 15)),
+        (await v2.get("x"), None),
+        (like, (10, 15)),
+    ]:
+        assert isinstance(arr, azarr.AsyncArray)
+        assert (arr.chunks, arr.shards) == ((5, 5), shards)
+        if arr is not like:
+            np.testing.assert_array_equal(await arr.get_basic_selection(...), data)
+    kept = await v3.get("kept")
+    assert kept.metadata.sharding.index_location == "start"  # type: ignore[union-attr]
+    assert (await v3.get("recompressed")).compressors == ()  # type: ignore[union-attr]
+    tree = await v3.tree(codecs=True)
+    assert "kept (40, 30) int32 v3 sharding_indexed[bytes > zstd]" in tree
+    assert "recompressed (40, 30) int32 v3 sharding_indexed[bytes]" in tree
+
+
+def test_dask_chunks_are_shards_and_writes_align_to_them(tmp_path: Path) -> None:
+    import dask.array as da
+
+    import azarr.dask as ad
+
+    a = azarr.sync.create(
+        (40, 30), chunks=(5, 5), shards=(10, 15), dtype="i4", store=str(tmp_path / "a"), zarr_format=3
+    )
+    x = ad.from_azarr(a)
+    assert x.chunks == ((10,) * 4, (15, 15))  # one task per shard
+    data = values((40, 30))
+    with pytest.raises(ValueError, match="Zarr shard boundaries"):
+        ad.to_azarr(da.from_array(data, chunks=(5, 5)), a, rechunk=False)
+    ad.to_azarr(da.from_array(data, chunks=(5, 5)), a)  # rechunked onto whole shards
+    np.testing.assert_array_equal(x.compute(), data)
+
+
+def test_xarray_reads_the_shards_into_the_encoding(tmp_path: Path) -> None:
+    import xarray as xr
+
+    g = azarr.sync.open_group(str(tmp_path / "ds.zarr"), mode="w", zarr_format=3)
+    v = g.create("v", shape=(40, 30), chunks=(5, 5), shards=(10, 15), dtype="i4", dimension_names=["y", "x"])
+    v[...] = values((40, 30))
+    ds = xr.open_dataset(str(tmp_path / "ds.zarr"), engine="azarr")
+    assert ds.v.encoding["shards"] == (10, 15) and ds.v.encoding["chunks"] == (5, 5)
+    np.testing.assert_array_equal(ds.v.values, values((40, 30)))
+
+
+def test_cli_info_shows_the_shards_and_verify_decodes_every_inner_chunk(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from azarr.cli import cli
+
+    url = str(tmp_path / "a.zarr")
+    a = azarr.sync.create((40, 30), chunks=(5, 5), shards=(10, 15), dtype="i4", store=url, zarr_format=3)
+    a[...] = values((40, 30))
+    runner = CliRunner()
+    info = runner.invoke(cli, ["info", url])
+    assert "Chunks             : (5, 5)" in info.output and "Shards             : (10, 15)" in info.output
+    assert "sharding_indexed(chunk_shape=[5, 5], codecs=[bytes(endian='little'), zstd(" in info.output
+    assert json.loads(runner.invoke(cli, ["info", url, "--json"]).output)["shards"] == [10, 15]
+    result = runner.invoke(cli, ["verify", "--decode", url])
+    assert result.exit_code == 0 and "8 chunks, 8 decoded: ok" in result.output, result.output
+    # One inner chunk's bytes damaged: verify names the shard and the inner chunk.
+    shard = tmp_path / "a.zarr" / "c" / "1" / "1"
+    raw = bytearray(shard.read_bytes())
+    raw[3] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    result = runner.invoke(cli, ["verify", "--decode", url])
+    assert (
+        result.exit_code == 1 and "PROBLEM c/1/1" in result.output and "inner chunk (2, 3)" in result.output
+    )
+
+
+async def test_the_loader_reads_a_unit_with_one_ranged_request_once_indexes_are_cached() -> None:
+    from azarr.loader import BatchLoader
+
+    store = RecordingStore(MemoryStore(), remote=True)
+    a = await make(store, shape=(200, 6), chunks=(5, 6), shards=(50, 6))  # 10 inner chunks per shard
+    await a.set_basic_selection(..., values((200, 6)))
+    loader = BatchLoader(a, batch_size=10, seed=1, preload_chunks=2)
+    assert loader.unit == 5  # a unit is one inner chunk of rows
+    store.reset()
+    first = np.concatenate([batch async for batch in loader])
+    assert store.requests == 4 + 40  # each shard's index once, then one ranged GET per unit
+    store.reset()
+    second = np.concatenate([batch async for batch in loader])
+    assert store.requests == 40
+    np.testing.assert_array_equal(np.sort(first[:, 0]), values((200, 6))[:, 0])
+    np.testing.assert_array_equal(np.sort(second[:, 0]), values((200, 6))[:, 0])

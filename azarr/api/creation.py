@@ -266,7 +266,9 @@ def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     result = dict(kwargs)
     if isinstance(a, AsyncArray):
         result.setdefault("shape", a.shape)
-        result.setdefault("chunks", a.chunks)
+        # With a sharded array's codecs (one sharding_indexed entry), ``chunks`` is the shard shape.
+        sharded = a.shards is not None and "codecs" not in kwargs
+        result.setdefault("chunks", a.shards if sharded else a.chunks)
         result.setdefault("dtype", a.dtype)
         result.setdefault("order", a.order)
         result.setdefault("fill_value", a.fill_value)
