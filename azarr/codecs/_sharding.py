@@ -39,6 +39,7 @@ from typing import Any, Literal
 import crc32c
 import numpy as np
 
+from azarr import config as azarr_config
 from azarr.codecs._chain import CodecChain
 from azarr.errors import MetadataError, ShardIndexError
 from azarr.storage import ByteRange
@@ -349,7 +350,9 @@ def parse_sharding(
         dimension dividing the shard shape; inner ``codecs`` invalid (as `parse_v3_codecs`
         says) or holding another ``sharding_indexed`` (nested sharding is not supported);
         ``index_codecs`` other than ``bytes`` with an optional ``crc32c`` after it;
-        ``index_location`` other than ``"start"``/``"end"``; an unknown configuration key.
+        ``index_location`` other than ``"start"``/``"end"``; an unknown configuration key;
+        more than 2^31 inner chunks per shard, or an index larger than ``azarr.config``
+        ``max_chunk_bytes``.
     """
     from azarr.codecs._v3 import codec_name, parse_v3_codecs  # _v3 imports this module
 
@@ -406,8 +409,19 @@ def parse_sharding(
             field_name,
             f"(sharding_indexed) configuration 'index_location' must be 'start' or 'end', got {location!r}",
         )
-    if math.prod(shard_shape) // math.prod(chunk_shape) > 2**31:
+    count = math.prod(shard_shape) // math.prod(chunk_shape)
+    if count > 2**31:
         raise _error(where, field_name, "(sharding_indexed) has more than 2^31 inner chunks per shard")
+    limit = int(azarr_config.get("max_chunk_bytes"))
+    if count * _ENTRY_BYTES > limit:
+        # An index is read and decoded whole: it is held to the bound of any decoded chunk.
+        raise _error(
+            where,
+            field_name,
+            f"(sharding_indexed) has {count} inner chunks per shard, an index of {count * _ENTRY_BYTES} "
+            f"bytes, more than max_chunk_bytes ({limit} bytes); if this data is trusted, raise the "
+            "limit with azarr.config.set(max_chunk_bytes=...)",
+        )
     return ShardingSpec(
         chunk_shape=chunk_shape,
         codecs=tuple(dict(c) if isinstance(c, Mapping) else {"name": c} for c in inner_codecs),
