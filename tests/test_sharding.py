@@ -400,6 +400,20 @@ async def test_partial_writes_refuse_stores_without_conditional_writes_when_aske
     await a.set_basic_selection((slice(0, 10), slice(0, 15)), 3)  # whole shards need no condition
 
 
+async def test_a_store_with_conditional_writes_but_no_conditional_reads_reads_unpinned() -> None:
+    class WritesOnly(MemoryStore):
+        supports_conditional_reads = False
+
+    a = await make(WritesOnly())
+    await a.set_basic_selection(..., values((40, 30)))
+    await a.set_basic_selection((0, 0), 9)  # conditional read-modify-write
+    np.testing.assert_array_equal(
+        await a.get_basic_selection((slice(0, 3), slice(0, 12))),
+        [[9, *range(1, 12)], *values((40, 30))[1:3, :12]],
+    )
+    assert len(SHARD_INDEXES) == 0  # nothing cached without pinned reads
+
+
 # ---------------------------------------------------------------------- hostile shards
 async def _hostile(entries: Any, *, checksum: bool = True) -> tuple[azarr.AsyncArray, MemoryStore]:
     store = MemoryStore()

@@ -146,6 +146,8 @@ class ShardedChunks:
         self.bound = stored_bound
         store = io.store
         self._versioned = store.supports_conditional_writes and not store.resolves_references
+        # Data reads are pinned to the index's generation where the store can pin reads.
+        self._pinned = self._versioned and store.supports_conditional_reads
         # Indexes are cached where reads can be pinned to their generation. Local stores read
         # an index for a few microseconds, and their generations hold files open: not cached.
         self._cached = self._versioned and store.supports_conditional_reads and not store.is_local
@@ -238,7 +240,7 @@ class ShardedChunks:
                 generation, index = cached
             spans = [index.range_of(i) for i in locals_]
             ranges = [ByteRange(*span) for span in spans if span is not None]
-            pinned = generation if self._versioned else None
+            pinned = generation if self._pinned else None
             try:
                 pieces = await self._read_ranges(key, ranges, pinned)
             except PreconditionFailedError:
