@@ -54,21 +54,10 @@ def _zarr_store(task: dict[str, Any]) -> Any:
         from zarr.storage import LocalStore
 
         return LocalStore(task["path"])
-    from obstore.store import S3Store
-    from zarr.storage import ObjectStore
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cloud_workers import zarr_obstore
 
-    return ObjectStore(
-        S3Store(
-            task["bucket"],
-            prefix=task["prefix"],
-            endpoint=task["endpoint"],
-            access_key_id=task["key"],
-            secret_access_key=task["secret"],
-            region="us-east-1",
-            virtual_hosted_style_request=False,
-            client_options={"allow_http": True},
-        )
-    )
+    return zarr_obstore(task, task["bucket"], task["prefix"], read_only=False)
 
 
 async def _create(task: dict[str, Any]) -> None:

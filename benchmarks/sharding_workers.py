@@ -43,7 +43,15 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cloud_workers import _versions, digest, latency_summary, make_data, run_concurrent_async, v3_codecs
+from cloud_workers import (
+    _versions,
+    digest,
+    latency_summary,
+    make_data,
+    run_concurrent_async,
+    v3_codecs,
+    zarr_obstore,
+)
 from delay_proxy import admin_command
 
 Sel = tuple[slice, ...]
@@ -75,7 +83,8 @@ class Azarr:
         import azarr
 
         self._store = self.store(prefix)
-        return await azarr.open_array(self._store, mode="r")
+        # The format is known, as the zarr-python peer says zarr_format=3: zarr.json alone.
+        return await azarr.open_array(self._store, mode="r", zarr_format=3)
 
     async def get(self, arr: Any, sel: Any) -> Any:
         return await arr.get_basic_selection(sel)
@@ -123,20 +132,7 @@ class Zarr34:
             zarr.config.set({"codec_pipeline.path": self.pipeline})
 
     def store(self, prefix: str, read_only: bool = True) -> Any:
-        from obstore.store import S3Store
-        from zarr.storage import ObjectStore
-
-        inner = S3Store(
-            self.task["bucket"],
-            prefix=prefix,
-            endpoint=self.task["endpoint"],
-            access_key_id=self.task["key"],
-            secret_access_key=self.task["secret"],
-            region="us-east-1",
-            virtual_hosted_style_request=False,
-            client_options={"allow_http": True},
-        )
-        return ObjectStore(inner, read_only=read_only)
+        return zarr_obstore(self.task, self.task["bucket"], prefix, read_only)
 
     async def open(self, prefix: str) -> Any:
         import zarr.api.asynchronous as za

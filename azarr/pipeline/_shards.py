@@ -28,7 +28,6 @@ chunks ``locals`` of shard ``key``" into store requests through the array's `Sto
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,7 +40,7 @@ from azarr.codecs._sharding import ShardIndex, ShardingSpec
 from azarr.errors import PreconditionFailedError
 from azarr.pipeline._locks import key_lock
 from azarr.scheduler import StoreIO
-from azarr.scheduler._coalesce import coalesce_ranges, count_runs, read_run
+from azarr.scheduler._coalesce import read_ranges
 from azarr.storage import ByteRange, Generation
 
 __all__ = ["SHARD_INDEXES", "ShardIndexCache", "ShardedChunks"]
@@ -242,7 +241,7 @@ class ShardedChunks:
             ranges = [ByteRange(*span) for span in spans if span is not None]
             pinned = generation if self._pinned else None
             try:
-                pieces = await self._read_ranges(key, ranges, pinned)
+                pieces = await read_ranges(io, key, ranges, generation=pinned)
             except PreconditionFailedError:
                 SHARD_INDEXES.discard(spec_key, key)
                 await io.conflicted(attempt)
@@ -257,28 +256,6 @@ class ShardedChunks:
         raise PreconditionFailedError(
             f"read of shard {key!r} in {io.url}: it changed on each of {attempts} attempts to read it"
         )
-
-    async def _read_ranges(
-        self, key: str, ranges: list[ByteRange], generation: Generation | None
-    ) -> list[memoryview] | None:
-        """``ranges`` of shard ``key`` as coalesced runs (pinned to ``generation``), in order."""
-        if not ranges:
-            return []
-        runs = coalesce_ranges(ranges)
-        count_runs(self.io, runs)
-        if len(runs) == 1:
-            bodies = [await read_run(self.io, key, runs[0], ranges, generation=generation)]
-        else:
-            bodies = await asyncio.gather(
-                *(read_run(self.io, key, run, ranges, generation=generation) for run in runs)
-            )
-        result: list[memoryview] = [memoryview(b"")] * len(ranges)
-        for run, parts in zip(runs, bodies, strict=True):
-            if parts is None:
-                return None
-            for i, part in zip(run.members, parts, strict=True):
-                result[i] = part
-        return result
 
     def _check_index(self, key: str, data: bytes) -> ShardIndex:
         index = self.spec.decode_index(data, self.count, key=key)

@@ -184,20 +184,29 @@ async def read_ranges(
     *,
     max_gap: int | None = None,
     max_bytes: int | None = None,
+    generation: Generation | None = None,
 ) -> list[memoryview] | None:
     """Several byte ranges of one object, read as coalesced runs (concurrently, under
     ``io``'s budget); one view per range, in the order given (empty ranges: empty views).
+    ``generation``: every run pinned to that version (`read_run`).
 
     Returns None if the object is missing.
 
     Raises
     ------
-    ByteRangeError, RetriesExhaustedError, StoreError
+    ByteRangeError, PreconditionFailedError, RetriesExhaustedError, StoreError
         As `read_run`.
     """
+    if not ranges:
+        return []
     runs = coalesce_ranges(ranges, max_gap=max_gap, max_bytes=max_bytes)
     count_runs(io, runs)
-    bodies = await asyncio.gather(*(read_run(io, key, run, ranges) for run in runs))
+    if len(runs) == 1:  # no gather (a task per run) for the common single run
+        bodies = [await read_run(io, key, runs[0], ranges, generation=generation)]
+    else:
+        bodies = await asyncio.gather(
+            *(read_run(io, key, run, ranges, generation=generation) for run in runs)
+        )
     result = [memoryview(b"")] * len(ranges)
     for run, parts in zip(runs, bodies, strict=True):
         if parts is None:

@@ -222,33 +222,14 @@ class GCSStore(FsspecStore):
         return info
 
     # ------------------------------------------------------------------ conditional primitives
-    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        fs = await self.filesystem()
-        bucket, _, name = self._full(key).partition("/")
-        try:
-            headers, data = await fs._call("GET", "b/{}/o/{}", bucket, name, alt="media")
-        except AzarrError:
-            raise
-        except Exception as exc:
-            err = self._missing(exc, "get", key)
-            if err is None:
-                await self._check_bucket("get", key)
-                return None, None
-            raise err from exc
-        generation = headers.get("x-goog-generation")
-        return bytes(data), (int(generation) if generation else None)
-
-    async def _get_range_with_generation(
-        self, key: str, byte_range: ByteRange
+    async def _get_with_generation(
+        self, key: str, headers: dict[str, str] | None = None
     ) -> tuple[bytes | None, Generation | None]:
-        headers = _range_headers(byte_range)
-        if headers is None:  # an empty range: the generation alone
-            info = await self._stat(key)
-            return (None, None) if info is None else (b"", info[1])
         fs = await self.filesystem()
         bucket, _, name = self._full(key).partition("/")
+        extra = {} if headers is None else {"headers": headers}
         try:
-            reply, data = await fs._call("GET", "b/{}/o/{}", bucket, name, alt="media", headers=headers)
+            reply, data = await fs._call("GET", "b/{}/o/{}", bucket, name, alt="media", **extra)
         except AzarrError:
             raise
         except Exception as exc:
@@ -259,6 +240,15 @@ class GCSStore(FsspecStore):
             raise err from exc
         generation = reply.get("x-goog-generation")
         return bytes(data), (int(generation) if generation else None)
+
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        headers = _range_headers(byte_range)
+        if headers is None:  # an empty range: the generation alone
+            info = await self._stat(key)
+            return (None, None) if info is None else (b"", info[1])
+        return await self._get_with_generation(key, headers)
 
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         # A multipart upload, as gcsfs's simple_upload sends: fake-gcs-server enforces
