@@ -15,6 +15,8 @@ budget while it is fetched (reads) or encoded and sent (writes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,7 @@ import numpy as np
 
 from azarr.codecs import CodecBatcher
 from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._shards import Parts, ShardedChunks
 from azarr.scheduler import ProgressTracker, bounded_map
 
@@ -94,30 +97,50 @@ async def read_sharded(
     direct = pipeline._can_decode_direct(out, fields)
     fill = pipeline.fill_for(fields, out.dtype)
     shard_key = pipeline.chunk_key
+    per_job = max(1, _JOB_BYTES // max(nbytes, 1))
+    # Whole shards from remote stores are received into reused buffers (_buffers.py says why),
+    # each handed back once all its inner chunks are decoded.
+    pooled = not io.store.is_local and BODY_BUFFERS.enabled()
+    acquire = functools.partial(BODY_BUFFERS.acquire, at_least=shards.count * nbytes) if pooled else None
+
+    def decode_many(items: list[tuple[memoryview, str, ChunkProjection]]) -> None:
+        for data, label, projection in items:  # in the codec pool
+            decode(data, label, out, projection, fields, direct)
 
     async def read_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
         shard, members = group
         key = shard_key(shard)
         whole = len(members) >= _WHOLE_FRACTION * shards.inner_in_array(shard)
         async with io.budget.reserve(len(members) * nbytes):
-            parts = await shards.get_many(key, [local for local, _ in members], whole=whole)
+            parts, buffer = await shards.get_many(
+                key, [local for local, _ in members], whole=whole, acquire=acquire
+            )
+        stored: list[tuple[memoryview, str, ChunkProjection]] = []
         for i, (local, projection) in enumerate(members):
             data = None if parts is None else parts[i]
             if data is None:
                 out[projection.out_selection] = fill
                 tracker.advance(0)
-                continue
-            job = (data, _label(key, shards, shard, local), out, projection, fields, direct)
-            if not codec.try_submit(decode, job, nbytes):
-                await codec.submit(decode, job, nbytes)
-            tracker.advance(len(data))
+            elif buffer is not None:
+                stored.append((data, _label(key, shards, shard, local), projection))
+            else:
+                job = (data, _label(key, shards, shard, local), out, projection, fields, direct)
+                if not codec.try_submit(decode, job, nbytes):
+                    await codec.submit(decode, job, nbytes)
+                tracker.advance(len(data))
+        if buffer is not None:
+            jobs = [stored[i : i + per_job] for i in range(0, len(stored), per_job)]
+            await asyncio.gather(*(codec.run(decode_many, job, weight=len(job) * nbytes) for job in jobs))
+            BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
+            tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
 
-    try:
-        await bounded_map(read_shard, _groups(shards, projections), max(io.budget.max_requests, 1))
-        await codec.drain()
-    except BaseException:
-        await codec.abandon()  # no codec thread may write into `out` once we return
-        raise
+    with BODY_BUFFERS.reading() if pooled else contextlib.nullcontext():
+        try:
+            await bounded_map(read_shard, _groups(shards, projections), max(io.budget.max_requests, 1))
+            await codec.drain()
+        except BaseException:
+            await codec.abandon()  # no codec thread may write into `out` once we return
+            raise
 
 
 async def write_sharded(
