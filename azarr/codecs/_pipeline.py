@@ -352,19 +352,6 @@ class ChunkCodec:
             limits.append(cap if bound is None else min(bound, cap))
         return tuple(limits)
 
-    @property
-    def stored_bound(self) -> int:
-        """Most bytes one stored chunk of this codec can hold: the chunk's size through each
-        filter's encoded size and the last bytes -> bytes codec's worst-case expansion, or
-        ``max_chunk_bytes`` where a step's output is not bounded (object codecs, unknown
-        codecs). What a shard index may claim for an inner chunk."""
-        cap = int(config.get("max_chunk_bytes"))
-        size = self._limits[-1]
-        if self.compressors:
-            bound = compressed_bound(self.compressors[-1], size)
-            size = cap if bound is None else bound
-        return size
-
     def _codecs(self) -> tuple[Codec, ...]:
         return (*self.filters, *self.compressors)
 
