@@ -97,6 +97,10 @@ _DEFAULTS: dict[str, Any] = {
     # up to ``coalesce_max_bytes`` per request; a negative gap coalesces nothing.
     "coalesce_max_gap": 1 * 2**20,
     "coalesce_max_bytes": 16 * 2**20,
+    # Zarr v3 sharding: bytes of decoded shard indexes kept (LRU, per store spec, key and
+    # generation; 0 keeps none), so a read of inner chunks of a shard read before costs
+    # only its data requests.
+    "shard_index_cache_bytes": 64 * 2**20,
     # Reference stores (kerchunk/VirtualiZarr): most references a JSON set may hold or
     # generate, largest JSON reference file read (bytes), Parquet record files kept.
     "reference_max_refs": 10_000_000,
@@ -217,6 +221,8 @@ def set(**settings: Any) -> Any:
         conditional writes, see ``docs/consistency.md``).
         ``coalesce_max_gap`` / ``coalesce_max_bytes`` (bytes: ranges of one object closer
         than the gap are read with one request of at most the size; default 1 MiB / 16 MiB),
+        ``shard_index_cache_bytes`` (bytes, default 64 MiB: decoded shard indexes kept, per
+        store spec, key and generation; 0 keeps none),
         ``reference_max_refs`` (int, default 10,000,000: most references one JSON reference
         set holds or generates, or one Icechunk array lists), ``reference_max_bytes`` (bytes,
         default 512 MiB: largest JSON reference file), ``reference_parquet_cache`` (Parquet
@@ -241,7 +247,7 @@ def set(**settings: Any) -> Any:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
         if name == "zarr_format" and value not in (2, 3):
             raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
-        if name == "buffer_pool_bytes" and int(value) < 0:
+        if name in ("buffer_pool_bytes", "shard_index_cache_bytes") and int(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
         if name == "adaptive_latency_tolerance" and value is not None and float(value) <= 1:
             raise ValueError(f"azarr setting {name!r} must be > 1 or None, got {value!r}")

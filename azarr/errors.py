@@ -6,7 +6,8 @@ Callers catch at the level they care about (the httpx pattern):
     ├── MetadataError            malformed / invalid .zarray, .zgroup, .zattrs, .zmetadata
     │   └── ConsolidatedMetadataNotFoundError  no .zmetadata where one was expected
     ├── CodecError               unknown codec id, failed encode/decode, corrupt chunk bytes
-    │   └── UnsafeCodecError     a pickle-based codec used without explicit opt-in
+    │   ├── UnsafeCodecError     a pickle-based codec used without explicit opt-in
+    │   └── ShardIndexError      a corrupt or hostile shard index (also a ValueError)
     ├── StoreError               anything a store backend reported
     │   ├── InvalidKeyError      unsafe or malformed key (also a ValueError)
     │   ├── ReadOnlyError        write attempted on a read-only store / array / group
@@ -81,6 +82,17 @@ class UnsafeCodecError(CodecError):
 
     Opt in with ``allow_pickle=True`` on ``open``/``open_array``/``create`` (or
     ``azarr.config.set(allow_pickle=True)``) for data you trust.
+    """
+
+
+class ShardIndexError(CodecError, ValueError):
+    """A shard's index (Zarr v3 ``sharding_indexed``) is corrupt or hostile.
+
+    The wrong size, a checksum that does not match, an entry with only one of its
+    offset and length empty (2^64-1), an inner chunk claiming more bytes than its
+    codecs can produce, or one pointing into the index, past the shard's end or over
+    another inner chunk. Raised before any inner chunk is decoded or any memory is
+    sized from the index; the message names the shard key and the inner chunk.
     """
 
 

@@ -62,6 +62,14 @@ class StoreStats:
         remote stores, see `azarr.scheduler.IOBudget`); None before the budget exists.
     concurrency_limit_min : int or None
         The lowest that limit has been since the counters were last reset.
+    shard_index_hits, shard_index_misses : int
+        Shard reads that found the shard's index in the index cache, and those that read it
+        (Zarr v3 sharding; ``azarr.config`` ``shard_index_cache_bytes``).
+    coalesced_requests : int
+        Ranged requests that served more than one byte range of an object (inner chunks of a
+        shard, kerchunk references into one file).
+    requests_saved : int
+        Requests coalescing saved: ranges read less the requests that read them.
     latency : list of int
         Request counts per latency bucket (see `LATENCY_BUCKETS`, seconds).
     """
@@ -83,6 +91,10 @@ class StoreStats:
             self.conflicts = 0
             self.throttled = 0
             self.concurrency_limit_min = self.concurrency_limit
+            self.shard_index_hits = 0
+            self.shard_index_misses = 0
+            self.coalesced_requests = 0
+            self.requests_saved = 0
             self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
             self._recent: list[float] = []
 
@@ -152,6 +164,21 @@ class StoreStats:
             if self.concurrency_limit_min is None or limit < self.concurrency_limit_min:
                 self.concurrency_limit_min = limit
 
+    def count_shard_index(self, *, hit: bool) -> None:
+        """Count one shard index looked up in the index cache (found or not)."""
+        with self._lock:
+            if hit:
+                self.shard_index_hits += 1
+            else:
+                self.shard_index_misses += 1
+
+    def count_coalesced(self, ranges: int, requests: int, coalesced: int) -> None:
+        """Count ``ranges`` byte ranges read with ``requests`` requests, ``coalesced`` of which
+        served more than one range."""
+        with self._lock:
+            self.coalesced_requests += coalesced
+            self.requests_saved += ranges - requests
+
     def count_hedge(self) -> None:
         """Count one hedged backup request."""
         with self._lock:
@@ -180,6 +207,10 @@ class StoreStats:
                 "throttled": self.throttled,
                 "concurrency_limit": self.concurrency_limit,
                 "concurrency_limit_min": self.concurrency_limit_min,
+                "shard_index_hits": self.shard_index_hits,
+                "shard_index_misses": self.shard_index_misses,
+                "coalesced_requests": self.coalesced_requests,
+                "requests_saved": self.requests_saved,
                 "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
             }
 
