@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import multiprocessing
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -367,4 +368,8 @@ def test_loop_is_stopped_and_sessions_closed_at_exit(seaweedfs: S3Server, s3_buc
     )
     assert proc.returncode == 0, proc.stderr
     # -X dev reports unclosed sessions, destroyed tasks and loop misuse on stderr: none of them.
-    assert proc.stderr.strip() == "", proc.stderr
+    # Its slow-callback notes ("Executing <Task ...> took 0.122 seconds") measure the host's
+    # load, not a misuse, and are left out.
+    slow_callback = re.compile(r"^Executing <.*> took [0-9.]+ seconds$")
+    reported = [line for line in proc.stderr.splitlines() if line.strip() and not slow_callback.match(line)]
+    assert not reported, proc.stderr
