@@ -128,6 +128,15 @@ def bench_cloud(session: nox.Session) -> None:
     )
 
 
+def _run_benchmark(session: nox.Session, module: str) -> None:
+    """Install azarr with its test extras (the servers) and run ``benchmarks.<module>`` with the
+    session's arguments."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python", "-m", f"benchmarks.{module}", *session.posargs, env={"AWS_EC2_METADATA_DISABLED": "true"}
+    )
+
+
 @nox.session(name="bench-references", python="3.11")
 def bench_references(session: nox.Session) -> None:
     """A NetCDF4 file through kerchunk references on S3 with 20 ms latency: azarr vs fsspec's
@@ -137,14 +146,30 @@ def bench_references(session: nox.Session) -> None:
     ``.cache/ref-archival-*``); writes ``benchmarks/results/references-<size>-<delay>ms.{md,json}``.
     Arguments after ``--`` go to ``python -m benchmarks.bench_references`` (``--size-mib 64``).
     """
-    session.install("-e", ".[test]")
-    session.run(
-        "python",
-        "-m",
-        "benchmarks.bench_references",
-        *session.posargs,
-        env={"AWS_EC2_METADATA_DISABLED": "true"},
-    )
+    _run_benchmark(session, "bench_references")
+
+
+@nox.session(name="bench-throttle", python="3.11")
+def bench_throttle(session: nox.Session) -> None:
+    """Six readers (one process with four event loops, two with one) behind a server that
+    answers ``503 SlowDown`` beyond K requests at once or R per second: azarr against
+    zarr-python 3.4 + obstore (a Python 3.12 venv) and TensorStore: failed reads, goodput,
+    throttled share, retries. Writes ``benchmarks/results/throttle.{md,json}``; arguments
+    after ``--`` go to ``python -m benchmarks.bench_throttle``.
+    """
+    _run_benchmark(session, "bench_throttle")
+
+
+@nox.session(name="bench-icechunk", python="3.11")
+def bench_icechunk(session: nox.Session) -> None:
+    """Virtual chunks of an Icechunk repository on S3 with 20 ms latency: azarr's IcechunkStore
+    vs zarr-python 3.4 on icechunk's own store.
+
+    Both run in the Icechunk venv (Python 3.12, built once under ``.cache/ref-icechunk-*``);
+    writes ``benchmarks/results/icechunk-<size>mib-<delay>ms.{md,json}``. Arguments after ``--``
+    go to ``python -m benchmarks.bench_icechunk`` (``--size-mib 64``).
+    """
+    _run_benchmark(session, "bench_icechunk")
 
 
 @nox.session(name="bench-integrations", python="3.11")

@@ -29,6 +29,14 @@ _DEFAULTS: dict[str, Any] = {
     "max_concurrency": 64,
     # Chunk requests in flight per store for local and memory stores (cores x 4).
     "max_concurrency_local": (os.cpu_count() or 1) * 4,
+    # Remote stores: the request limit adapts between min_concurrency and
+    # max_concurrency, dropping when the server throttles (503 SlowDown, 429) and
+    # climbing back on success (AIMD, azarr/scheduler/_adaptive.py). False: fixed.
+    "adaptive_concurrency": True,
+    "min_concurrency": 1,
+    # Adaptive limits also drop (gently) when recent latency exceeds this many times
+    # its long-run average; None: only throttling and timeouts lower them.
+    "adaptive_latency_tolerance": 2.0,
     # Bytes of chunk payloads in flight per store (reads hold them until decoded).
     "max_bytes_in_flight": 256 * 2**20,
     # Bytes of chunks (decoded size) queued for or being decoded/encoded in the codec
@@ -89,6 +97,10 @@ _DEFAULTS: dict[str, Any] = {
     # up to ``coalesce_max_bytes`` per request; a negative gap coalesces nothing.
     "coalesce_max_gap": 1 * 2**20,
     "coalesce_max_bytes": 16 * 2**20,
+    # Zarr v3 sharding: bytes of decoded shard indexes kept (LRU, per store spec, key and
+    # generation; 0 keeps none), so a read of inner chunks of a shard read before costs
+    # only its data requests.
+    "shard_index_cache_bytes": 64 * 2**20,
     # Reference stores (kerchunk/VirtualiZarr): most references a JSON set may hold or
     # generate, largest JSON reference file read (bytes), Parquet record files kept.
     "reference_max_refs": 10_000_000,
@@ -108,6 +120,7 @@ _COUNTS = frozenset(
         "codec_threads",
         "max_concurrency",
         "max_concurrency_local",
+        "min_concurrency",
         "max_bytes_in_flight",
         "codec_queue_bytes",
         "retry_max_attempts",
@@ -180,7 +193,12 @@ def set(**settings: Any) -> Any:
     ----------
     **settings
         ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
-        (int >= 1, requests in flight per store), ``max_bytes_in_flight`` (bytes),
+        (int >= 1, requests in flight per store and process), ``adaptive_concurrency``
+        (bool, default True: a remote store's request limit drops when the server
+        throttles and climbs back on success, between ``min_concurrency`` (int >= 1,
+        default 1) and ``max_concurrency``), ``adaptive_latency_tolerance`` (float > 1
+        or None, default 2: the adaptive limit also drops when recent latency exceeds
+        this many times its long-run average), ``max_bytes_in_flight`` (bytes),
         ``codec_queue_bytes`` (bytes queued for the codec pool across all calls),
         ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
         from remote stores once no read runs, each buffer counted by the longest body it
@@ -203,11 +221,14 @@ def set(**settings: Any) -> Any:
         conditional writes, see ``docs/consistency.md``).
         ``coalesce_max_gap`` / ``coalesce_max_bytes`` (bytes: ranges of one object closer
         than the gap are read with one request of at most the size; default 1 MiB / 16 MiB),
+        ``shard_index_cache_bytes`` (bytes, default 64 MiB: decoded shard indexes kept, per
+        store spec, key and generation; 0 keeps none),
         ``reference_max_refs`` (int, default 10,000,000: most references one JSON reference
-        set holds or generates), ``reference_max_bytes`` (bytes, default 512 MiB: largest
-        JSON reference file), ``reference_parquet_cache`` (Parquet record files kept, default
-        128), ``reference_allowed_targets`` (None: the reference file's own scheme; or a list
-        of schemes and URL prefixes references may name).
+        set holds or generates, or one Icechunk array lists), ``reference_max_bytes`` (bytes,
+        default 512 MiB: largest JSON reference file), ``reference_parquet_cache`` (Parquet
+        record files kept, default 128), ``reference_allowed_targets`` (None: the reference
+        file's or Icechunk repository's own scheme; or a list of schemes and URL prefixes
+        references and virtual chunks may name).
         ``zarr_format`` (2 or 3: the format of new arrays and groups created without
         ``zarr_format=``; default 2).
         Budgets are fixed when a store is first used; change a live store's with
@@ -226,8 +247,10 @@ def set(**settings: Any) -> Any:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
         if name == "zarr_format" and value not in (2, 3):
             raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
-        if name == "buffer_pool_bytes" and int(value) < 0:
+        if name in ("buffer_pool_bytes", "shard_index_cache_bytes") and int(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
+        if name == "adaptive_latency_tolerance" and value is not None and float(value) <= 1:
+            raise ValueError(f"azarr setting {name!r} must be > 1 or None, got {value!r}")
     with _lock:
         previous = {k: _values[k] for k in settings}
         _values.update(settings)

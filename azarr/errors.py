@@ -6,7 +6,8 @@ Callers catch at the level they care about (the httpx pattern):
     ├── MetadataError            malformed / invalid .zarray, .zgroup, .zattrs, .zmetadata
     │   └── ConsolidatedMetadataNotFoundError  no .zmetadata where one was expected
     ├── CodecError               unknown codec id, failed encode/decode, corrupt chunk bytes
-    │   └── UnsafeCodecError     a pickle-based codec used without explicit opt-in
+    │   ├── UnsafeCodecError     a pickle-based codec used without explicit opt-in
+    │   └── ShardIndexError      a corrupt or hostile shard index (also a ValueError)
     ├── StoreError               anything a store backend reported
     │   ├── InvalidKeyError      unsafe or malformed key (also a ValueError)
     │   ├── ReadOnlyError        write attempted on a read-only store / array / group
@@ -23,6 +24,10 @@ Callers catch at the level they care about (the httpx pattern):
     │   ├── ByteRangeError         a byte range names bytes past the end of its object (also a ValueError)
     │   ├── InvalidReferenceError  a malformed or hostile kerchunk reference (also a ValueError)
     │   │   └── ReferenceTargetError  a reference names a URL outside the allowed targets (also a PermissionError)
+    │   ├── RepositoryError        an Icechunk repository could not be opened or read
+    │   │   ├── RepositoryNotFoundError  no repository at the URL (also a FileNotFoundError)
+    │   │   ├── RefNotFoundError   no such branch, tag or snapshot (also a FileNotFoundError)
+    │   │   └── CorruptRepositoryError  a repository file missing or unreadable (also a ValueError)
     │   └── ConsistencyUnsupportedError  conditional operations asked of a store that has none
     ├── RetriesExhaustedError    a transient error persisted through every retry (chains the last one)
     ├── ContainsArrayError       a node that must not exist is an array (zarr-python 2 name)
@@ -77,6 +82,17 @@ class UnsafeCodecError(CodecError):
 
     Opt in with ``allow_pickle=True`` on ``open``/``open_array``/``create`` (or
     ``azarr.config.set(allow_pickle=True)``) for data you trust.
+    """
+
+
+class ShardIndexError(CodecError, ValueError):
+    """A shard's index (Zarr v3 ``sharding_indexed``) is corrupt or hostile.
+
+    The wrong size, a checksum that does not match, an entry with only one of its
+    offset and length empty (2^64-1), an inner chunk claiming more bytes than its
+    codecs can produce, or one pointing into the index, past the shard's end or over
+    another inner chunk. Raised before any inner chunk is decoded or any memory is
+    sized from the index; the message names the shard key and the inner chunk.
     """
 
 
@@ -219,6 +235,25 @@ class InvalidReferenceError(StoreError, ValueError):
 class ReferenceTargetError(InvalidReferenceError, PermissionError):
     """A reference names a target URL outside the allowed set (another scheme or host,
     ``..`` segments); see ``azarr.config`` ``reference_allowed_targets``."""
+
+
+class RepositoryError(StoreError):
+    """An Icechunk repository could not be opened or read (`azarr.storage.IcechunkStore`);
+    the message names the repository, the branch, tag or snapshot, and icechunk's cause."""
+
+
+class RepositoryNotFoundError(RepositoryError, FileNotFoundError):
+    """No Icechunk repository at the URL (icechunk: ``RepositoryNotFoundError``)."""
+
+
+class RefNotFoundError(RepositoryError, FileNotFoundError):
+    """The repository has no such branch, tag or snapshot (icechunk: ``RefNotFoundError``,
+    ``SnapshotNotFoundError``, an invalid snapshot id)."""
+
+
+class CorruptRepositoryError(RepositoryError, ValueError):
+    """A repository file is missing or unreadable: a snapshot, manifest or ref that does not
+    parse, or that the repository names but storage does not hold (icechunk: ``FormatError``)."""
 
 
 class ConsistencyUnsupportedError(StoreError, NotImplementedError):

@@ -802,24 +802,30 @@ class Zarr3Fsspec(Zarr3):
         )
 
 
+def zarr_obstore(task: dict[str, Any], bucket: str, prefix: str, read_only: bool = True) -> Any:
+    """zarr-python 3's ``ObjectStore`` over obstore's ``S3Store`` at ``bucket/prefix`` of the
+    task's endpoint (plain HTTP, path-style, the task's credentials)."""
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    inner = S3Store(
+        bucket,
+        prefix=prefix,
+        endpoint=task["endpoint"],
+        access_key_id=task["key"],
+        secret_access_key=task["secret"],
+        region="us-east-1",
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+    return ObjectStore(inner, read_only=read_only)
+
+
 class Zarr3Obstore(Zarr3):
     """zarr-python 3.1 ``ObjectStore`` over obstore's ``S3Store`` (Rust ``object_store``)."""
 
     def store(self, prefix: str, read_only: bool = True) -> Any:
-        from obstore.store import S3Store
-        from zarr.storage import ObjectStore
-
-        inner = S3Store(
-            self.bucket,
-            prefix=prefix,
-            endpoint=self.task["endpoint"],
-            access_key_id=self.task["key"],
-            secret_access_key=self.task["secret"],
-            region="us-east-1",
-            virtual_hosted_style_request=False,
-            client_options={"allow_http": True},
-        )
-        return ObjectStore(inner, read_only=read_only)
+        return zarr_obstore(self.task, self.bucket, prefix, read_only)
 
 
 class Zarr34(Zarr3Obstore):

@@ -207,7 +207,8 @@ def cache_key(peer: Peer) -> str:
 
 def base_interpreter(peer: Peer) -> str:
     """The interpreter ``peer``'s venv is built from: this one, or Python ``peer.python``
-    (``python3.12`` on ``PATH``, else the newest pyenv ``3.12.x`` under ``$PYENV_ROOT``).
+    (the newest pyenv ``3.12.x`` under ``$PYENV_ROOT``, else ``python3.12`` on ``PATH``;
+    pyenv's shims are skipped: they fail for versions not selected globally).
 
     Raises
     ------
@@ -224,11 +225,12 @@ def base_interpreter(peer: Peer) -> str:
         root.glob(f"{peer.python}.*/bin/python"),
         key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parent.parent.name.split(".")],
     )
-    if not candidates:
-        raise PeerError(
-            f"{peer.label} needs Python {peer.python}: no python{peer.python} on PATH or in {root}"
-        )
-    return str(candidates[-1])
+    if candidates:
+        return str(candidates[-1])
+    found = shutil.which(f"python{peer.python}")
+    if found and "/shims/" not in found:
+        return found
+    raise PeerError(f"{peer.label} needs Python {peer.python}: none in {root} or on PATH")
 
 
 def peer_versions(python: Path | str, modules: tuple[str, ...] = ("zarr", "numcodecs", "numpy")) -> str:

@@ -109,6 +109,11 @@ async def zarr_reffs_op(task: dict[str, Any], op: dict[str, Any]) -> list[Any]:
         read_only=True,
     )
     arr = await zarr.api.asynchronous.open_array(store=store, path=task["var"], zarr_format=2, mode="r")
+    return await limited_op(arr, op)
+
+
+async def limited_op(arr: Any, op: dict[str, Any]) -> list[Any]:
+    """One operation on an async array (zarr-python's), the subset ``concurrency`` calls at a time."""
     if op["op"] == "whole":
         return [await arr.getitem(...)]
     if op["op"] == "slab":

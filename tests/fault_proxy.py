@@ -37,11 +37,14 @@ cumulative probability, so a run with a given seed and request order is
 reproducible. Kinds (see `FAULT_KINDS`):
 
 ``status_503``
-    ``503`` with the S3 ``SlowDown`` XML body (GCS JSON with ``error_format="gcs"``).
+    ``503`` with the S3 ``SlowDown`` XML body (GCS JSON with ``error_format="gcs"``,
+    Azure's ``ServerBusy`` with ``"azure"``).
 ``status_429``
-    ``429`` with a GCS-style JSON ``rateLimitExceeded`` body (XML with ``"s3"``).
+    ``429`` with a GCS-style JSON ``rateLimitExceeded`` body (XML with ``"s3"``; with
+    ``"azure"`` a bare 429 without a storage error code, as a gateway sends it).
 ``status_500``
-    ``500`` with the S3 ``InternalError`` XML body (GCS JSON with ``"gcs"``).
+    ``500`` with the S3 ``InternalError`` XML body (GCS JSON with ``"gcs"``, Azure's
+    ``InternalError`` with ``"azure"``).
 ``reset``
     Read the request (and its body), then close with SO_LINGER 0: the client gets a
     TCP RST and no response (``ServerDisconnectedError`` / ``ClientOSError``).
@@ -52,6 +55,17 @@ reproducible. Kinds (see `FAULT_KINDS`):
     Hold the request ``stall_seconds`` before forwarding it (a stalled server). If
     the client hung up meanwhile the request is dropped, never reaching the upstream
     (``stall_abandoned``): a timed-out PUT does not land later behind a retry.
+
+Throttling
+----------
+``throttle_in_flight`` (K) and ``throttle_rate`` (R requests/s, a token bucket holding
+``throttle_burst`` tokens, default R / 10) make the proxy an overloaded object store: a
+request that arrives (after ``latency_ms``) while K requests are being served, or when
+the bucket is empty, is refused at once with ``503 SlowDown`` (S3 XML; ``429
+rateLimitExceeded`` JSON with ``error_format="gcs"``; ``503 ServerBusy`` with
+``"azure"``), counted as ``injected["throttle"]``,
+and never reaches the upstream; a refused request takes no token. The counters'
+``timeline`` holds ``[served, refused]`` per second since the throttle was configured.
 
 Status faults answer without touching the upstream and keep the connection alive.
 ``latency_ms`` delays every request (not a fault, not filtered); a client that hangs
@@ -107,6 +121,9 @@ FAULT_KINDS = ("status_503", "status_429", "status_500", "reset", "reset_mid_bod
 
 STATUS_FAULTS = {"status_503": 503, "status_429": 429, "status_500": 500}
 
+ERROR_FORMATS = ("auto", "s3", "gcs", "azure")
+"""Body formats of injected error statuses (`FaultConfig.error_format`)."""
+
 CHUNK_KEYS = r"/\d+(?:[./]\d+)*(?:[?&#]|$)"
 """``path`` regex matching Zarr v2 chunk keys (``0``, ``3.1.4``, ``3/1/4``) in S3 paths
 (``/bucket/a/0.0``) and GCS downloads (``/download/storage/v1/b/B/o/a%2F0.0?alt=media``)."""
@@ -141,6 +158,23 @@ GCS_RATE_LIMIT_BODY = _gcs_error(
 )
 GCS_BACKEND_ERROR_BODY = _gcs_error(503, "backendError", "Backend Error")
 GCS_INTERNAL_ERROR_BODY = _gcs_error(500, "backendError", "Internal Error")
+
+
+def _azure_error(code: str, message: str) -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}\n'
+        f"RequestId:00000000-0000-0000-0000-000000000000\nTime:2026-01-01T00:00:00.0000000Z</Message></Error>"
+    ).encode()
+
+
+#: Azure Storage's answers (code in the body and in ``x-ms-error-code``, as the service
+#: sends them): ``ServerBusy`` is its "slow down" (a 503), ``InternalError`` a plain 500.
+#: A 429 has no storage code: the service itself throttles with 503, a gateway with 429.
+AZURE_ERRORS: dict[int, tuple[str | None, bytes]] = {
+    503: ("ServerBusy", _azure_error("ServerBusy", "Operations per second is over the account limit.")),
+    500: ("InternalError", _azure_error("InternalError", "The server encountered an internal error.")),
+    429: (None, b""),
+}
 
 _REASONS = {
     200: "OK",
@@ -237,7 +271,14 @@ class FaultConfig:
     retry_after : float, optional
         Send ``Retry-After`` (seconds) with injected 429 and 503 responses.
     error_format : str
-        ``"auto"`` (503/500 S3 XML, 429 GCS JSON), ``"s3"`` (all XML) or ``"gcs"`` (all JSON).
+        ``"auto"`` (503/500 S3 XML, 429 GCS JSON), ``"s3"`` (all XML), ``"gcs"`` (all JSON)
+        or ``"azure"`` (Azure Storage's XML and ``x-ms-error-code``).
+    throttle_in_flight : int, optional
+        Refuse requests arriving while this many are being served (see "Throttling").
+    throttle_rate : float, optional
+        Refuse requests beyond this many per second (a token bucket).
+    throttle_burst : float, optional
+        Tokens the bucket holds (default ``throttle_rate / 10``, at least 1).
     """
 
     rules: tuple[FaultRule, ...] = ()
@@ -247,6 +288,9 @@ class FaultConfig:
     latency_ms: float = 0.0
     retry_after: float | None = None
     error_format: str = "auto"
+    throttle_in_flight: int | None = None
+    throttle_rate: float | None = None
+    throttle_burst: float | None = None
 
     def validate(self) -> None:
         for rule in self.rules:
@@ -255,8 +299,12 @@ class FaultConfig:
             raise ValueError(f"fail_first_n must be >= 0, got {self.fail_first_n}")
         if self.stall_seconds < 0 or self.latency_ms < 0:
             raise ValueError("stall_seconds and latency_ms must be >= 0")
-        if self.error_format not in ("auto", "s3", "gcs"):
-            raise ValueError(f"error_format must be 'auto', 's3' or 'gcs', got {self.error_format!r}")
+        if self.error_format not in ERROR_FORMATS:
+            raise ValueError(f"error_format must be one of {ERROR_FORMATS}, got {self.error_format!r}")
+        for name in ("throttle_in_flight", "throttle_rate", "throttle_burst"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -287,6 +335,9 @@ def make_config(
     latency_ms: float = 0.0,
     retry_after: float | None = None,
     error_format: str = "auto",
+    throttle_in_flight: int | None = None,
+    throttle_rate: float | None = None,
+    throttle_burst: float | None = None,
     **faults: float,
 ) -> FaultConfig:
     """Build a `FaultConfig` from ``kind=probability`` keywords (see `FaultProxy.configure`)."""
@@ -305,6 +356,9 @@ def make_config(
         latency_ms=latency_ms,
         retry_after=retry_after,
         error_format=error_format,
+        throttle_in_flight=throttle_in_flight,
+        throttle_rate=throttle_rate,
+        throttle_burst=throttle_burst,
     )
     config.validate()
     return config
@@ -544,6 +598,19 @@ class _Counters:
         self.methods: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
         self.statuses: Counter[str] = Counter()
+        self.refused_by: Counter[str] = Counter()
+        self.restart_timeline()
+
+    def restart_timeline(self) -> None:
+        self.timeline: list[list[int]] = []
+        self.timeline_start = time.monotonic()
+
+    def tick(self, refused: bool) -> None:
+        """Count one throttle decision in this second's ``[served, refused]``."""
+        second = int(time.monotonic() - self.timeline_start)
+        while len(self.timeline) <= second:
+            self.timeline.append([0, 0])
+        self.timeline[second][1 if refused else 0] += 1
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -561,7 +628,40 @@ class _Counters:
             "methods": dict(self.methods),
             "injected": dict(self.injected),
             "statuses": dict(self.statuses),
+            "timeline": self.timeline,
+            "refused_by": dict(self.refused_by),
         }
+
+
+class _Throttle:
+    """An overloaded server's admission: at most ``in_flight`` requests served at once and
+    ``rate`` per second (a token bucket of ``burst`` tokens); None is no limit."""
+
+    def __init__(self, in_flight: int | None, rate: float | None, burst: float | None) -> None:
+        self.limit = in_flight
+        self.rate = rate
+        self.burst = burst if burst is not None else max(1.0, (rate or 0.0) / 10)
+        self.tokens = self.burst
+        self.refilled = time.monotonic()
+        self.serving = 0
+
+    def refuse(self) -> str | None:
+        """Why a request arriving now is refused (``"in_flight"``, ``"rate"``), or None: it
+        is served (one more being served, one token taken)."""
+        if self.limit is not None and self.serving >= self.limit:
+            return "in_flight"
+        if self.rate is not None:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.rate)
+            self.refilled = now
+            if self.tokens < 1:
+                return "rate"
+            self.tokens -= 1
+        self.serving += 1
+        return None
+
+    def done(self) -> None:
+        self.serving -= 1
 
 
 class _Proxy:
@@ -579,6 +679,7 @@ class _Proxy:
         self._rules: list[tuple[FaultRule, re.Pattern[str] | None]] = []
         self._rng = random.Random(0)
         self._faults_left: int | None = None
+        self._throttle: _Throttle | None = None
         self.set_config(FaultConfig())
 
     # ------------------------------------------------------------------ control
@@ -587,6 +688,11 @@ class _Proxy:
         self._rules = [(r, re.compile(r.path) if r.path is not None else None) for r in config.rules]
         self._rng = random.Random(config.seed)
         self._faults_left = config.fail_first_n
+        if config.throttle_in_flight is None and config.throttle_rate is None:
+            self._throttle = None
+        else:
+            self._throttle = _Throttle(config.throttle_in_flight, config.throttle_rate, config.throttle_burst)
+            self.counters.restart_timeline()
 
     def _decide(self, method: str, target: str) -> str | None:
         if not self._rules or self._faults_left == 0:
@@ -667,25 +773,53 @@ class _Proxy:
                 # proxy, so in_flight shows what the client still waits for.
                 c.client_disconnects += 1
                 raise _Abort
-            kind = self._decide(method, target)
-            if kind is not None:
-                c.injected[kind] += 1
-            if kind in STATUS_FAULTS:
-                return await self._status_fault(kind, req, framing, reader, writer)
-            if kind == "reset":
-                if not _expects_continue(req):
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(_copy_body(reader, _Sink(), framing), 10)
-                _rst(writer)
-                raise _Abort
-            if kind == "stall":
-                await asyncio.sleep(config.stall_seconds)
-                if _client_gone(reader, writer):
-                    c.stall_abandoned += 1
-                    raise _Abort
-            return await self._forward(req, framing, reader, writer, reset_mid_body=kind == "reset_mid_body")
+            throttle = self._throttle
+            if throttle is not None:
+                reason = throttle.refuse()
+                c.tick(refused=reason is not None)
+                if reason is not None:
+                    c.injected["throttle"] += 1
+                    c.refused_by[reason] += 1
+                    # Each store's own "slow down": GCS 429 rateLimitExceeded, S3 503
+                    # SlowDown, Azure 503 ServerBusy.
+                    refusal = "status_429" if config.error_format == "gcs" else "status_503"
+                    return await self._status_fault(refusal, req, framing, reader, writer)
+                try:
+                    return await self._serve(method, target, req, framing, reader, writer)
+                finally:
+                    throttle.done()
+            return await self._serve(method, target, req, framing, reader, writer)
         finally:
             c.in_flight -= 1
+
+    async def _serve(
+        self,
+        method: str,
+        target: str,
+        req: _Head,
+        framing: tuple[str, int],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Inject the configured fault, if any, or forward the request."""
+        c = self.counters
+        kind = self._decide(method, target)
+        if kind is not None:
+            c.injected[kind] += 1
+        if kind in STATUS_FAULTS:
+            return await self._status_fault(kind, req, framing, reader, writer)
+        if kind == "reset":
+            if not _expects_continue(req):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(_copy_body(reader, _Sink(), framing), 10)
+            _rst(writer)
+            raise _Abort
+        if kind == "stall":
+            await asyncio.sleep(self.config.stall_seconds)
+            if _client_gone(reader, writer):
+                c.stall_abandoned += 1
+                raise _Abort
+        return await self._forward(req, framing, reader, writer, reset_mid_body=kind == "reset_mid_body")
 
     async def _status_fault(
         self,
@@ -699,11 +833,17 @@ class _Proxy:
         fmt = self.config.error_format
         if fmt == "auto":
             fmt = "gcs" if status == 429 else "s3"
+        extra = {"X-Fault-Proxy": kind}
         if fmt == "s3":
             body = {503: S3_SLOWDOWN_BODY, 500: S3_INTERNAL_ERROR_BODY, 429: S3_TOO_MANY_REQUESTS_BODY}[
                 status
             ]
             content_type = "application/xml"
+        elif fmt == "azure":
+            code, body = AZURE_ERRORS[status]
+            content_type = "application/xml"
+            if code is not None:
+                extra["x-ms-error-code"] = code
         else:
             body = {503: GCS_BACKEND_ERROR_BODY, 500: GCS_INTERNAL_ERROR_BODY, 429: GCS_RATE_LIMIT_BODY}[
                 status
@@ -714,7 +854,6 @@ class _Proxy:
         keep = req.keep_alive() and not _expects_continue(req)
         if keep:
             await _copy_body(reader, _Sink(), framing)
-        extra = {"X-Fault-Proxy": kind}
         if self.config.retry_after is not None and status in (429, 503):
             extra["Retry-After"] = f"{self.config.retry_after:g}"
         await self._reply(
@@ -1014,9 +1153,15 @@ class ProxyCounters:
     methods : dict
         Requests received per HTTP method.
     injected : dict
-        Faults injected per kind (``latency_ms`` is not a fault).
+        Faults injected per kind (``latency_ms`` is not a fault); ``"throttle"``: requests
+        refused by ``throttle_in_flight`` / ``throttle_rate``.
     statuses : dict
         Responses per status code (str), injected and upstream.
+    timeline : list of [int, int]
+        With a throttle: ``[served, refused]`` per second since it was configured (or the
+        counters were reset).
+    refused_by : dict
+        Throttle refusals by cause: ``"in_flight"`` (K reached) or ``"rate"`` (R reached).
     """
 
     received: int
@@ -1033,6 +1178,8 @@ class ProxyCounters:
     methods: dict[str, int]
     injected: dict[str, int]
     statuses: dict[str, int]
+    timeline: list[list[int]] = dataclasses.field(default_factory=list)
+    refused_by: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def injected_total(self) -> int:
@@ -1154,6 +1301,9 @@ class FaultProxy:
         latency_ms: float = 0.0,
         retry_after: float | None = None,
         error_format: str = "auto",
+        throttle_in_flight: int | None = None,
+        throttle_rate: float | None = None,
+        throttle_burst: float | None = None,
         **faults: float,
     ) -> FaultConfig:
         """Replace the fault configuration (counters are kept; see `reset_counters`).
@@ -1175,8 +1325,11 @@ class FaultProxy:
             Delay added to every request (not a fault; ignores ``methods``/``path``).
         retry_after : float, optional
             ``Retry-After`` seconds on injected 429/503.
-        error_format : {"auto", "s3", "gcs"}
+        error_format : {"auto", "s3", "gcs", "azure"}
             Body format of injected error statuses.
+        throttle_in_flight, throttle_rate, throttle_burst : optional
+            Refuse requests beyond K being served or R per second (a bucket of ``burst``
+            tokens) with the format's throttling answer (see the module's "Throttling").
         **faults : float
             ``kind=probability`` for kinds in `FAULT_KINDS`, e.g. ``status_503=0.2``.
 
@@ -1200,6 +1353,9 @@ class FaultProxy:
             latency_ms=latency_ms,
             retry_after=retry_after,
             error_format=error_format,
+            throttle_in_flight=throttle_in_flight,
+            throttle_rate=throttle_rate,
+            throttle_burst=throttle_burst,
             **faults,
         )
         return FaultConfig.from_json(self._call("PUT", "/config", config.to_json()))

@@ -194,7 +194,42 @@ def _v3_templates() -> list[tuple[str, dict[str, Any], Any]]:
             {"dtype": bytes, "codecs": _v3({"name": "vlen-bytes"}, "crc32c")},
             np.vectorize(lambda s: s.encode(), otypes=[object])(strs),
         ),
+        # Sharded: 2 x 1 shards of 2 x 2 inner chunks (edge shards partial, one inner chunk
+        # empty). Index at the end with crc32c; at the start without a checksum, so mutated
+        # entries reach the offset/size checks rather than the checksum.
+        (
+            "v3-sharded-i4-zstd",
+            {"dtype": "<i4", "chunks": (2, 3), "shards": (4, 6), "write_empty_chunks": False},
+            _holed(ints),
+        ),
+        (
+            "v3-sharded-f8-start-plain",
+            {
+                "dtype": "<f8",
+                "chunks": (4, 6),
+                "write_empty_chunks": False,
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [2, 3],
+                            "codecs": _v3(_LE, _GZIP),
+                            "index_codecs": _v3(_LE),
+                            "index_location": "start",
+                        },
+                    }
+                ],
+            },
+            _holed(floats),
+        ),
     ]
+
+
+def _holed(data: Any) -> Any:
+    """``data`` with its first inner chunk (2 x 3) at the fill value 0: an empty index entry."""
+    out = data.copy()
+    out[:2, :3] = 0
+    return out
 
 
 def _ragged() -> Any:
@@ -218,7 +253,8 @@ async def _build() -> dict[str, dict[str, bytes]]:
         templates[name] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
     for name, kwargs, data in _v3_templates():
         store = MemoryStore()
-        arr = await azarr.create((7, 5), chunks=(4, 3), store=store, path="a", zarr_format=3, **kwargs)
+        kwargs = {"chunks": (4, 3), **kwargs}
+        arr = await azarr.create((7, 5), store=store, path="a", zarr_format=3, **kwargs)
         await arr.setitem(Ellipsis, data)
         templates[name] = {key: bytes(await store.get(key)) async for key in store.list_prefix("")}
     # A consolidated hierarchy: group g with two arrays and attributes; the same in Zarr v3
@@ -466,6 +502,8 @@ def mutation(draw: st.DrawFn, files: dict[str, bytes], others: list[bytes]) -> t
     if kind == "int" and len(buf) >= 4:
         width = draw(st.sampled_from([4, 8]))
         offset = draw(st.integers(0, max(0, min(len(buf), 32) - width)))
+        if draw(st.booleans()):  # near the end instead: a shard's index (and crc32c) is there
+            offset = max(0, len(buf) - draw(st.integers(width, 72)))
         value = draw(st.sampled_from(_LE_INTS)) % 2 ** (8 * width)
         buf[offset : offset + width] = value.to_bytes(width, "little")[: len(buf) - offset]
         return key, bytes(buf)
@@ -515,6 +553,8 @@ async def _read_array(arr: Any) -> None:
     if math.prod(arr.shape) == 0:
         return
     await arr.getitem(_selection(arr.shape, arr.dtype.itemsize))
+    if arr.shards is not None:  # also one inner chunk: its index, then a ranged read
+        await arr.getitem(tuple(n - 1 for n in arr.shape))
 
 
 async def run_case(name: str, files: dict[str, bytes]) -> None:

@@ -123,7 +123,7 @@ def test_usage_errors_exit_2(local: str) -> None:
 
 # ---------------------------------------------------------------- info / tree / ls
 INFO_KEYS = {
-    "url", "kind", "name", "zarr_format", "shape", "chunks", "dtype", "codecs", "compressor", "filters",
+    "url", "kind", "name", "zarr_format", "shape", "chunks", "shards", "dtype", "codecs", "compressor", "filters",
     "fill_value", "order", "dimension_separator", "dimension_names", "nchunks", "nbytes",
     "nchunks_initialized", "nbytes_stored", "ratio", "attrs",
 }  # fmt: skip
@@ -172,6 +172,7 @@ def test_tree(local: str) -> None:
             "zarr_format": 2,
             "shape": [7],
             "chunks": [3],
+            "shards": None,
             "dtype": "<i2",
             "codecs": [
                 {"name": "bytes", "configuration": {"endian": "little"}},

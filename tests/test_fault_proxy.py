@@ -303,6 +303,19 @@ async def test_error_format_gcs(proxy: FaultProxy, session: aiohttp.ClientSessio
     assert status == 503 and json.loads(body)["error"]["code"] == 503
 
 
+async def test_error_format_azure(proxy: FaultProxy, session: aiohttp.ClientSession) -> None:
+    # Azure Storage names its error in the x-ms-error-code header and the XML body; a 429
+    # (a gateway's) has no storage code.
+    for kind, code in (("status_503", "ServerBusy"), ("status_500", "InternalError"), ("status_429", None)):
+        proxy.configure(**{kind: 1.0}, error_format="azure")
+        async with session.get(f"{proxy.url}/blob/1") as response:
+            body = await response.read()
+            assert response.headers.get("x-ms-error-code") == code
+        assert (f"<Code>{code}</Code>".encode() in body) if code else body == b""
+    with pytest.raises(ValueError, match="error_format"):
+        proxy.configure(error_format="azur")
+
+
 async def test_reset_is_a_connection_error(proxy: FaultProxy, session: aiohttp.ClientSession) -> None:
     proxy.configure(reset=1.0)
     # POST: aiohttp does not silently re-send non-idempotent requests (see below).
@@ -433,6 +446,32 @@ async def test_counters_peak_concurrency(proxy: FaultProxy, session: aiohttp.Cli
     proxy.reset_counters()
     c = proxy.counters()
     assert (c.received, c.peak_in_flight, c.methods) == (0, 0, {})
+
+
+async def test_throttle_refuses_beyond_k_in_flight_and_r_per_second(
+    proxy: FaultProxy, session: aiohttp.ClientSession
+) -> None:
+    # K = 5: twenty requests held (stall) together, five are served, the rest refused at once.
+    proxy.configure(stall=1.0, stall_seconds=0.5, throttle_in_flight=5)
+    results = await asyncio.gather(*(_get(session, f"{proxy.url}/blob/10") for _ in range(20)))
+    assert sorted(status for status, _ in results) == [200] * 5 + [503] * 15
+    assert all(body == S3_SLOWDOWN_BODY for status, body in results if status == 503)
+    c = proxy.counters()
+    assert c.injected == {"stall": 5, "throttle": 15} and c.forwarded == 5
+    assert c.refused_by == {"in_flight": 15}
+    assert sum(served for served, _ in c.timeline) == 5 and sum(refused for _, refused in c.timeline) == 15
+    # R = 0.5/s with a bucket of 3: a quick burst of ten gets three through (a fourth
+    # token takes 2 s); GCS format answers 429 rateLimitExceeded.
+    proxy.configure(throttle_rate=0.5, throttle_burst=3, error_format="gcs")
+    proxy.reset_counters()
+    statuses = [(await _get(session, f"{proxy.url}/blob/1"))[0] for _ in range(10)]
+    assert 3 <= statuses.count(200) <= 4 and statuses[:3] == [200] * 3
+    assert set(statuses[4:]) == {429}
+    c = proxy.counters()
+    assert c.injected["throttle"] == statuses.count(429) and c.forwarded == statuses.count(200)
+    assert c.refused_by == {"rate": statuses.count(429)}
+    with pytest.raises(ValueError, match="throttle_rate"):
+        proxy.configure(throttle_rate=0)
 
 
 def test_configure_validates(proxy: FaultProxy) -> None:

@@ -199,7 +199,7 @@ async def test_parquet_references_load_lazily(
         small = ReferenceStore(str(out))
         arr = await azarr.open_array(small, path="counts", mode="r")
         np.testing.assert_array_equal(await arr.getitem(...), expected["counts"])
-        table = small._table
+        table = small._table.value
         assert table is not None and len(table._records) == 1  # type: ignore[union-attr]
     keys = [k async for k in store.list_prefix("counts")]
     assert len([k for k in keys if not k.endswith((".zarray", ".zattrs"))]) == 1000 // 64 + 1
@@ -417,7 +417,7 @@ async def test_parquet_sets_of_10_8_chunks_load_only_what_is_read(tmp_path: Path
     far = 5000 * rows * 4
     np.testing.assert_array_equal(await arr.getitem(slice(far, far + 4)), blob)
     np.testing.assert_array_equal(await arr.getitem(slice(4 * rows, 4 * rows + 4)), np.full(4, -1))  # no file
-    table_ = store._table
+    table_ = store._table.value
     assert table_ is not None and len(table_._records) == 2  # type: ignore[union-attr]
     bad = pa.table({"path": pa.array(["x"] * (rows + 1), pa.string())})
     pq.write_table(bad, root / "x" / "refs.7.parq")

@@ -66,6 +66,17 @@ async def _write(bucket: str, options: dict[str, Any]) -> None:
         )
         await grid.set_basic_selection(..., GRID)
         await grid.attrs.update(valid_range=[0, 100])
+        # The grid sharded: 4 x 2 x 2 inner chunks a shard.
+        sharded = await root.create_dataset(
+            "sharded",
+            shape=GRID.shape,
+            chunks=(1, 64, 64),
+            shards=(4, 128, 128),
+            dtype="<f4",
+            dimension_names=TYX,
+        )
+        await sharded.set_basic_selection(..., GRID)
+        await sharded.attrs.update(valid_range=[0, 100])
         await azarr.consolidate_metadata(store)
     finally:
         await store.close()
@@ -196,15 +207,17 @@ async def test_png_tile(client: Any) -> None:
 async def test_zarr_v3_dataset_serves_as_v2(client: Any) -> None:
     info = (await client.get("/info/d3/grid")).json()
     assert (info["zarr_format"], info["order"], info["codecs"]) == (3, "F", V3_CODECS)
-    assert [n["path"] for n in (await client.get("/tree/d3")).json()["nodes"]] == ["grid"]
-    body = (await client.get("/slice/d3/grid", params={"sel": "[1,5,9],0,::-40"})).json()
-    np.testing.assert_array_equal(np.asarray(body["data"], dtype="<f4"), GRID[[1, 5, 9], 0, ::-40])
-    response = await client.get("/slice/d3/grid", params={"format": "npy"})
-    np.testing.assert_array_equal(np.load(io.BytesIO(response.content)), GRID)
+    assert [n["path"] for n in (await client.get("/tree/d3")).json()["nodes"]] == ["grid", "sharded"]
+    for name in ("grid", "sharded"):
+        body = (await client.get(f"/slice/d3/{name}", params={"sel": "[1,5,9],0,::-40"})).json()
+        np.testing.assert_array_equal(np.asarray(body["data"], dtype="<f4"), GRID[[1, 5, 9], 0, ::-40])
+        response = await client.get(f"/slice/d3/{name}", params={"format": "npy"})
+        np.testing.assert_array_equal(np.load(io.BytesIO(response.content)), GRID)
     tiles = [
-        (await client.get(f"/tile/{d}/grid/1/0/0.png", params={"lead": "2"})).content for d in ("d", "d3")
+        (await client.get(f"/tile/{d}/{a}/1/0/0.png", params={"lead": "2"})).content
+        for d, a in (("d", "grid"), ("d3", "grid"), ("d3", "sharded"))
     ]
-    assert tiles[0] == tiles[1]
+    assert tiles[0] == tiles[1] == tiles[2]
 
 
 @pytest.mark.parametrize(

@@ -46,8 +46,10 @@ class RecordingStore(WrapperStore):
 
     wrapper_name = "test-recorder"
 
-    def __init__(self, inner: Store) -> None:
+    def __init__(self, inner: Store, *, remote: bool = False) -> None:
         super().__init__(inner)
+        if remote:  # behave as a remote store would (no local shortcuts: caches, batched jobs)
+            self.is_local = False
         self.gets: Counter[str] = Counter()
         self.sets: Counter[str] = Counter()
         self.deletes: Counter[str] = Counter()
@@ -83,6 +85,12 @@ class RecordingStore(WrapperStore):
     async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         self.gets[key] += 1
         return await self.inner.get_with_generation(key)
+
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        self.gets[key] += 1
+        return await self.inner.get_with_generation(key, byte_range)
 
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         self.sets[key] += 1

@@ -123,6 +123,13 @@ class ConsolidatedStore(WrapperStore):
             return await self._get(key, None), None  # served from .zmetadata: read-only here
         return await super()._get_with_generation(key)
 
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        if is_metadata_key(key):
+            return await self._get(key, byte_range), None
+        return await super()._get_range_with_generation(key, byte_range)
+
     async def _delete_prefix(self, prefix: str) -> None:
         raise ReadOnlyError(
             f"cannot delete {prefix!r}: the structure of a hierarchy opened from consolidated metadata "

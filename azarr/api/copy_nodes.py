@@ -188,8 +188,13 @@ class _Copier:
             # zarr -> zarr: the stored encoding is preserved by default, in the destination
             # group's format (a v3 array copied into a v2 group becomes a v2 array)
             encoding = encoding_arguments(source.metadata, zarr_format, compressor="compressor" not in kws)
+            shards = encoding.pop("shards", None)
             if "codecs" in encoding and _V3_CODEC_ARGUMENTS & set(kws):
-                del encoding["codecs"]  # the caller's codec arguments make the chain
+                del encoding["codecs"]  # the caller's codec arguments make the (inner) chain
+                if shards is not None:
+                    kws.setdefault("shards", shards)
+            elif shards is not None and "codecs" not in self.create_kws:
+                kws["chunks"] = self.create_kws.get("chunks", shards)  # the sharding codec's grid
             for key, value in encoding.items():
                 kws.setdefault(key, value)
             kws.setdefault("fill_value", source.fill_value)

@@ -88,6 +88,7 @@ async def create(
     serializer: Any = "auto",
     chunk_key_encoding: Any = None,
     dimension_names: Any = None,
+    shards: Any = None,
 ) -> AsyncArray:
     """Create an empty array (writes ``.zarray``, and ``.zgroup`` for missing ancestors).
 
@@ -153,6 +154,13 @@ async def create(
         ``dimension_separator`` sets the default encoding's separator.
     dimension_names : sequence of str or None, optional
         Zarr v3 only: a name per dimension (xarray reads them as dimensions).
+    shards : tuple of int or dict, optional
+        Zarr v3 only (zarr-python 3's name): store shards of this shape, each one object
+        holding inner chunks of ``chunks`` (which must divide it) with an index
+        (``sharding_indexed``: the chain above encodes the inner chunks; index ``bytes`` +
+        ``crc32c`` at the end). ``{"shape": ..., "index_location": "start"}`` puts the index
+        first. A ``sharding_indexed`` entry in ``codecs`` does the same, ``chunks`` then
+        being the shard shape.
 
     Returns
     -------
@@ -182,12 +190,17 @@ async def create(
         allow_pickle=allow_pickle,
         attributes=attributes,
         zarr_format=zarr_format,
-        **_v3_options(codecs, compressors, serializer, chunk_key_encoding, dimension_names),
+        **_v3_options(codecs, compressors, serializer, chunk_key_encoding, dimension_names, shards),
     )
 
 
 def _v3_options(
-    codecs: Any, compressors: Any, serializer: Any, chunk_key_encoding: Any, dimension_names: Any
+    codecs: Any,
+    compressors: Any,
+    serializer: Any,
+    chunk_key_encoding: Any,
+    dimension_names: Any,
+    shards: Any = None,
 ) -> dict[str, Any]:
     """The v3-only creation arguments that were given (v2 arrays refuse any)."""
     given = {
@@ -196,6 +209,7 @@ def _v3_options(
         "serializer": serializer,
         "chunk_key_encoding": chunk_key_encoding,
         "dimension_names": dimension_names,
+        "shards": shards,
     }
     defaults = {"compressors": "auto", "serializer": "auto"}
     return {k: v for k, v in given.items() if v is not defaults.get(k)}
@@ -252,7 +266,9 @@ def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     result = dict(kwargs)
     if isinstance(a, AsyncArray):
         result.setdefault("shape", a.shape)
-        result.setdefault("chunks", a.chunks)
+        # With a sharded array's codecs (one sharding_indexed entry), ``chunks`` is the shard shape.
+        sharded = a.shards is not None and "codecs" not in kwargs
+        result.setdefault("chunks", a.shards if sharded else a.chunks)
         result.setdefault("dtype", a.dtype)
         result.setdefault("order", a.order)
         result.setdefault("fill_value", a.fill_value)

@@ -40,6 +40,7 @@ def array_summary(arr: AsyncArray) -> dict[str, Any]:
         "zarr_format": arr.zarr_format,
         "shape": list(arr.shape),
         "chunks": list(arr.chunks),
+        "shards": None if arr.shards is None else list(arr.shards),
         "dtype": meta["dtype"] if v2 else meta["data_type"],
         "codecs": arr.codecs,
         "compressor": meta["compressor"] if v2 else None,
@@ -104,6 +105,7 @@ def _info_text(url: str, info: dict[str, Any]) -> str:
             ("Zarr format", str(info["zarr_format"])),
             ("Shape", str(tuple(info["shape"]))),
             ("Chunks", str(tuple(info["chunks"]))),
+            *([("Shards", str(tuple(info["shards"])))] if info["shards"] is not None else []),
             ("Data type", str(info["dtype"])),
             ("Fill value", repr(info["fill_value"])),
             ("Order", info["order"]),
@@ -141,7 +143,9 @@ def _tree_json(name: str, node: Node, children: dict[str, Any]) -> dict[str, Any
     entry: dict[str, Any] = {"name": name, "path": node.path}
     if isinstance(node, AsyncArray):
         summary = array_summary(node)
-        entry.update({k: summary[k] for k in ("kind", "zarr_format", "shape", "chunks", "dtype", "codecs")})
+        entry.update(
+            {k: summary[k] for k in ("kind", "zarr_format", "shape", "chunks", "shards", "dtype", "codecs")}
+        )
     else:
         entry.update(kind="group", zarr_format=node.zarr_format, children=list(children.values()))
     return entry

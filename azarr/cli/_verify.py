@@ -9,6 +9,8 @@
    in-grid integer per dimension;
 3. ``--decode``: every stored chunk is read and decoded, which checks it
    decompresses to exactly the chunk's size (the codec pipeline refuses anything else);
+   a shard of a sharded Zarr v3 array is read whole, its index checked (checksum, every
+   range inside the shard, no overlaps) and every inner chunk decoded;
 4. ``--digest``: each array's zarr-python 2 compatible ``hexdigest``.
 
 Problems are collected, not raised: the report lists all of them and the exit status is 1.
@@ -201,7 +203,7 @@ def _chunk_coords(arr: AsyncArray, key: str) -> tuple[int, ...] | str:
     """Grid coordinates of chunk ``key`` of ``arr``, or why it is not one of its chunks."""
     name = key[len(arr.path) + 1 :] if arr.path else key
     found = arr.metadata.chunk_coords(name)
-    grid = arr.cdata_shape if arr.ndim else (1,)
+    grid = arr.metadata.cdata_shape if arr.ndim else (1,)  # the stored objects' grid (shards)
     if found is None:
         example = arr.metadata.chunk_key(tuple(0 for _ in grid) if arr.ndim else ())
         return f"not a chunk key of array {arr.name} ({arr.ndim}-d, chunk keys like {example!r})"
@@ -248,6 +250,15 @@ async def _decode_all(
             stored = chunk.nbytes
 
         try:
+            if arr.shards is not None:
+                # The shard's region: one GET of the shard, its index checked, every inner
+                # chunk decoded (each checked against the inner chunk shape).
+                region = tuple(
+                    slice(c * s, min((c + 1) * s, n))
+                    for c, s, n in zip(coords, arr.shards, arr.shape, strict=True)
+                )
+                await arr.get_basic_selection(region)
+                return True
             # A ``blocks`` read of one chunk: fetched through the budgeted path and decoded,
             # which checks the decoded size against the chunk shape. Its own progress report
             # carries the bytes fetched, which the bar counts.

@@ -13,11 +13,13 @@ from azarr.codecs._batcher import CodecBatcher
 from azarr.codecs._chain import CodecChain, v2_chain
 from azarr.codecs._pipeline import ChunkCodec, decode_chunk_async, encode_chunk_async
 from azarr.codecs._pool import get_codec_pool, reset_codec_pool, run_in_codec_pool, submit_to_codec_pool
+from azarr.codecs._sharding import ShardingSpec
 
 __all__ = [
     "ChunkCodec",
     "CodecBatcher",
     "CodecChain",
+    "ShardingSpec",
     "v2_chain",
     "decode_chunk_async",
     "encode_chunk_async",

@@ -5,8 +5,9 @@ The names and configurations are the v3 core spec's (``bytes``, ``transpose``,
 extensions, and the ``numcodecs.<id>`` names zarr-python 3 registers for the rest of
 numcodecs (``{"name": "numcodecs.delta", "configuration": {"dtype": "<f8"}}``: the
 numcodecs configuration without its ``id``). Every codec runs on numcodecs, as the
-v2 codecs do. ``sharding_indexed`` is refused here until sharding lands (issue #30):
-it will be a key-value adapter below the chunk pipeline, not a codec of this chain.
+v2 codecs do. ``sharding_indexed`` is not a codec of this chain: an array whose one codec
+it is has shards (``azarr.codecs._sharding``), read and written below the chunk pipeline,
+and its inner ``codecs`` are such a chain.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numcodecs.registry
 import numpy as np
 
 from azarr.codecs._chain import CodecChain
+from azarr.codecs._sharding import SHARDING_CODEC
 from azarr.errors import MetadataError
 
 __all__ = [
@@ -30,8 +32,6 @@ __all__ = [
     "parse_v3_codecs",
 ]
 
-#: The sharding codec's name (Zarr v3 spec, "Sharding codec"); not supported yet.
-SHARDING_CODEC = "sharding_indexed"
 
 #: v3 codecs that are bytes -> bytes, by name (the ``numcodecs.*`` ones are added below).
 BYTES_TO_BYTES = frozenset({"blosc", "gzip", "zstd", "crc32c"})
@@ -189,7 +189,8 @@ def parse_v3_codecs(
     ------
     MetadataError
         Not a list; an entry that is not a codec object; an unknown codec name (each
-        names the entry); ``sharding_indexed`` (not supported yet); no array -> bytes
+        names the entry); ``sharding_indexed`` (an array's one codec only: see
+        ``azarr.codecs._sharding``); no array -> bytes
         codec, or two; codecs out of kind order (array -> array, array -> bytes,
         bytes -> bytes); a configuration the codec does not accept; ``bytes`` without
         ``endian`` for a multi-byte type; ``vlen-*`` on a fixed-size type or ``bytes``
@@ -215,7 +216,8 @@ def parse_v3_codecs(
             raise _error(
                 where,
                 field,
-                "is the sharding_indexed codec, which azarr does not read or write yet (sharding is issue #30)",
+                "is the sharding_indexed codec, which azarr supports only as an array's one codec "
+                "(codecs: [sharding_indexed], as zarr-python 3 and TensorStore write it)",
             )
         numcodecs_id = name[len(_NUMCODECS_PREFIX) :] if name.startswith(_NUMCODECS_PREFIX) else None
         if name == "transpose" or numcodecs_id in ARRAY_TO_ARRAY:

@@ -37,11 +37,18 @@ def codec_entries(metadata: AnyArrayMetadata) -> list[dict[str, Any]]:
 
 
 def describe_codec(entry: Any) -> str:
-    """``name(key=value, ...)`` of a v3 codec entry."""
+    """``name(key=value, ...)`` of a v3 codec entry (the codec lists of ``sharding_indexed``
+    described alike: ``codecs=[bytes(endian='little'), zstd(level=0)]``)."""
     if isinstance(entry, str):
         return entry
     config = entry.get("configuration") or {}
-    args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+
+    def value(v: Any) -> str:
+        if isinstance(v, list) and v and all(isinstance(c, dict) and "name" in c for c in v):
+            return "[" + ", ".join(describe_codec(c) for c in v) + "]"
+        return repr(v)
+
+    args = ", ".join(f"{k}={value(v)}" for k, v in config.items())
     return f"{entry.get('name')}({args})"
 
 
@@ -53,7 +60,10 @@ def encoding_arguments(
 
     To Zarr v3: the codec list (`codec_entries`: a v2 array's ``order``, ``filters`` and
     ``compressor`` spelled as v3 codecs), and a v3 array's chunk key encoding and dimension
-    names. To Zarr v2: ``compressor``, ``filters`` and ``order`` (a v3 chain's layout, its
+    names; for a sharded array also ``shards``, its shard shape (with the codec list, which
+    is the one ``sharding_indexed`` codec, it is the ``chunks`` to create with; without it,
+    ``shards=`` beside the inner ``chunks``). A sharded array copied to Zarr v2 gets its
+    inner chunks as chunks. To Zarr v2: ``compressor``, ``filters`` and ``order`` (a v3 chain's layout, its
     array -> array numcodecs codecs, its object codec first, its bytes -> bytes codec). The
     v3 ``bytes`` codec's byte order is not kept in v2 (values are written in the dtype's own).
     ``compressor=False`` leaves the v2 ``compressor`` out (the caller gives its own).
@@ -67,6 +77,10 @@ def encoding_arguments(
     """
     if zarr_format == 3:
         arguments: dict[str, Any] = {"codecs": codec_entries(metadata)}
+        if metadata.sharding is not None:
+            # The one sharding_indexed codec: ``chunks`` is then the shard shape, and ``shards``
+            # says so for callers that build their own inner chain instead of these codecs.
+            arguments["shards"] = metadata.chunks
         if isinstance(metadata, ArrayV3Metadata):
             arguments["chunk_key_encoding"] = metadata.chunk_key_encoding.to_json()
             if metadata.dimension_names is not None:

@@ -5,7 +5,10 @@
 for strings) and ``compressors`` (bytes -> bytes, ``"auto"``: Zstd level 0, zarr-python
 3's default). zarr-python 2's ``compressor=`` is read as one compressor, and
 ``order="F"`` as a ``transpose`` reversing the axes (TensorStore's zarr3 layout), so
-a call written for v2 creates the v3 array it means.
+a call written for v2 creates the v3 array it means. ``shards`` (zarr-python 3's name)
+makes ``chunks`` the inner chunks of shards of that shape: the chain becomes the inner
+codecs of one ``sharding_indexed`` codec (index ``bytes`` + ``crc32c`` at the end, or
+``{"shape": ..., "index_location": "start"}``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from azarr.codecs._sharding import SHARDING_CODEC, default_index_codecs
 from azarr.codecs._v3 import default_serializer, normalize_v3_codec, normalize_v3_codecs
 from azarr.core._normalize import normalize_chunks, normalize_shape
 from azarr.metadata import ZARR_JSON, ArrayV3Metadata, ChunkKeyEncoding
@@ -93,6 +97,35 @@ def _with_typesize(entry: dict[str, Any], itemsize: int) -> dict[str, Any]:
     return {"name": name, "configuration": config}
 
 
+def _shards(value: Any, ndim: int) -> tuple[tuple[int, ...], str]:
+    """The shard shape and index location of zarr-python 3's ``shards=``: a shape, or
+    ``{"shape": ..., "index_location": "start" | "end"}``.
+
+    Raises
+    ------
+    ValueError
+        Not one positive integer per dimension, or another index location.
+    """
+    location = "end"
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"shape", "index_location"}
+        if unknown:
+            raise ValueError(f"shards= takes 'shape' and 'index_location', got {sorted(unknown)}")
+        location = value.get("index_location", "end")
+        value = value.get("shape")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value,) * ndim
+    if (
+        not isinstance(value, Sequence)
+        or len(value) != ndim
+        or not all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        raise ValueError(f"shards must be {ndim} positive integers (the shard shape), got {value!r}")
+    if location not in ("start", "end"):
+        raise ValueError(f"shards index_location must be 'start' or 'end', got {location!r}")
+    return tuple(int(v) for v in value), location
+
+
 def build_v3_array_metadata(
     shape: int | tuple[int, ...],
     *,
@@ -110,6 +143,7 @@ def build_v3_array_metadata(
     chunk_key_encoding: Any = None,
     dimension_names: Sequence[str | None] | None = None,
     attributes: Mapping[str, Any] | None = None,
+    shards: Any = None,
     key: str = ZARR_JSON,
 ) -> ArrayV3Metadata:
     """Validated v3 metadata from creation arguments (see the module docstring).
@@ -156,12 +190,29 @@ def build_v3_array_metadata(
         else:
             bytes_codecs = normalize_v3_codecs(_as_list(compressors))
         chain.extend(_with_typesize(e, itemsize) for e in bytes_codecs)
+    grid_shape = chunk_shape
+    if shards is not None:
+        # zarr-python 3's create_array(chunks=inner, shards=outer): the chain built above
+        # encodes the inner chunks, and the array's one codec is sharding_indexed.
+        shard_shape, location = _shards(shards, len(full_shape))
+        chain = [
+            {
+                "name": SHARDING_CODEC,
+                "configuration": {
+                    "chunk_shape": list(chunk_shape),
+                    "codecs": chain,
+                    "index_codecs": default_index_codecs(),
+                    "index_location": location,
+                },
+            }
+        ]
+        grid_shape = shard_shape
     fill = default_fill_value(memory_dtype, string_kind) if fill_value is None else fill_value
     if string_kind == "bytes" and isinstance(fill, str):
         fill = fill.encode()
     metadata = ArrayV3Metadata(
         shape=full_shape,
-        chunks=chunk_shape,
+        chunks=grid_shape,
         dtype=memory_dtype,
         codecs=tuple(chain),
         fill_value=fill,

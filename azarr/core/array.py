@@ -58,6 +58,7 @@ from azarr.indexing import (
 )
 from azarr.metadata import ZARRAY, ZATTRS, AnyArrayMetadata, ArrayMetadata, ArrayV3Metadata, parse_attributes
 from azarr.pipeline import ChunkPipeline
+from azarr.pipeline._shards import ShardedChunks
 from azarr.scheduler import ProgressCallback, StoreIO, bounded_map
 from azarr.storage import Store
 
@@ -133,21 +134,30 @@ class AsyncArray(Node):
     def _make_pipeline(self) -> ChunkPipeline:
         """The one hand-off from selections to chunks (fetch/decode/scatter, merge/encode/store);
         rebuilt whenever the metadata it depends on (codec, fill_value) changes."""
+        metadata = self._metadata
+        sharding = metadata.sharding
         return ChunkPipeline(
             self._io,
             self._codec,
             self._chunk_key,
-            self._metadata.fill_value,
+            metadata.fill_value,
             write_empty_chunks=bool(self._write_empty_chunks),
             shape=lambda: self._metadata.shape,
             partial_decompress=self._partial_decompress,
+            # A sharded array's pipeline cuts selections into inner chunks and reaches them
+            # through its shards (`chunk_key` then names shards): azarr.pipeline._shards.
+            shards=None
+            if sharding is None
+            else ShardedChunks(
+                self._io, sharding, metadata.chunks, lambda: self._metadata.shape, self._codec.stored_bound
+            ),
         )
 
     def _make_codec(self, metadata: AnyArrayMetadata) -> ChunkCodec:
         # Either format's codecs as one chain (azarr.codecs._chain): the pipeline runs both alike.
         return ChunkCodec.from_chain(
             metadata.dtype,
-            metadata.chunks,
+            metadata.inner_chunks,
             metadata.chain,
             allow_pickle=self._allow_pickle,
             source=self._metadata_key,
@@ -287,8 +297,15 @@ class AsyncArray(Node):
 
     @property
     def chunks(self) -> tuple[int, ...]:
-        """Chunk shape (elements per dimension)."""
-        return self._metadata.chunks
+        """Chunk shape (elements per dimension): of the inner chunks of a sharded array, the
+        unit selections are cut into (zarr-python 3's ``Array.chunks``)."""
+        return self._metadata.inner_chunks
+
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        """Shard shape (elements per dimension) of a sharded Zarr v3 array, the unit stored as
+        one object; None otherwise (zarr-python 3's ``Array.shards``)."""
+        return self._metadata.shards
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -378,13 +395,18 @@ class AsyncArray(Node):
 
     @property
     def cdata_shape(self) -> tuple[int, ...]:
-        """Chunks per dimension (the chunk grid's shape)."""
-        return self._metadata.cdata_shape
+        """Chunks per dimension (the chunk grid's shape; inner chunks of a sharded array, as in
+        zarr-python 3)."""
+        if self._metadata.sharding is None:
+            return self._metadata.cdata_shape
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
 
     @property
     def nchunks(self) -> int:
-        """Number of chunks in the grid."""
-        return self._metadata.nchunks
+        """Number of chunks in the grid (inner chunks of a sharded array)."""
+        if self._metadata.sharding is None:
+            return self._metadata.nchunks
+        return math.prod(self.cdata_shape)
 
     @property
     def partial_decompress(self) -> bool:
@@ -435,6 +457,7 @@ class AsyncArray(Node):
             ("Data type", str(self.dtype)),
             ("Shape", str(self.shape)),
             ("Chunk shape", str(self.chunks)),
+            *([("Shard shape", str(self.shards))] if self.shards is not None else []),
             ("Order", self.order),
             ("Read-only", str(self.read_only)),
         ]
@@ -468,12 +491,17 @@ class AsyncArray(Node):
 
     @rechecks_metadata
     async def nchunks_initialized(self) -> int:
-        """Number of chunks present in the store (zarr-python 2 ``nchunks_initialized``)."""
-        grid = self.cdata_shape if self.ndim else (1,)
+        """Number of chunks present in the store (zarr-python 2 ``nchunks_initialized``); for a
+        sharded array, the inner chunks of the shards present (zarr-python 3: each counted at
+        the shard's full size)."""
+        grid = self._metadata.cdata_shape if self.ndim else (1,)
         count = 0
         async for coords, _ in self._stored_chunk_coords():
             if all(c < n for c, n in zip(coords, grid, strict=True)):
                 count += 1
+        shards = self.shards
+        if shards is not None:
+            count *= math.prod(s // c for s, c in zip(shards, self.chunks, strict=True))
         return count
 
     async def nbytes_stored(self) -> int:
@@ -978,7 +1006,11 @@ class AsyncArray(Node):
         """Adopt changed ``.zarray``/``zarr.json`` contents: the codec is rebuilt if the encoding
         changed, the pipeline always (it holds the codec and the fill value)."""
         old = self._metadata
-        if old.dtype != metadata.dtype or old.chunks != metadata.chunks or old.chain != metadata.chain:
+        if (
+            old.dtype != metadata.dtype
+            or old.inner_chunks != metadata.inner_chunks
+            or old.chain != metadata.chain
+        ):
             self._codec = self._make_codec(metadata)
         self._metadata = metadata
         self._pipeline = self._make_pipeline()

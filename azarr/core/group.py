@@ -608,8 +608,19 @@ def _flatten(subtree: _Subtree, prefix: str = "") -> Iterator[tuple[str, AsyncAr
 
 def array_tree_line(name: str, array: AsyncArray, *, codecs: bool) -> str:
     """An array's line in ``tree()``: name, shape, dtype (``codecs``: its format and codec chain)."""
-    chain = f" v{array.zarr_format} " + " > ".join(str(c["name"]) for c in array.codecs) if codecs else ""
+    chain = f" v{array.zarr_format} {_chain_label(array.codecs)}" if codecs else ""
     return f"{name} {array.shape} {array.dtype}{chain}"
+
+
+def _chain_label(entries: list[dict[str, Any]]) -> str:
+    """``bytes > zstd``; a sharded array's ``sharding_indexed[bytes > zstd]`` (its inner chain)."""
+    names = []
+    for entry in entries:
+        inner = (
+            (entry.get("configuration") or {}).get("codecs") if entry["name"] == "sharding_indexed" else None
+        )
+        names.append(f"{entry['name']}[{_chain_label(inner)}]" if inner else str(entry["name"]))
+    return " > ".join(names)
 
 
 def _tree_lines(subtree: _Subtree, indent: str, *, codecs: bool) -> list[str]:

@@ -16,10 +16,11 @@ multiples of the Zarr chunks; a block spanning several Zarr chunks is fetched in
 Budgets per process
 -------------------
 azarr's request budget (``max_concurrency`` requests and ``max_bytes_in_flight``
-bytes in flight per store, `azarr.scheduler.set_budget`) is process-wide: in
-one process every dask thread calls through the same I/O loop thread
-(`azarr.sync`), so 16 threads of the threaded scheduler share one budget and
-one connection pool per store, they do not multiply it by 16.
+bytes in flight per store, `azarr.scheduler.set_budget`) is process-wide, across
+threads and event loops, so 16 threads of the threaded scheduler share one budget, they
+do not multiply it by 16; they also call through the same I/O loop thread
+(`azarr.sync`), so they share one connection pool per store. Against a server that
+throttles, each process's limit adapts on its own (``adaptive_concurrency``).
 
 On dask.distributed each worker *process* has its own I/O loop and its own budget,
 because the graph pickles arrays as configuration and each worker opens the store

@@ -99,7 +99,8 @@ def from_azarr(
         The array, or where it is (opened read-only).
     chunks : optional
         Dask chunks (anything ``dask.array.core.normalize_chunks`` takes). Default:
-        the Zarr chunks. ``"auto"`` picks whole multiples of the Zarr chunks of about
+        the Zarr chunks; a sharded Zarr v3 array's shards (a task reads a shard with one
+        GET; xarray's convention too). ``"auto"`` picks whole multiples of the Zarr chunks of about
         dask's ``array.chunk-size`` (as ``da.from_array`` for chunked sources). A block
         spanning several Zarr chunks is read in one call that fetches them concurrently:
         with small Zarr chunks and latency-bound storage, multiples read much faster than
@@ -137,11 +138,13 @@ def from_azarr(
     array = _as_async_array(url_or_array, mode="r", path=path, storage_options=storage_options, **open_kwargs)
     # previous_chunks: "auto" (or -1/None per axis) picks whole multiples of the Zarr chunks, as
     # da.from_array does for arrays exposing .chunks, so no Zarr chunk is read by two tasks.
+    # A sharded array's unit is its shard: one task reads one shard (one GET).
+    stored = _stored_chunks(array)
     normalized = normalize_chunks(
-        array.chunks if chunks is None else chunks,
+        stored if chunks is None else chunks,
         array.shape,
         dtype=array.dtype,
-        previous_chunks=array.chunks,
+        previous_chunks=stored,
     )
     wrapper = _Chunked(array, secede=secede)
     token_name = name or f"from-azarr-{da.core.tokenize(wrapper, normalized)}"
@@ -155,6 +158,11 @@ def from_azarr(
         meta=np.empty((0,) * array.ndim, dtype=array.dtype),
         inline_array=inline_array,
     )
+
+
+def _stored_chunks(array: AsyncArray) -> tuple[int, ...]:
+    """The shape of the objects ``array`` stores: its shards when it is sharded, else its chunks."""
+    return array.shards or array.chunks
 
 
 def _aligned_chunks(sizes: tuple[int, ...], zarr_chunk: int, start: int) -> tuple[int, ...] | None:
@@ -172,12 +180,13 @@ def _aligned_chunks(sizes: tuple[int, ...], zarr_chunk: int, start: int) -> tupl
 def _align(darr: da.Array, target: AsyncArray, region: tuple[slice, ...], rechunk: bool) -> da.Array:
     new_chunks = []
     changed = False
-    for dim, (sizes, zc, sel) in enumerate(zip(darr.chunks, target.chunks, region, strict=True)):
+    unit = "chunk" if target.shards is None else "shard"  # a sharded array stores shards whole
+    for dim, (sizes, zc, sel) in enumerate(zip(darr.chunks, _stored_chunks(target), region, strict=True)):
         aligned = _aligned_chunks(sizes, zc, sel.start or 0)
         if aligned is not None and not rechunk:
             raise ValueError(
-                f"dask chunks {sizes} along dimension {dim} do not end on Zarr chunk boundaries "
-                f"(chunk {zc}, region start {sel.start or 0}): two tasks would write one Zarr chunk; "
+                f"dask chunks {sizes} along dimension {dim} do not end on Zarr {unit} boundaries "
+                f"({unit} {zc}, region start {sel.start or 0}): two tasks would write one Zarr {unit}; "
                 "rechunk, or pass rechunk=True"
             )
         changed |= aligned is not None
@@ -208,10 +217,10 @@ def to_azarr(
 ) -> Any:
     """Write a dask array into a Zarr v2 array through azarr (dask ``da.to_zarr``).
 
-    Every task writes whole Zarr chunks of its own, so tasks never read-modify-write
-    one chunk concurrently: dask chunk boundaries must fall on Zarr chunk boundaries
-    (offset by the region's start), which ``rechunk=True`` arranges and
-    ``rechunk=False`` checks.
+    Every task writes whole Zarr chunks of its own (whole shards of a sharded Zarr v3
+    array), so tasks never read-modify-write one chunk or shard concurrently: dask chunk
+    boundaries must fall on those boundaries (offset by the region's start), which
+    ``rechunk=True`` arranges and ``rechunk=False`` checks.
 
     Parameters
     ----------

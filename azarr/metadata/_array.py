@@ -263,6 +263,21 @@ class ArrayMetadata:
     #: What every chunk key of a >= 1-d array starts with: nothing in v2.
     chunk_key_prefix = ""
 
+    @property
+    def sharding(self) -> None:
+        """None: Zarr v2 has no sharding (the v3 name, for code serving both formats)."""
+        return None
+
+    @property
+    def shards(self) -> None:
+        """None: Zarr v2 has no sharding (zarr-python 3's name)."""
+        return None
+
+    @property
+    def inner_chunks(self) -> tuple[int, ...]:
+        """`chunks` (in Zarr v3, sharded arrays' inner chunks; v2 has no sharding)."""
+        return self.chunks
+
     def chunk_coords(self, name: str) -> tuple[int, ...] | None:
         """Grid coordinates of the chunk key ``name`` (relative to the array), None if it is none."""
         if not self.shape:

@@ -21,7 +21,8 @@ from typing import Any, Literal
 import numpy as np
 
 from azarr.codecs import CodecChain
-from azarr.codecs._v3 import parse_v3_codecs
+from azarr.codecs._sharding import SHARDING_CODEC, ShardingSpec, parse_sharding
+from azarr.codecs._v3 import codec_name, parse_v3_codecs
 from azarr.errors import MetadataError
 from azarr.metadata._array import _check_itemsize, _int_tuple
 from azarr.metadata._json import decode_json, to_jsonable
@@ -164,7 +165,8 @@ class ArrayV3Metadata:
     shape : tuple of int
         Array extent per dimension.
     chunks : tuple of int
-        The ``regular`` chunk grid's ``chunk_shape``.
+        The ``regular`` chunk grid's ``chunk_shape``: the stored objects, so the shards of a
+        sharded array (`inner_chunks` is then the shape selections are cut into).
     dtype : numpy.dtype
         Element type in memory, this machine's byte order (object for ``string``/``bytes``).
     codecs : tuple of dict
@@ -201,6 +203,7 @@ class ArrayV3Metadata:
     data_type: Any = None
     zarr_format: int = 3
     _chain: CodecChain = field(init=False, repr=False)
+    _sharding: ShardingSpec | None = field(init=False, repr=False)
     _cdata_shape: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -217,7 +220,12 @@ class ArrayV3Metadata:
             if self.data_type is not None
             else v3_dtype_to_json(dtype, self.string_kind, where=where)
         )
-        codecs, chain = parse_v3_codecs(list(self.codecs), dtype=dtype, ndim=len(shape), where=where)
+        sharding = None
+        if len(self.codecs) == 1 and codec_name(self.codecs[0]) == SHARDING_CODEC:
+            sharding = parse_sharding(self.codecs[0], dtype=dtype, shard_shape=chunks, where=where)
+            codecs, chain = [dict(self.codecs[0])], sharding.chain  # the entry kept as given
+        else:
+            codecs, chain = parse_v3_codecs(list(self.codecs), dtype=dtype, ndim=len(shape), where=where)
         fill = self.fill_value
         if fill is None:
             raise metadata_error(where, "fill_value", "is required in Zarr v3")
@@ -248,6 +256,7 @@ class ArrayV3Metadata:
             ("attributes", dict(self.attributes)),
             ("data_type", data_type),
             ("_chain", chain),
+            ("_sharding", sharding),
             ("_cdata_shape", tuple(-(-s // c) for s, c in zip(shape, chunks, strict=True))),
         ):
             object.__setattr__(self, name, value)
@@ -271,7 +280,7 @@ class ArrayV3Metadata:
             Not a JSON object; ``zarr_format`` not 3 or ``node_type`` not ``"array"``; a
             required member missing; an unknown data type, chunk grid (only
             ``regular``), chunk key encoding or codec (each named; ``sharding_indexed``
-            is not supported yet); ``storage_transformers`` not empty; an unknown
+            only as the one codec, not nested); ``storage_transformers`` not empty; an unknown
             member without ``"must_understand": false``; a fill value the type cannot
             hold; chunks larger than ``max_chunk_bytes``.
         """
@@ -366,8 +375,27 @@ class ArrayV3Metadata:
 
     @property
     def chain(self) -> CodecChain:
-        """The codecs as a `CodecChain` (what `ChunkCodec` runs)."""
+        """The codecs as a `CodecChain` (what `ChunkCodec` runs): of the inner chunks when the
+        array is sharded."""
         return self._chain
+
+    @property
+    def sharding(self) -> ShardingSpec | None:
+        """The ``sharding_indexed`` configuration when the array is sharded (``codecs`` is that
+        one codec), else None."""
+        return self._sharding
+
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        """The shard shape (the chunk grid's ``chunk_shape``) of a sharded array, else None
+        (zarr-python 3's ``ArrayV3Metadata.shards``)."""
+        return None if self._sharding is None else self.chunks
+
+    @property
+    def inner_chunks(self) -> tuple[int, ...]:
+        """The shape of the chunks the codecs encode, which selections are cut into: the inner
+        chunks of a sharded array, else `chunks` (zarr-python 3's ``ArrayV3Metadata.chunks``)."""
+        return self.chunks if self._sharding is None else self._sharding.chunk_shape
 
     @property
     def order(self) -> Literal["C", "F"]:

@@ -31,10 +31,8 @@ under the request limit they cannot add up to much, and skip the cost.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
-import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -47,25 +45,16 @@ from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write_items, read_batched
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._coalesced import read_coalesced
+from azarr.pipeline._locks import key_lock
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
+from azarr.pipeline._sharded import read_sharded, write_sharded
+from azarr.pipeline._shards import ShardedChunks
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 
 __all__ = ["ChunkPipeline"]
 
 #: Chunks a write keeps in flight (read, encoded or being stored) at least.
 _WRITE_PIPELINE = 64
-
-# One lock per (event loop, store spec, chunk key) with a read-modify-write in
-# progress in this process; entries vanish with their last holder.
-_chunk_locks: weakref.WeakValueDictionary[tuple[Any, ...], asyncio.Lock] = weakref.WeakValueDictionary()
-
-
-def _chunk_lock(budget_key: Any, key: str) -> asyncio.Lock:
-    ident = (asyncio.get_running_loop(), budget_key, key)
-    lock = _chunk_locks.get(ident)
-    if lock is None:
-        lock = _chunk_locks[ident] = asyncio.Lock()
-    return lock
 
 
 class ChunkPipeline:
@@ -89,6 +78,10 @@ class ChunkPipeline:
     partial_decompress : bool, default False
         Read only the Blosc blocks a selection needs of a chunk it covers in part
         (`azarr.pipeline._partial`); ignored for codecs that cannot.
+    shards : ShardedChunks, optional
+        For a sharded Zarr v3 array: ``codec`` and the projections are its inner chunks,
+        ``chunk_key`` gives its shards' keys, and chunks are fetched and stored through
+        this adapter, a shard at a time (`azarr.pipeline._sharded`).
     """
 
     def __init__(
@@ -101,14 +94,20 @@ class ChunkPipeline:
         write_empty_chunks: bool,
         shape: Callable[[], tuple[int, ...]] | None = None,
         partial_decompress: bool = False,
+        shards: ShardedChunks | None = None,
     ) -> None:
         self.io = io
+        self.shards = shards
         self.codec = codec
         self.chunk_key = chunk_key
         self.fill_value = fill_value
         self.write_empty_chunks = write_empty_chunks
         self._shape = shape
-        self._partial = PartialReader(io, codec) if partial_decompress and is_partial_blosc(codec) else None
+        self._partial = (
+            PartialReader(io, codec)
+            if partial_decompress and shards is None and is_partial_blosc(codec)
+            else None
+        )
 
     # ---------------------------------------------------------------- reads
     async def read(
@@ -142,6 +141,9 @@ class ChunkPipeline:
             and no codec thread writes into ``out`` after this returns.
         """
         tracker = ProgressTracker(nchunks, progress)
+        if self.shards is not None:  # inner chunks of shards: a shard at a time
+            await read_sharded(self, self.shards, projections, out, fields, tracker)
+            return
         if self.io.store.resolves_references:  # kerchunk references: runs of ranges per request
             await read_coalesced(self, projections, out, fields, tracker)
             return
@@ -197,6 +199,10 @@ class ChunkPipeline:
         thread's malloc arena (trimmed when results are freed, page-faulted back in by
         the next ones); see ``benchmarks/README.md``.
         """
+        if self.shards is not None:
+            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+            await self.read([projection], 1, result, fields=fields, progress=progress)
+            return result
         key, partial = self.chunk_key(projection.chunk_coords), self._partial
         if self.io.store.supports_blocking_io and partial is None:
             # Read and decode in one codec-pool job (no thread hop for the file itself).
@@ -411,6 +417,17 @@ class ChunkPipeline:
             The first chunk that failed (encoding failures before anything of that
             chunk is written).
         """
+        if self.shards is not None:  # inner chunks of shards: a shard at a time
+            await write_sharded(
+                self,
+                self.shards,
+                projections,
+                values,
+                fields,
+                ProgressTracker(nchunks, progress),
+                edges_conditional=edges_conditional,
+            )
+            return
         io, fetch = self.io, self._make_fetcher()
         codec = CodecBatcher()
         reserve = self.codec.nbytes >= RESERVE_MIN_BYTES
@@ -420,7 +437,7 @@ class ChunkPipeline:
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
             if self._needs_conditional_update(projection, fields, edges_conditional):
-                async with _chunk_lock(io.store.budget_key, key):
+                async with key_lock(io.store.budget_key, key):
                     stored = await self._update_conditionally(key, codec, projection, values, fields)
                 tracker.advance(stored)
                 return
@@ -498,7 +515,7 @@ class ChunkPipeline:
         """
         io, nbytes = self.io, self.codec.nbytes
         attempts = int(config.get("conditional_write_attempts"))
-        for _ in range(attempts):
+        for attempt in range(1, attempts + 1):
             if nbytes >= RESERVE_MIN_BYTES:
                 async with io.budget.reserve(nbytes):
                     data, generation = await io.get_with_generation(key)
@@ -508,30 +525,18 @@ class ChunkPipeline:
                 self._update_chunk, data, key, projection, values, fields, weight=nbytes
             )
             try:
-                if encoded is None:
-                    if data is not None:
-                        if generation is None:
-                            await io.delete(key)
-                        else:
-                            await io.delete_if(key, if_generation_match=generation)
-                    return 0
-                if data is None:
-                    await io.set_if(key, encoded, if_not_exists=True)
-                elif generation is None:
-                    await io.set(key, encoded)  # the backend gave no generation (no ETag header)
-                else:
-                    await io.set_if(key, encoded, if_generation_match=generation)
+                await io.replace_read(key, encoded, existed=data is not None, generation=generation)
             except PreconditionFailedError:
-                io.stats.count_conflict()
+                await io.conflicted(attempt)
                 continue
-            return len(encoded)
+            return 0 if encoded is None else len(encoded)
         raise PreconditionFailedError(
             f"write of chunk {key!r} in {io.url}: other writers changed it on each of {attempts} attempts"
         )
 
     def _update_chunk(
         self,
-        data: bytes | None,
+        data: bytes | memoryview | None,
         key: str,
         projection: ChunkProjection,
         values: np.ndarray[Any, Any],
@@ -547,7 +552,7 @@ class ChunkPipeline:
 
     def _updated_chunk(
         self,
-        data: bytes | None,
+        data: bytes | memoryview | None,
         key: str,
         projection: ChunkProjection,
         values: np.ndarray[Any, Any],

@@ -26,7 +26,7 @@ from azarr.codecs import CodecBatcher
 from azarr.errors import InvalidReferenceError
 from azarr.indexing import ChunkProjection, Fields
 from azarr.scheduler import ProgressTracker, StoreIO, bounded_map
-from azarr.scheduler._coalesce import RangeRun, coalesce_ranges, read_run
+from azarr.scheduler._coalesce import RangeRun, coalesce_ranges, count_runs, read_run
 from azarr.scheduler._references import locate, managed_reader
 from azarr.storage import ByteRange, Store
 from azarr.storage._reference import TargetRange, read_located
@@ -130,9 +130,9 @@ class _CoalescedRead:
             assert isinstance(first, TargetRange)
             ranges = [_range_of(located[i]) for i in members]
             target_io = self.io_for(first.store)
-            work.extend(
-                _Run(target_io, first.key, first.url, run, ranges, members) for run in coalesce_ranges(ranges)
-            )
+            runs = coalesce_ranges(ranges)
+            count_runs(target_io, runs)
+            work.extend(_Run(target_io, first.key, first.url, run, ranges, members) for run in runs)
 
         async def read_item(item: _Run | int) -> None:
             if isinstance(item, int):

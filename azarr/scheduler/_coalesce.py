@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 
 from azarr import config
 from azarr.errors import ByteRangeError
-from azarr.storage import ByteRange
+from azarr.storage import ByteRange, Generation
 
 if TYPE_CHECKING:
     from azarr.scheduler._io import StoreIO
 
-__all__ = ["RangeRun", "coalesce_ranges", "read_ranges", "read_run"]
+__all__ = ["RangeRun", "coalesce_ranges", "count_runs", "read_ranges", "read_run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +116,15 @@ def coalesce_ranges(
     return runs
 
 
+def count_runs(io: StoreIO, runs: Sequence[RangeRun]) -> None:
+    """Record in ``io``'s stats what coalescing ``runs`` saved (`StoreStats.requests_saved`)."""
+    served = sum(len(run.members) for run in runs)
+    if served > len(runs):
+        io.stats.count_coalesced(served, len(runs), sum(len(run.members) > 1 for run in runs))
+
+
 async def read_run(
-    io: StoreIO, key: str, run: RangeRun, ranges: Sequence[ByteRange]
+    io: StoreIO, key: str, run: RangeRun, ranges: Sequence[ByteRange], *, generation: Generation | None = None
 ) -> list[memoryview] | None:
     """Read one run with one ranged request and cut out its members' bytes.
 
@@ -131,6 +138,9 @@ async def read_run(
         A run planned by `coalesce_ranges` over ``ranges``.
     ranges : sequence of ByteRange
         The ranges the run was planned from.
+    generation : Generation, optional
+        Read that version of the object only (`StoreIO.get_pinned`): the ranges came
+        from a document of that version (a shard index).
 
     Returns
     -------
@@ -142,10 +152,15 @@ async def read_run(
     ------
     ByteRangeError
         The object ends before the run does: a range names bytes past the end.
+    PreconditionFailedError
+        ``generation`` was given and the object is another version now.
     RetriesExhaustedError, StoreError
         As `StoreIO.get`.
     """
-    body = await io.get(key, ByteRange(run.start, run.end))
+    byte_range = ByteRange(run.start, run.end)
+    body = await (
+        io.get(key, byte_range) if generation is None else io.get_pinned(key, byte_range, generation)
+    )
     if body is None:
         return None
     if len(body) < run.nbytes:
@@ -169,19 +184,29 @@ async def read_ranges(
     *,
     max_gap: int | None = None,
     max_bytes: int | None = None,
+    generation: Generation | None = None,
 ) -> list[memoryview] | None:
     """Several byte ranges of one object, read as coalesced runs (concurrently, under
     ``io``'s budget); one view per range, in the order given (empty ranges: empty views).
+    ``generation``: every run pinned to that version (`read_run`).
 
     Returns None if the object is missing.
 
     Raises
     ------
-    ByteRangeError, RetriesExhaustedError, StoreError
+    ByteRangeError, PreconditionFailedError, RetriesExhaustedError, StoreError
         As `read_run`.
     """
+    if not ranges:
+        return []
     runs = coalesce_ranges(ranges, max_gap=max_gap, max_bytes=max_bytes)
-    bodies = await asyncio.gather(*(read_run(io, key, run, ranges) for run in runs))
+    count_runs(io, runs)
+    if len(runs) == 1:  # no gather (a task per run) for the common single run
+        bodies = [await read_run(io, key, runs[0], ranges, generation=generation)]
+    else:
+        bodies = await asyncio.gather(
+            *(read_run(io, key, run, ranges, generation=generation) for run in runs)
+        )
     result = [memoryview(b"")] * len(ranges)
     for run, parts in zip(runs, bodies, strict=True):
         if parts is None:

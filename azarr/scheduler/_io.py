@@ -218,7 +218,7 @@ class StoreIO:
         )
 
     async def _get_pinned(
-        self, key: str, byte_range: ByteRange, generation: Generation | None
+        self, key: str, byte_range: ByteRange | None, generation: Generation | None
     ) -> bytes | None:
         if generation is None:
             return await self.get(key, byte_range)
@@ -267,13 +267,31 @@ class StoreIO:
         """
         return await read_ranges(self, key, ranges, max_gap=max_gap, max_bytes=max_bytes)
 
-    async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        """Read ``key`` and its generation (see `Store.get_with_generation`). Retried, timed and
-        bounded as `get`."""
+    async def get_with_generation(
+        self, key: str, byte_range: ByteRange | None = None
+    ) -> tuple[bytes | None, Generation | None]:
+        """Read ``key`` (or a byte range of it) and its generation (see
+        `Store.get_with_generation`). Retried, timed and bounded as `get`."""
         with expected_body(_bound(key, None)):
             return await self._retried(
-                "get", key, lambda: self._call(lambda: self.store.get_with_generation(key), reading=True)
+                "get",
+                key,
+                lambda: self._call(lambda: self.store.get_with_generation(key, byte_range), reading=True),
             )
+
+    async def get_pinned(
+        self, key: str, byte_range: ByteRange | None, generation: Generation | None
+    ) -> bytes | None:
+        """`get`, pinned to ``generation`` when there is one (`Store.get` ``if_generation_match``).
+
+        Raises
+        ------
+        PreconditionFailedError
+            The object is another version now (or was deleted): start again from its new version.
+        RetriesExhaustedError, StoreError
+            As `get`.
+        """
+        return await self._get_pinned(key, byte_range, generation)
 
     async def exists(self, key: str) -> bool:
         """True if ``key`` holds a value. Retried and timed."""
@@ -364,6 +382,42 @@ class StoreIO:
 
         await self._retried("delete", key, attempt)
 
+    async def replace_read(
+        self, key: str, value: bytes | None, *, existed: bool, generation: Generation | None
+    ) -> None:
+        """The write step of an optimistic read-modify-write: store ``value`` (None: delete)
+        only if ``key`` is still what was read -- the version ``generation``, or absent when
+        nothing ``existed``. A value read without a generation (a backend that sent no
+        ETag) is replaced blind.
+
+        Raises
+        ------
+        PreconditionFailedError
+            Another writer changed (or created) the key since it was read; nothing was written.
+        """
+        if value is None:
+            if not existed:
+                return
+            if generation is None:
+                await self.delete(key)
+            else:
+                await self.delete_if(key, if_generation_match=generation)
+        elif not existed:
+            await self.set_if(key, value, if_not_exists=True)
+        elif generation is None:
+            await self.set(key, value)
+        else:
+            await self.set_if(key, value, if_generation_match=generation)
+
+    async def conflicted(self, attempt: int) -> None:
+        """Record that round ``attempt`` (1-based) of a read-modify-write lost to another writer,
+        and wait before the next round: at once after a first conflict, then the retry
+        policy's backoff (full jitter), so writers contending for one key spread out instead
+        of one of them losing every round."""
+        self.stats.count_conflict()
+        if attempt > 1:
+            await asyncio.sleep(self.policy.backoff(attempt - 1))
+
     async def update(
         self,
         key: str,
@@ -408,7 +462,7 @@ class StoreIO:
             if new is not None:
                 await self.set(key, new)
             return current if new is None else new
-        for _ in range(int(config.get("conditional_write_attempts"))):
+        for attempt in range(1, int(config.get("conditional_write_attempts")) + 1):
             current, generation = await self.get_with_generation(key)
             new = modify(current)
             if new is None:
@@ -421,7 +475,7 @@ class StoreIO:
                 else:
                     await self.set_if(key, new, if_generation_match=generation, idempotent=idempotent)
             except PreconditionFailedError:
-                self.stats.count_conflict()
+                await self.conflicted(attempt)
                 continue
             return new
         raise PreconditionFailedError(
@@ -550,7 +604,8 @@ class StoreIO:
         return await self._call(lambda: self.store.get(key, byte_range), reading=True)
 
     async def _call(self, make: Callable[[], Awaitable[T]], *, reading: bool = False, written: int = 0) -> T:
-        """One attempt under a request slot and the per-request timeout, counted in the stats.
+        """One attempt under a request slot and the per-request timeout, counted in the stats
+        and reported to the budget's adaptive limit (throttled, timed out, or succeeded).
 
         Local and memory stores get no timeout: they do not stall the way a
         network does, and arming a timer per request doubled the cost of reading
@@ -560,7 +615,8 @@ class StoreIO:
         deadline = config.get("retry_deadline")
         if timeout is not None and deadline is not None and deadline < timeout:
             timeout = deadline  # no attempt outlives the deadline of the whole read
-        async with self.budget:
+        budget = self.budget
+        async with budget as epoch:
             started = time.perf_counter()
             try:
                 if timeout is None:
@@ -571,18 +627,26 @@ class StoreIO:
             except TimeoutError as exc:
                 self.stats.record(time.perf_counter() - started, failed=True)
                 if timeout is not None and scope.expired():
+                    budget.record_throttle(epoch)  # a stalled server: fewer requests, as for "slow down"
                     raise StoreTimeoutError(
                         f"request to {self.store.url} got no complete answer within {timeout} s"
                     ) from exc
                 raise
+            except ThrottledError:
+                self.stats.record(time.perf_counter() - started, throttled=True)
+                budget.record_throttle(epoch)
+                raise
             except BaseException:
                 self.stats.record(time.perf_counter() - started, failed=True)
                 raise
+            seconds = time.perf_counter() - started
             read = 0
             if reading:
                 value = result[0] if isinstance(result, tuple) else result
                 read = len(value) if isinstance(value, (bytes, memoryview)) else 0
-            self.stats.record(time.perf_counter() - started, read=read, written=written)
+            self.stats.record(seconds, read=read, written=written)
+            if budget.adaptive:
+                budget.record_success(epoch, seconds)
             return result
 
     async def _hedged_get(self, key: str, byte_range: ByteRange | None) -> bytes | None:

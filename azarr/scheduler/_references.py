@@ -1,6 +1,6 @@
 """Reads of reference stores (kerchunk/VirtualiZarr) through their targets' managed paths.
 
-A `ReferenceStore` holds keys whose bytes are ranges
+A `ReferenceStore` (or an `IcechunkStore`) holds keys whose bytes are ranges
 of objects in other stores. `StoreIO` sends a read of such a key here: the key is
 located (the reference set itself is read through the managed path of the store
 holding it), and the range is read through the *target* store's own `StoreIO` --
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from azarr.storage import ByteRange, Store, WrapperStore
-from azarr.storage._reference import Reader, ReferenceStore, TargetRange, read_located
+from azarr.storage._reference import LocatingStore, Reader, TargetRange, read_located
 
 if TYPE_CHECKING:
     from azarr.scheduler._io import StoreIO
@@ -31,9 +31,9 @@ def managed_reader(io: StoreIO) -> Reader:
     return read
 
 
-def reference_store(store: Store) -> ReferenceStore:
-    """The reference store under ``store`` (itself, or the one an overlay wraps)."""
-    while not isinstance(store, ReferenceStore):
+def reference_store(store: Store) -> LocatingStore:
+    """The locating store under ``store`` (itself, or the one an overlay wraps)."""
+    while not isinstance(store, LocatingStore):
         store = cast(WrapperStore, store).inner
     return store
 

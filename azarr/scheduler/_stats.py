@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -53,16 +54,33 @@ class StoreStats:
     conflicts : int
         Conditional writes that found another writer's generation (HTTP 412) and
         made a read-modify-write start again (see ``docs/consistency.md``).
+    throttled : int
+        Attempts the backend refused with "slow down" (S3 ``503 SlowDown``, HTTP 429,
+        `azarr.errors.ThrottledError`); also counted in ``errors``.
+    concurrency_limit : int or None
+        Requests the store may have in flight now (its budget's limit: adaptive for
+        remote stores, see `azarr.scheduler.IOBudget`); None before the budget exists.
+    concurrency_limit_min : int or None
+        The lowest that limit has been since the counters were last reset.
+    shard_index_hits, shard_index_misses : int
+        Shard reads that found the shard's index in the index cache, and those that read it
+        (Zarr v3 sharding; ``azarr.config`` ``shard_index_cache_bytes``).
+    coalesced_requests : int
+        Ranged requests that served more than one byte range of an object (inner chunks of a
+        shard, kerchunk references into one file).
+    requests_saved : int
+        Requests coalescing saved: ranges read less the requests that read them.
     latency : list of int
         Request counts per latency bucket (see `LATENCY_BUCKETS`, seconds).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.concurrency_limit: int | None = None
         self.reset()
 
     def reset(self) -> None:
-        """Zero every counter."""
+        """Zero every counter (the lowest limit restarts from the current one)."""
         with self._lock:
             self.requests = 0
             self.bytes_read = 0
@@ -71,19 +89,36 @@ class StoreStats:
             self.errors = 0
             self.hedged = 0
             self.conflicts = 0
+            self.throttled = 0
+            self.concurrency_limit_min = self.concurrency_limit
+            self.shard_index_hits = 0
+            self.shard_index_misses = 0
+            self.coalesced_requests = 0
+            self.requests_saved = 0
             self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
             self._recent: list[float] = []
 
-    def record(self, seconds: float, *, read: int = 0, written: int = 0, failed: bool = False) -> None:
-        """Count one finished attempt taking ``seconds``, moving ``read``/``written`` bytes."""
+    def record(
+        self,
+        seconds: float,
+        *,
+        read: int = 0,
+        written: int = 0,
+        failed: bool = False,
+        throttled: bool = False,
+    ) -> None:
+        """Count one finished attempt taking ``seconds``, moving ``read``/``written`` bytes;
+        a ``throttled`` one failed with "slow down"."""
         with self._lock:
             self.requests += 1
             self.bytes_read += read
             self.bytes_written += written
-            if failed:
+            if failed or throttled:
                 self.errors += 1
+                if throttled:
+                    self.throttled += 1
             self.latency[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-            if not failed:
+            if not (failed or throttled):
                 self._remember((seconds,))
 
     def record_many(self, latencies: list[float], *, read: int = 0, written: int = 0) -> None:
@@ -122,6 +157,28 @@ class StoreStats:
         with self._lock:
             self.conflicts += 1
 
+    def set_concurrency_limit(self, limit: int) -> None:
+        """The store's request limit changed to ``limit`` (called by its `IOBudget`)."""
+        with self._lock:
+            self.concurrency_limit = limit
+            if self.concurrency_limit_min is None or limit < self.concurrency_limit_min:
+                self.concurrency_limit_min = limit
+
+    def count_shard_index(self, *, hit: bool) -> None:
+        """Count one shard index looked up in the index cache (found or not)."""
+        with self._lock:
+            if hit:
+                self.shard_index_hits += 1
+            else:
+                self.shard_index_misses += 1
+
+    def count_coalesced(self, ranges: int, requests: int, coalesced: int) -> None:
+        """Count ``ranges`` byte ranges read with ``requests`` requests, ``coalesced`` of which
+        served more than one range."""
+        with self._lock:
+            self.coalesced_requests += coalesced
+            self.requests_saved += ranges - requests
+
     def count_hedge(self) -> None:
         """Count one hedged backup request."""
         with self._lock:
@@ -147,6 +204,13 @@ class StoreStats:
                 "errors": self.errors,
                 "hedged": self.hedged,
                 "conflicts": self.conflicts,
+                "throttled": self.throttled,
+                "concurrency_limit": self.concurrency_limit,
+                "concurrency_limit_min": self.concurrency_limit_min,
+                "shard_index_hits": self.shard_index_hits,
+                "shard_index_misses": self.shard_index_misses,
+                "coalesced_requests": self.coalesced_requests,
+                "requests_saved": self.requests_saved,
                 "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
             }
 
@@ -158,6 +222,18 @@ class StoreStats:
 # Counters by store spec (Store.budget_key), like budgets.
 _stats: dict[StoreSpec, StoreStats] = {}
 _stats_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # A lock another thread of the parent held at the fork would stay held forever here.
+    global _stats_lock
+    _stats_lock = threading.Lock()
+    for stats in _stats.values():
+        stats._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def stats_for(store: Store) -> StoreStats:

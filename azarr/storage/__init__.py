@@ -13,6 +13,7 @@ and error types, so everything above this package is storage-agnostic.
 | `HTTPStore` | aiohttp, read-only | ``FSStore("https://...")`` |
 | `AzureBlobStore` | Azure SDK aio client (Azurite) | ``ABSStore`` |
 | `ReferenceStore` | kerchunk references, read-only | ``FSStore("reference://...")`` |
+| `IcechunkStore` | an Icechunk snapshot, read-only | icechunk's ``IcechunkStore`` (zarr 3) |
 | `FsspecStore` | any fsspec ``AsyncFileSystem`` | ``FSStore`` |
 | `SyncFsspecStore` | a synchronous fsspec filesystem | ``FSStore("simplecache::s3://...")`` |
 | `ZipStore` | one zip file, write-once | ``ZipStore`` |
@@ -33,6 +34,7 @@ from azarr.storage._fsspec import FsspecStore
 from azarr.storage._fsspec_sync import SyncFsspecStore
 from azarr.storage._gcs import GCSStore
 from azarr.storage._http import HTTPStore
+from azarr.storage._icechunk import IcechunkStore
 from azarr.storage._local import LocalStore
 from azarr.storage._mapping import MappingStore
 from azarr.storage._memory import MemoryStore
@@ -71,6 +73,7 @@ __all__ = [
     "S3Options",
     "GCSStore",
     "HTTPStore",
+    "IcechunkStore",
     "LRUStoreCache",
     "LocalStore",
     "NestedDirectoryStore",

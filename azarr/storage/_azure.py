@@ -333,6 +333,17 @@ class AzureBlobStore(Store):
             return None, None
         return result[0], result[1]
 
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        try:
+            result = await self._download(key, byte_range)
+        except Exception as exc:
+            if self._missing(exc):
+                return None, None
+            raise self._error(exc, "get", key) from exc
+        return (None, None) if result is None else (result[0], result[1])
+
     async def _get_if_match(
         self, key: str, byte_range: ByteRange | None, generation: Generation
     ) -> bytes | None:

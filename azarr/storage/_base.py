@@ -326,19 +326,34 @@ class Store(ABC):
         validate_key(key)
         return await self._get_into(key, allocate)
 
-    async def get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
-        """Read ``key`` and the generation of the value read (one request).
+    async def get_with_generation(
+        self, key: str, byte_range: ByteRange | None = None
+    ) -> tuple[bytes | None, Generation | None]:
+        """Read ``key`` (or a byte range of it) and the generation of the value read (one request).
+
+        Parameters
+        ----------
+        key : str
+            Store key (validated, see `validate_key`).
+        byte_range : ByteRange, optional
+            Read only part of the value, as `get` does (a suffix range too: how a
+            shard index stored at the end is read). The generation is the whole
+            object's, so later ranged reads can be pinned to it
+            (``get(..., if_generation_match=g)``): a shard's index and its inner
+            chunks are then one version.
 
         Returns
         -------
         (bytes or None, Generation or None)
-            The value (None if missing) and its generation; the generation is None
+            The value or part (None if missing) and its generation; the generation is None
             for a missing key and on stores without `supports_conditional_writes`.
         """
         validate_key(key)
         if not self.supports_conditional_writes:
-            return await self._get(key, None), None
-        return await self._get_with_generation(key)
+            return await self._get(key, byte_range), None
+        if byte_range is None:
+            return await self._get_with_generation(key)
+        return await self._get_range_with_generation(key, byte_range)
 
     async def stat(self, key: str) -> tuple[int, Generation | None] | None:
         """Size in bytes and generation of ``key``; None if it is missing (one ``HEAD``).
@@ -604,6 +619,14 @@ class Store(ABC):
     # None means "only if the key does not exist".
     async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         return await self._get(key, None), None
+
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        """Default: the whole value and its generation, cut locally (correct, not cheap);
+        drivers whose ranged reads report the object's generation override it."""
+        value, generation = await self._get_with_generation(key)
+        return (None, None) if value is None else (byte_range.apply(value), generation)
 
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         raise ConsistencyUnsupportedError(f"{type(self).__name__} has no conditional writes ({key!r})")

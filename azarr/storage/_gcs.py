@@ -222,11 +222,14 @@ class GCSStore(FsspecStore):
         return info
 
     # ------------------------------------------------------------------ conditional primitives
-    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+    async def _get_with_generation(
+        self, key: str, headers: dict[str, str] | None = None
+    ) -> tuple[bytes | None, Generation | None]:
         fs = await self.filesystem()
         bucket, _, name = self._full(key).partition("/")
+        extra = {} if headers is None else {"headers": headers}
         try:
-            headers, data = await fs._call("GET", "b/{}/o/{}", bucket, name, alt="media")
+            reply, data = await fs._call("GET", "b/{}/o/{}", bucket, name, alt="media", **extra)
         except AzarrError:
             raise
         except Exception as exc:
@@ -235,8 +238,17 @@ class GCSStore(FsspecStore):
                 await self._check_bucket("get", key)
                 return None, None
             raise err from exc
-        generation = headers.get("x-goog-generation")
+        generation = reply.get("x-goog-generation")
         return bytes(data), (int(generation) if generation else None)
+
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        headers = _range_headers(byte_range)
+        if headers is None:  # an empty range: the generation alone
+            info = await self._stat(key)
+            return (None, None) if info is None else (b"", info[1])
+        return await self._get_with_generation(key, headers)
 
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         # A multipart upload, as gcsfs's simple_upload sends: fake-gcs-server enforces
@@ -285,16 +297,9 @@ class GCSStore(FsspecStore):
     ) -> bytes | None:
         fs = await self.filesystem()
         bucket, _, name = self._full(key).partition("/")
-        headers = {}
-        if byte_range is not None:
-            if byte_range.is_suffix:
-                headers["Range"] = f"bytes={byte_range.start}"
-            elif byte_range.end is None:
-                headers["Range"] = f"bytes={byte_range.start}-"
-            elif byte_range.end > byte_range.start:
-                headers["Range"] = f"bytes={byte_range.start}-{byte_range.end - 1}"
-            else:
-                return b""
+        headers = _range_headers(byte_range)
+        if headers is None:
+            return b""
         try:
             _, data = await fs._call(
                 "GET", "b/{}/o/{}", bucket, name, alt="media", generation=str(generation), headers=headers
@@ -395,3 +400,16 @@ def _filesystem_class() -> type[Any]:
 
     AzarrGCSFileSystem.__module__ = __name__
     return AzarrGCSFileSystem
+
+
+def _range_headers(byte_range: ByteRange | None) -> dict[str, str] | None:
+    """The ``Range`` header of a read (none for a whole object); None for an empty range."""
+    if byte_range is None:
+        return {}
+    if byte_range.is_suffix:
+        return {"Range": f"bytes={byte_range.start}"}
+    if byte_range.end is None:
+        return {"Range": f"bytes={byte_range.start}-"}
+    if byte_range.end > byte_range.start:
+        return {"Range": f"bytes={byte_range.start}-{byte_range.end - 1}"}
+    return None

@@ -10,6 +10,7 @@ import os
 import re
 import secrets
 import shutil
+import stat as stat_module
 import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -147,6 +148,8 @@ class LocalStore(Store):
     is_local = True
     #: Conditional writes need POSIX advisory locks (fcntl.flock).
     supports_conditional_writes = fcntl is not None
+    #: A generation is the file held open: a ranged read is pinned by finding that inode at the path.
+    supports_conditional_reads = fcntl is not None
     supports_blocking_io = True
     # _set_blocking writes a buffer to its file and keeps no reference to it.
     _set_blocking_takes_buffers = True
@@ -270,14 +273,7 @@ class LocalStore(Store):
             return _read_whole(os.fspath(path))
         try:
             with open(path, "rb") as f:
-                if byte_range.is_suffix:
-                    size = os.fstat(f.fileno()).st_size
-                    f.seek(max(size + byte_range.start, 0))
-                    return f.read()
-                f.seek(byte_range.start)
-                if byte_range.end is None:
-                    return f.read()
-                return f.read(byte_range.end - byte_range.start)
+                return _read_range(f, byte_range)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             # Missing file, a "directory" key, or a parent that is a file: no value here.
             return None
@@ -544,6 +540,64 @@ class LocalStore(Store):
         result: tuple[bytes | None, Generation | None] = await self._run("get", key, read)
         return result
 
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        path = self._path(key)
+
+        def read() -> tuple[bytes | None, Generation | None]:
+            if self.confine_reads:
+                self._confine(path, "get", key)
+            try:
+                f = open(path, "rb")  # noqa: SIM115 - closed below, after its descriptor is duplicated
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None, None
+            with f:
+                generation = _FileGeneration(os.dup(f.fileno()))
+                return _read_range(f, byte_range), generation
+
+        result: tuple[bytes | None, Generation | None] = await self._run("get", key, read)
+        return result
+
+    async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
+        path = self._path(key)
+
+        def stat() -> tuple[int, Generation | None] | None:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+            try:
+                st = os.fstat(fd)
+                return None if stat_module.S_ISDIR(st.st_mode) else (st.st_size, _FileGeneration(os.dup(fd)))
+            finally:
+                os.close(fd)
+
+        result: tuple[int, Generation | None] | None = await self._run("getsize", key, stat)
+        return result
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        path = self._path(key)
+
+        def read() -> bytes | None:
+            if self.confine_reads:
+                self._confine(path, "get", key)
+            try:
+                f = open(path, "rb")  # noqa: SIM115 - a context manager right below
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                raise self._conflict(key, "still there") from None
+            with f:
+                # Files are replaced by rename, never changed in place: the same inode at the
+                # path is the same value (see _FileGeneration).
+                if not (isinstance(generation, _FileGeneration) and generation.matches(os.fstat(f.fileno()))):
+                    raise self._conflict(key, "the version read before")
+                return f.read() if byte_range is None else _read_range(f, byte_range)
+
+        result: bytes | None = await self._run("get", key, read)
+        return result
+
     # Conditional writes keep the same confinement as plain ones: a symlink out of the
     # root is refused whichever path a write takes.
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
@@ -603,6 +657,21 @@ _CONFINED_DIRS_MAX = 1 << 16
 #: Files below this size count as small for `_read_whole` (bytes).
 _SMALL_FILE = 64 * 1024
 _O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _read_range(f: Any, byte_range: ByteRange) -> bytes:
+    """``byte_range`` of the open file ``f``, with `ByteRange.apply`'s semantics."""
+    if byte_range.is_suffix:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(size + byte_range.start, 0))
+        data: bytes = f.read()
+        return data
+    f.seek(byte_range.start)
+    if byte_range.end is None:
+        rest: bytes = f.read()
+        return rest
+    part: bytes = f.read(max(byte_range.end - byte_range.start, 0))
+    return part
 
 
 def _read_whole(path: str, *, small: bool = False) -> bytes | None:

@@ -47,6 +47,7 @@ class MemoryStore(Store):
 
     is_local = True
     supports_conditional_writes = True
+    supports_conditional_reads = True
     supports_blocking_io = True
 
     def __init__(self, data: MutableMapping[str, bytes] | None = None, *, read_only: bool = False) -> None:
@@ -136,6 +137,24 @@ class MemoryStore(Store):
     async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         value = self._data.get(key)
         return value, value
+
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        value = self._data.get(key)
+        return (None, None) if value is None else (byte_range.apply(value), value)
+
+    async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
+        value = self._data.get(key)
+        return None if value is None else (len(value), value)
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        value = self._data.get(key)
+        if value is None or value is not generation:
+            raise PreconditionFailedError(f"get {key!r} in {self.url}: the value was replaced or deleted")
+        return value if byte_range is None else byte_range.apply(value)
 
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         with _CONDITIONAL_LOCK:

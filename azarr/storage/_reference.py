@@ -27,19 +27,31 @@ import asyncio
 import json
 import os
 import posixpath
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from azarr import config
-from azarr.errors import ByteRangeError, InvalidReferenceError, ReferenceTargetError
+from azarr.errors import ByteRangeError, InvalidReferenceError
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._refs_json import JsonReferences, Reference
 from azarr.storage._refs_parquet import ParquetReferences
 from azarr.storage._spec import StoreSpec, anonymous_root
+from azarr.storage._targets import TargetResolver, canonical_scheme
 from azarr.storage._url import split_scheme
 
-__all__ = ["Reader", "ReferenceStore", "TargetRange", "is_reference_location", "is_reference_mapping"]
+__all__ = [
+    "LoadOnce",
+    "LocatingStore",
+    "Reader",
+    "ReferenceStore",
+    "TargetRange",
+    "is_reference_location",
+    "is_reference_mapping",
+]
+
+T = TypeVar("T")
 
 #: ``read(store, key, byte_range) -> bytes | None``: how a reference store reads files
 #: of other stores (its reference file, Parquet records): `StoreIO` passes the managed path.
@@ -49,11 +61,7 @@ Reader = Callable[[Store, str, ByteRange | None], Awaitable[bytes | None]]
 _REFERENCE_OPTIONS = frozenset(
     {"fo", "target_options", "remote_protocol", "remote_options", "allowed_targets"}
 )
-# Scheme spellings that name the same kind of target.
-_SCHEME_ALIASES = {"s3a": "s3", "gcs": "gs", "local": "file", "abfs": "az", "abfss": "az", "adl": "az"}
 _METADATA_NAMES = (".zarray", ".zgroup", ".zattrs", ".zmetadata")
-# Target URLs whose checked resolution is remembered (sets name one file, or a few thousand).
-_RESOLVED_CACHE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +98,86 @@ async def _direct_read(store: Store, key: str, byte_range: ByteRange | None) -> 
     return await store.get(key, byte_range)
 
 
-def _scheme(name: str) -> str:
-    name = name.lower()
-    return _SCHEME_ALIASES.get(name, name)
+class LoadOnce(Generic[T]):
+    """A value loaded on first use, once for every caller and event loop: concurrent
+    callers on one loop wait for the one load; a failed load is retried by the next caller."""
+
+    def __init__(self) -> None:
+        self.value: T | None = None
+        self._pending: dict[asyncio.AbstractEventLoop, asyncio.Future[T]] = {}
+
+    async def get(self, load: Callable[[], Awaitable[T]]) -> T:
+        """The value, loading it with ``load()`` if no caller has yet."""
+        if self.value is not None:
+            return self.value
+        loop = asyncio.get_running_loop()
+        pending = self._pending.get(loop)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        pending = self._pending[loop] = loop.create_future()
+        try:
+            value = await load()
+        except BaseException as exc:
+            pending.set_exception(exc)
+            pending.exception()
+            raise
+        finally:
+            self._pending.pop(loop, None)
+        pending.set_result(value)
+        self.value = value
+        return value
 
 
-class ReferenceStore(Store):
+class LocatingStore(Store):
+    """A read-only store whose keys are *located* -- inline bytes, or a `TargetRange` of an
+    object in another store -- rather than read (`ReferenceStore`, `IcechunkStore`).
+
+    `StoreIO` and the chunk pipeline read located ranges through the target stores' own
+    managed paths (`resolves_references`); the primitives here read them directly.
+    """
+
+    supports_writes = False
+    supports_deletes = False
+    supports_listing = True
+    #: Chunks are ranges of other objects: `StoreIO` reads them through `locate`.
+    resolves_references = True
+
+    @abstractmethod
+    async def locate(
+        self, keys: Sequence[str], read: Reader = _direct_read
+    ) -> list[bytes | TargetRange | None]:
+        """Where each key's bytes are: inline bytes, a `TargetRange`, or None (missing);
+        the store's own files are read with ``read`` (`StoreIO` passes its managed path)."""
+
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        (located,) = await self.locate([key])
+        return await read_located(located, byte_range, key, _direct_read)
+
+    async def _exists(self, key: str) -> bool:
+        (located,) = await self.locate([key])
+        return located is not None
+
+    async def _getsize(self, key: str) -> int:
+        (located,) = await self.locate([key])
+        if located is None:
+            raise FileNotFoundError(f"{key!r} not found in {self.url}")
+        if isinstance(located, bytes):
+            return len(located)
+        nbytes = located.nbytes
+        if nbytes is None:
+            size = await located.store.getsize(located.key)
+            start = 0 if located.byte_range is None else located.byte_range.start
+            return max(size - start, 0)
+        return nbytes
+
+    async def _set(self, key: str, value: bytes) -> None:  # pragma: no cover - read-only
+        self._check_writable(key)
+
+    async def _delete(self, key: str) -> None:  # pragma: no cover - read-only
+        self._check_writable(key)
+
+
+class ReferenceStore(LocatingStore):
     """A read-only store over a kerchunk reference set (JSON v0/v1, or a Parquet directory).
 
     Parameters
@@ -132,12 +214,6 @@ class ReferenceStore(Store):
     consolidated opens (xarray's default) cost no request.
     """
 
-    supports_writes = False
-    supports_deletes = False
-    supports_listing = True
-    #: Chunks are ranges of other objects: `StoreIO` reads them through `locate`.
-    resolves_references = True
-
     def __init__(
         self,
         fo: str | os.PathLike[str] | Mapping[str, Any],
@@ -155,15 +231,14 @@ class ReferenceStore(Store):
             raise TypeError(f"ReferenceStore needs a reference URL, path or mapping, got {type(fo).__name__}")
         self._fo = fo
         self._storage_options = dict(storage_options or {})
-        self._remote_protocol = _scheme(remote_protocol) if remote_protocol else None
+        self._remote_protocol = canonical_scheme(remote_protocol) if remote_protocol else None
         self._remote_options = dict(remote_options or {})
         self._allowed_param = None if allowed_targets is None else tuple(allowed_targets)
         self._root = anonymous_root("references") if isinstance(fo, Mapping) else self._normalize_fo(fo)
-        self._table: JsonReferences | ParquetReferences | None = None
-        self._loading: dict[asyncio.AbstractEventLoop, asyncio.Future[Any]] = {}
-        self._targets: dict[tuple[str, str], Store] = {}
-        # (target URL, allowed targets then) -> (store, key): resolutions already checked.
-        self._resolved: dict[tuple[str, tuple[str, ...] | None], tuple[Store, str]] = {}
+        self._table: LoadOnce[JsonReferences | ParquetReferences] = LoadOnce()
+        self._targets = TargetResolver(
+            self.allowed_targets, remote_protocol=self._remote_protocol, remote_options=self._remote_options
+        )
         self._consolidated: bytes | None = None
 
     @staticmethod
@@ -221,7 +296,7 @@ class ReferenceStore(Store):
             if isinstance(self._fo, Mapping):
                 return None
             scheme, _ = split_scheme(self._root)
-            allowed = (_scheme(scheme or "file"),)
+            allowed = (canonical_scheme(scheme or "file"),)
         if self._remote_protocol:
             allowed = (*allowed, self._remote_protocol)
         return allowed
@@ -236,62 +311,7 @@ class ReferenceStore(Store):
         InvalidReferenceError
             ``url`` cannot name an object (no bucket, a query string).
         """
-        scheme, rest = split_scheme(url)
-        if scheme is None:
-            if self._remote_protocol:
-                scheme, rest = self._remote_protocol, url
-            else:
-                scheme, rest = "file", os.path.abspath(url) if not url.startswith("/") else url
-        scheme = _scheme(scheme)
-        if scheme == "file":
-            rest = rest if rest.startswith("/") else "/" + rest
-        segments = rest.split("/")
-        if any(s in (".", "..") for s in segments):
-            raise ReferenceTargetError(f"reference {key!r}: target {url!r} has '.' or '..' segments")
-        self._check_allowed(scheme, rest, url, key)
-        if scheme == "file":
-            root, name = posixpath.split(rest)
-            root = root or "/"
-        else:
-            if "?" in rest or "#" in rest:
-                raise InvalidReferenceError(f"reference {key!r}: target {url!r} has a query or fragment")
-            host, _, name = rest.partition("/")
-            if not host or not name:
-                raise InvalidReferenceError(f"reference {key!r}: target {url!r} names no object")
-            root = f"{scheme}://{host}"
-        try:
-            validate_key(name)
-        except InvalidReferenceError:
-            raise
-        except ValueError as exc:
-            raise InvalidReferenceError(f"reference {key!r}: target {url!r}: {exc}") from None
-        store = self._targets.get((scheme, root))
-        if store is None:
-            options = None if scheme == "file" else self._remote_options or None
-            store = StoreSpec.from_url(root, storage_options=options).open(read_only=True)
-            self._targets[(scheme, root)] = store
-        return store, name
-
-    def _check_allowed(self, scheme: str, rest: str, url: str, key: str) -> None:
-        allowed = self.allowed_targets()
-        if allowed is None:
-            return
-        normalized = f"{scheme}://{rest}"
-        for entry in allowed:
-            entry_scheme, entry_rest = split_scheme(entry)
-            if entry_scheme is None and "/" not in entry:
-                if _scheme(entry) == scheme:
-                    return
-                continue
-            prefix = f"{_scheme(entry_scheme or 'file')}://{entry_rest}"
-            if normalized == prefix or normalized.startswith(
-                prefix if prefix.endswith("/") else prefix + "/"
-            ):
-                return
-        raise ReferenceTargetError(
-            f"reference {key!r} in {self.url}: target {url!r} is outside the allowed targets "
-            f"{list(allowed)} (pass allowed_targets= or set azarr.config reference_allowed_targets)"
-        )
+        return self._targets.resolve(url, f"reference {key!r} in {self.url}")
 
     # ------------------------------------------------------------------ the reference set
     async def table(self, read: Reader = _direct_read) -> JsonReferences | ParquetReferences:
@@ -305,25 +325,7 @@ class ReferenceStore(Store):
         FileNotFoundError
             Nothing is stored at the reference URL.
         """
-        if self._table is not None:
-            return self._table
-        loop = asyncio.get_running_loop()
-        pending = self._loading.get(loop)
-        if pending is not None:
-            table: JsonReferences | ParquetReferences = await asyncio.shield(pending)
-            return table
-        pending = self._loading[loop] = loop.create_future()
-        try:
-            table = await self._load(read)
-        except BaseException as exc:
-            pending.set_exception(exc)
-            pending.exception()
-            raise
-        finally:
-            self._loading.pop(loop, None)
-        pending.set_result(table)
-        self._table = table
-        return table
+        return await self._table.get(lambda: self._load(read))
 
     async def _load(self, read: Reader) -> JsonReferences | ParquetReferences:
         max_refs = int(config.get("reference_max_refs"))
@@ -390,13 +392,7 @@ class ReferenceStore(Store):
     def _target_range(self, key: str, ref: Reference) -> bytes | TargetRange:
         if ref.length == 0:
             return b""
-        ident = (ref.url, self.allowed_targets())
-        resolved = self._resolved.get(ident)
-        if resolved is None:
-            resolved = self.target(ref.url, key)
-            if len(self._resolved) < _RESOLVED_CACHE:
-                self._resolved[ident] = resolved
-        store, name = resolved
+        store, name = self.target(ref.url, key)
         if ref.length is None:
             byte_range = None if ref.offset == 0 else ByteRange(ref.offset)
         else:
@@ -428,33 +424,6 @@ class ReferenceStore(Store):
         return self._consolidated
 
     # ------------------------------------------------------------------ Store primitives
-    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        (located,) = await self.locate([key])
-        return await read_located(located, byte_range, key, _direct_read)
-
-    async def _exists(self, key: str) -> bool:
-        (located,) = await self.locate([key])
-        return located is not None
-
-    async def _getsize(self, key: str) -> int:
-        (located,) = await self.locate([key])
-        if located is None:
-            raise FileNotFoundError(f"{key!r} not found in {self.url}")
-        if isinstance(located, bytes):
-            return len(located)
-        nbytes = located.nbytes
-        if nbytes is None:
-            size = await located.store.getsize(located.key)
-            start = 0 if located.byte_range is None else located.byte_range.start
-            return max(size - start, 0)
-        return nbytes
-
-    async def _set(self, key: str, value: bytes) -> None:  # pragma: no cover - read-only
-        self._check_writable(key)
-
-    async def _delete(self, key: str) -> None:  # pragma: no cover - read-only
-        self._check_writable(key)
-
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
         table = await self.table()
         if isinstance(table, ParquetReferences):
@@ -469,8 +438,7 @@ class ReferenceStore(Store):
                 yield key
 
     async def close(self) -> None:
-        for store in list(self._targets.values()):
-            await store.close()
+        await self._targets.close()
 
 
 def _parse_json(data: bytes, where: str, max_refs: int) -> JsonReferences:

@@ -168,6 +168,7 @@ def _load_builtins() -> None:
     from azarr.storage._fsspec import FsspecStore
     from azarr.storage._gcs import GCSStore
     from azarr.storage._http import HTTPStore
+    from azarr.storage._icechunk import IcechunkStore
     from azarr.storage._local import LocalStore
     from azarr.storage._memory import MemoryStore
     from azarr.storage._reference import ReferenceStore
@@ -187,6 +188,7 @@ def _load_builtins() -> None:
         "https": HTTPStore,
         "zip": ZipStore,
         "reference": ReferenceStore,
+        "icechunk": IcechunkStore,
         "az": AzureBlobStore,
         "abfs": AzureBlobStore,
         "abfss": AzureBlobStore,

@@ -278,6 +278,12 @@ class S3Store(FsspecStore):
         assert self._transport is not None
         return await self._transport.get_with_etag(key)
 
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        assert self._transport is not None
+        return await self._transport.get_with_etag(key, byte_range.start, byte_range.end)
+
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         assert self._transport is not None
         await self._transport.put_if(key, value, if_match=None if generation is None else str(generation))

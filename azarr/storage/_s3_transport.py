@@ -895,16 +895,39 @@ class S3Transport:
             return None
         raise self._error(reply, "get", key)
 
-    async def get_with_etag(self, key: str) -> tuple[bytes | None, str | None]:
-        """The whole object at ``key`` and its ``ETag`` (its generation); ``(None, None)`` if missing."""
-        reply = await self._request("get", key, "GET", {})
-        if reply.status == 200:
-            return reply.body, reply.headers.get("ETag")
-        if reply.status == 206:
-            raise ResponseIntegrityError(
-                f"get {key!r} in {self.location}: the server answered 206 Partial Content to a GET without Range"
-            )
-        if reply.status == 404 and _error_code(reply) != "NoSuchBucket":
+    async def get_with_etag(
+        self, key: str, start: int | None = None, end: int | None = None
+    ) -> tuple[bytes | None, str | None]:
+        """The object at ``key`` (or bytes ``[start, end)`` of it, ``start`` negative for a
+        suffix, checked and bounded as `get`) and its ``ETag`` (its generation: a ranged
+        reply carries the whole object's); ``(None, None)`` if missing."""
+        begin = start or 0
+        if begin < 0 and end is not None:
+            raise ValueError(f"a suffix range (start={start}) takes no end, got end={end}")
+        if end is not None and end <= begin:
+            info = await self.stat(key)
+            return (None, None) if info is None else (b"", info[1])
+        headers: dict[str, str] = {}
+        if begin != 0 or end is not None:
+            headers["range"] = range_header(begin, end)
+        limit = range_limit(begin, end, body_limit()) if headers else None
+        reply = await self._request("get", key, "GET", headers, partial_limit=limit)
+        status, etag = reply.status, reply.headers.get("ETag")
+        what = f"get {key!r} in {self.location}"
+        if status == 206:
+            if not headers:
+                raise ResponseIntegrityError(
+                    f"{what}: the server answered 206 Partial Content to a GET without Range"
+                )
+            check_content_range(reply.headers.get("Content-Range"), len(reply.body), begin, end, what)
+            return reply.body, etag
+        if status == 200:
+            # A ranged GET answered whole: the server ignored Range, select locally.
+            return (reply.body[slice(begin, end)] if headers else reply.body), etag
+        if status == 416:  # the range starts at or past the end of the object
+            info = await self.stat(key)
+            return (None, None) if info is None else (b"", info[1])
+        if status == 404 and _error_code(reply) != "NoSuchBucket":
             return None, None
         raise self._error(reply, "get", key)
 

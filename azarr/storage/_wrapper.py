@@ -107,6 +107,11 @@ class WrapperStore(Store):
     async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
         return await self.inner.get_with_generation(key)
 
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        return await self.inner.get_with_generation(key, byte_range)
+
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         if generation is None:
             await self.inner.set(key, value, if_not_exists=True)

@@ -77,6 +77,7 @@ class Array:
     metadata: Forward[AnyArrayMetadata] = Forward(AsyncArray, "metadata")
     shape: Forward[tuple[int, ...]] = Forward(AsyncArray, "shape")
     chunks: Forward[tuple[int, ...]] = Forward(AsyncArray, "chunks")
+    shards: Forward[tuple[int, ...] | None] = Forward(AsyncArray, "shards")
     dtype: Forward[np.dtype[Any]] = Forward(AsyncArray, "dtype")
     fill_value: Forward[Any] = Forward(AsyncArray, "fill_value")
     order: Forward[str] = Forward(AsyncArray, "order")

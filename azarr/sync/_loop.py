@@ -2,9 +2,9 @@
 
 Why one loop in its own thread, not ``asyncio.run`` per call:
 
-* a store's request budget, sessions and connection pools are per event loop; one
-  loop shared by every calling thread keeps one budget per store in the process
-  (16 dask threads do not open 16 connection pools, nor multiply the limit by 16);
+* a store's sessions and connection pools are per event loop; one loop shared by
+  every calling thread keeps one pool per store in the process (16 dask threads do
+  not open 16 connection pools; the request budget is process-wide either way);
 * a caller that already runs a loop (Jupyter, an ``async def`` that calls sync
   code) cannot ``asyncio.run``; handing the coroutine to another loop works there;
 * codec work runs in azarr's codec thread pool, not on the loop, so many calling

@@ -372,6 +372,23 @@ class StoreTests:
             await store.get("k", ByteRange(2, 5), if_generation_match=info[1])
         assert await store.stat("missing") is None
 
+    async def test_range_read_with_generation(self, store: Store) -> None:
+        """A ranged read reports the whole object's generation: later ranges pin to it (how a
+        shard's index and its inner chunks are read as one version)."""
+        await store.set("k", VALUE)
+        part, generation = await store.get_with_generation("k", ByteRange(2, 5))
+        assert part == VALUE[2:5]
+        tail, _ = await store.get_with_generation("k", ByteRange(-3))
+        assert tail == VALUE[-3:]
+        assert await store.get_with_generation("missing", ByteRange(0, 2)) == (None, None)
+        if not store.supports_conditional_reads:
+            return
+        assert generation is not None
+        assert await store.get("k", ByteRange(0, 2), if_generation_match=generation) == VALUE[:2]
+        await store.set("k", VALUE[::-1])
+        with pytest.raises(PreconditionFailedError):
+            await store.get("k", ByteRange(0, 2), if_generation_match=generation)
+
     async def test_conditional_read_modify_writes_lose_nothing(self, store: Store) -> None:
         """Tasks increment one counter by read-modify-write: every increment survives."""
         if not store.supports_conditional_writes or not self.conditional_writes_atomic:

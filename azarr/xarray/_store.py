@@ -111,6 +111,7 @@ def open_variable(array: AsyncArray) -> Variable:
         "filters": array.filters,
     }
     if array.zarr_format == 3:
+        encoding["shards"] = array.shards  # xarray's zarr engine: None unless sharded
         # xarray's zarr engine keeps a v3 array's fill value apart from the CF _FillValue
         # (its own attribute; use_zarr_fill_value_as_mask is off for v3).
         encoding["compressors"] = array.compressors

@@ -11,6 +11,7 @@ them. The output is deterministic, so re-running it changes nothing in git.
 from __future__ import annotations
 
 import bz2
+import gzip
 import json
 import lzma
 import shutil
@@ -422,6 +423,82 @@ V3_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
     ),
 }
 CASES.update(V3_CASES)
+
+
+def sharded_json(inner: int = 8, **changes: Any) -> dict[str, Any]:
+    """`zarr_json` whose chunks (16 elements) are shards of inner chunks of ``inner``: index
+    ``bytes`` + ``crc32c`` at the end."""
+    sharding = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [inner],
+            "codecs": changes.pop("inner_codecs", [LE]),
+            "index_codecs": [LE, {"name": "crc32c"}],
+            "index_location": "end",
+        },
+    }
+    return zarr_json(codecs=[sharding], **changes)
+
+
+def shard(chunks: list[bytes], entries: list[tuple[int, int]] | None = None) -> bytes:
+    """A shard of ``chunks`` with an index at the end: their true places, or ``entries``."""
+    if entries is None:
+        entries, offset = [], 0
+        for chunk in chunks:
+            entries.append((offset, len(chunk)))
+            offset += len(chunk)
+    index = np.array(entries, dtype="<u8").tobytes()
+    return b"".join(chunks) + crc32c(index)
+
+
+_INNER = [np.arange(8, dtype="<i4").tobytes(), np.arange(8, 16, dtype="<i4").tobytes()]
+
+# Zarr v3 sharding: an index that lies (past the object, over another chunk, 2^40 bytes, a bad
+# checksum), an index too large to read, and a bomb inside a shard.
+SHARD_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
+    "v3-shard-index-past-end": (
+        {"a/zarr.json": dumps(sharded_json()), "a/c/0": shard(_INNER, [(0, 32), (4096, 32)])},
+        {"error": "ShardIndexError", "match": "reaches past the shard's data", "key": "a/c/0"},
+    ),
+    "v3-shard-index-overlap": (
+        {"a/zarr.json": dumps(sharded_json()), "a/c/0": shard(_INNER, [(0, 32), (16, 32)])},
+        {"error": "ShardIndexError", "match": "overlap", "key": "a/c/0"},
+    ),
+    "v3-shard-index-2e40-bytes": (
+        {"a/zarr.json": dumps(sharded_json()), "a/c/0": shard(_INNER, [(0, 32), (32, 2**40)])},
+        {"error": "ShardIndexError", "match": "claims 1099511627776 bytes", "key": "a/c/0"},
+    ),
+    "v3-shard-index-crc32c-mismatch": (
+        {"a/zarr.json": dumps(sharded_json()), "a/c/0": shard(_INNER)[:-1] + b"\x00"},
+        {"error": "ShardIndexError", "match": "checksum mismatch", "key": "a/c/0"},
+    ),
+    "v3-shard-index-2e28-entries": (
+        {
+            "a/zarr.json": dumps(
+                sharded_json(
+                    inner=1,
+                    shape=[2**28],
+                    chunk_grid={"name": "regular", "configuration": {"chunk_shape": [2**28]}},
+                )
+            )
+        },
+        {"error": "MetadataError", "match": "an index of 4294967296 bytes", "key": "a/zarr.json"},
+    ),
+    "v3-shard-gzip-bomb": (
+        {
+            "a/zarr.json": dumps(
+                sharded_json(inner_codecs=[LE, {"name": "gzip", "configuration": {"level": 1}}])
+            ),
+            # 4 MiB of zeros as the second inner chunk (32 bytes decoded): its decode stops
+            # at the inner chunk's size.
+            "a/c/1": shard(
+                [gzip.compress(_INNER[0], mtime=0), stream(zlib.compressobj(9, zlib.DEFLATED, 31))]
+            ),
+        },
+        {"error": "CodecError", "match": "inner chunk \\(3,\\).*more than 32 bytes", "key": "a/c/1"},
+    ),
+}
+CASES.update(SHARD_CASES)
 
 
 def main() -> None:

@@ -5,6 +5,8 @@
     python ref_v3.py read DIR    # read what azarr wrote (DIR/azarr, DIR/azarr-group) with both, and
                                  # validate every zarr.json with zarr-metadata
     python ref_v3.py both DIR    # write, then read, in one interpreter
+    python ref_v3.py shards DIR  # the sharded corpus of shard_cases.py: written by both (DIR/zarr-shards,
+                                 # DIR/ts-shards), and what azarr wrote (DIR/azarr-shards) read by both
 
 Each prints one JSON object (``both``: ``{"write": ..., "read": ...}``).
 
@@ -26,6 +28,7 @@ import zarr
 from zarr.storage import LocalStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import shard_cases
 import v3_cases as cases
 
 warnings.simplefilter("ignore")
@@ -188,10 +191,62 @@ def read(root: Path) -> dict[str, str]:
     return results
 
 
+def shards(root: Path) -> dict[str, Any]:
+    """Write the sharded corpus with zarr-python 3.4 and TensorStore, and read azarr's with both."""
+    refused: dict[str, str] = {}
+    for case in shard_cases.cases():
+        shape = tuple(case["shape"])
+        region = shard_cases.written(case)
+        data = cases.values(case["dtype"], shape)
+        array = zarr.create_array(
+            store=LocalStore(root / "zarr-shards" / case["name"]),
+            shape=shape,
+            chunks=tuple(case["shards"]),
+            dtype=_zarr_dtype(case["dtype"]),
+            fill_value=cases.fill_value(case["dtype"]),
+            serializer=case["codecs"][0],
+            compressors=None,
+            filters=None,
+            zarr_format=3,
+            config={"write_empty_chunks": False},
+        )
+        array[region] = data[region]
+        if not case["ts"]:
+            continue
+        metadata = json.loads((root / "zarr-shards" / case["name"] / "zarr.json").read_text())
+        spec = {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": str(root / "ts-shards" / case["name"])},
+            "metadata": {
+                k: metadata[k]
+                for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
+            },
+            "create": True,
+        }
+        try:
+            ts.open(spec).result()[region].write(data[region]).result()
+        except Exception as exc:
+            refused[case["name"]] = f"{type(exc).__name__}: {exc}"
+    results: dict[str, str] = {}
+    for case in shard_cases.cases():
+        path = root / "azarr-shards" / case["name"]
+        _check(
+            f"zarr:{case['name']}",
+            lambda p=path: zarr.open_array(LocalStore(p, read_only=True), mode="r")[...],
+            case,
+            results,
+        )
+        if case["ts"]:
+            spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}, "open": True}
+            _check(f"ts:{case['name']}", lambda s=spec: ts.open(s).result().read().result(), case, results)
+    return {"ts_refused": refused, "read": results}
+
+
 def both(root: Path) -> dict[str, Any]:
     """``write`` then ``read`` in one interpreter (one start-up and import of zarr/TensorStore)."""
     return {"write": write(root), "read": read(root)}
 
 
 if __name__ == "__main__":
-    print(json.dumps({"write": write, "read": read, "both": both}[sys.argv[1]](Path(sys.argv[2]))))
+    commands = {"write": write, "read": read, "both": both, "shards": shards}
+    print(json.dumps(commands[sys.argv[1]](Path(sys.argv[2]))))

@@ -1,0 +1,225 @@
+"""The chunk pipeline's reads and writes for sharded arrays: inner chunks grouped by shard.
+
+A sharded array's selections are cut into inner chunks (its ``chunks``), and the pipeline
+decodes, scatters, merges and encodes inner chunks exactly as it does any chunk
+(`ChunkPipeline._decode_into`, `ChunkPipeline._update_chunk`, the codec batcher). What
+differs is the fetch and store step: inner chunks are grouped by the shard holding them
+(a window of projections at a time) and each group goes to the `ShardedChunks` adapter as
+one unit -- one read of one version of the shard (its index, then coalesced runs, or the
+whole shard in one GET), or one write of the shard (a blind PUT when the selection covers
+every inner chunk of it, else a conditional read-modify-write). Shards are processed
+concurrently under the store's request budget; a group holds its decoded size in the byte
+budget while it is fetched (reads) or encoded and sent (writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from azarr.codecs import CodecBatcher
+from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._buffers import BODY_BUFFERS
+from azarr.pipeline._shards import Parts, ShardedChunks
+from azarr.scheduler import ProgressTracker, bounded_map
+
+if TYPE_CHECKING:
+    from azarr.pipeline._chunks import ChunkPipeline
+
+__all__ = ["read_sharded", "write_sharded"]
+
+#: Inner chunk projections grouped at a time: a group is all of a window's inner chunks of
+#: one shard, so a window should span whole rows of shards (a shard split between windows
+#: is read or written twice, correctly but at more cost).
+_WINDOW = 1 << 16
+#: A read needing at least this fraction of a shard's inner chunks reads the whole shard in
+#: one GET when its index is not cached (the index, then the runs, is two round trips).
+_WHOLE_FRACTION = 0.5
+#: Encoded inner chunks per codec job of a shard write, about (bytes of decoded chunks).
+_JOB_BYTES = 1 << 20
+
+Member = tuple[int, ChunkProjection]
+"""An inner chunk's number within its shard (C order) and its projection."""
+
+
+def _groups(
+    shards: ShardedChunks, projections: Iterable[ChunkProjection]
+) -> Iterator[tuple[tuple[int, ...], list[Member]]]:
+    """(shard coordinates, members) for each shard a window of projections touches."""
+    iterator = iter(projections)
+    locate = shards.locate
+    while True:
+        groups: dict[tuple[int, ...], list[Member]] = {}
+        for projection in itertools.islice(iterator, _WINDOW):
+            shard, local = locate(projection.chunk_coords)
+            found = groups.get(shard)
+            if found is None:
+                groups[shard] = [(local, projection)]
+            else:
+                found.append((local, projection))
+        if not groups:
+            return
+        yield from groups.items()
+
+
+def _label(key: str, shards: ShardedChunks, shard: tuple[int, ...], local: int) -> str:
+    """How an inner chunk is named in errors: the shard's key and the inner chunk's place."""
+    return f"{key} (inner chunk {shards.inner_coords(shard, local)})"
+
+
+async def read_sharded(
+    pipeline: ChunkPipeline,
+    shards: ShardedChunks,
+    projections: Iterable[ChunkProjection],
+    out: np.ndarray[Any, Any],
+    fields: Fields,
+    tracker: ProgressTracker,
+) -> None:
+    """`ChunkPipeline.read` for a sharded array (see the module docstring).
+
+    Raises
+    ------
+    ShardIndexError, ByteRangeError
+        A corrupt or hostile shard.
+    CodecError, StoreError
+        The first inner chunk or request that failed; no codec thread writes into ``out``
+        after this returns.
+    """
+    io = pipeline.io
+    codec = CodecBatcher()
+    decode, nbytes = pipeline._decode_into, pipeline.codec.nbytes
+    direct = pipeline._can_decode_direct(out, fields)
+    fill = pipeline.fill_for(fields, out.dtype)
+    shard_key = pipeline.chunk_key
+    per_job = max(1, _JOB_BYTES // max(nbytes, 1))
+    # Whole shards from remote stores are received into reused buffers (_buffers.py says why),
+    # each handed back once all its inner chunks are decoded.
+    pooled = not io.store.is_local and BODY_BUFFERS.enabled()
+    acquire = functools.partial(BODY_BUFFERS.acquire, at_least=shards.count * nbytes) if pooled else None
+
+    def decode_many(items: list[tuple[memoryview, str, ChunkProjection]]) -> None:
+        for data, label, projection in items:  # in the codec pool
+            decode(data, label, out, projection, fields, direct)
+
+    async def read_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
+        shard, members = group
+        key = shard_key(shard)
+        whole = len(members) >= _WHOLE_FRACTION * shards.inner_in_array(shard)
+        async with io.budget.reserve(len(members) * nbytes):
+            parts, buffer = await shards.get_many(
+                key, [local for local, _ in members], whole=whole, acquire=acquire
+            )
+        stored: list[tuple[memoryview, str, ChunkProjection]] = []
+        for i, (local, projection) in enumerate(members):
+            data = None if parts is None else parts[i]
+            if data is None:
+                out[projection.out_selection] = fill
+                tracker.advance(0)
+            elif buffer is not None:
+                stored.append((data, _label(key, shards, shard, local), projection))
+            else:
+                job = (data, _label(key, shards, shard, local), out, projection, fields, direct)
+                if not codec.try_submit(decode, job, nbytes):
+                    await codec.submit(decode, job, nbytes)
+                tracker.advance(len(data))
+        if buffer is not None:
+            jobs = [stored[i : i + per_job] for i in range(0, len(stored), per_job)]
+            await asyncio.gather(*(codec.run(decode_many, job, weight=len(job) * nbytes) for job in jobs))
+            BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
+            tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
+
+    with BODY_BUFFERS.reading() if pooled else contextlib.nullcontext():
+        try:
+            await bounded_map(read_shard, _groups(shards, projections), max(io.budget.max_requests, 1))
+            await codec.drain()
+        except BaseException:
+            await codec.abandon()  # no codec thread may write into `out` once we return
+            raise
+
+
+async def write_sharded(
+    pipeline: ChunkPipeline,
+    shards: ShardedChunks,
+    projections: Iterable[ChunkProjection],
+    values: np.ndarray[Any, Any],
+    fields: Fields,
+    tracker: ProgressTracker,
+    *,
+    edges_conditional: bool = False,
+) -> None:
+    """`ChunkPipeline.write` for a sharded array (see the module docstring).
+
+    A shard whose inner chunks inside the array are all covered whole is encoded and
+    stored with one PUT (deleted if every inner chunk is ``fill_value`` and
+    ``write_empty_chunks`` is False); any other shard is a read-modify-write of the shard,
+    conditional on its generation where the store allows (`ShardedChunks.update`).
+
+    Raises
+    ------
+    CodecError, StoreError
+        The first shard that failed; its stored bytes are unchanged.
+    """
+    io = pipeline.io
+    codec = CodecBatcher()
+    nbytes = pipeline.codec.nbytes
+    shard_key, spec = pipeline.chunk_key, shards.spec
+    per_job = max(1, _JOB_BYTES // max(nbytes, 1))
+
+    def encode(
+        items: list[tuple[int, str, ChunkProjection, memoryview | None]],
+    ) -> list[tuple[int, bytes | None]]:
+        # Runs in the codec pool: merge (decoding the stored inner chunk if any) and encode.
+        update = pipeline._update_chunk
+        return [(local, update(data, label, p, values, fields)) for local, label, p, data in items]
+
+    async def encoded(
+        key: str, shard: tuple[int, ...], members: list[Member], old: Parts | None
+    ) -> bytes | None:
+        items = []
+        for local, p in members:
+            # An inner chunk covered whole is encoded from the values alone: its stored bytes are not decoded.
+            stored = None if old is None or (p.is_complete_chunk and fields is None) else old[local]
+            items.append((local, _label(key, shards, shard, local), p, stored))
+        jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
+        results = await asyncio.gather(*(codec.run(encode, job, weight=len(job) * nbytes) for job in jobs))
+        parts: list[bytes | memoryview | None] = [None] * shards.count if old is None else list(old)
+        for result in results:
+            for local, data in result:
+                parts[local] = data
+        return await codec.run(spec.assemble, parts, weight=0)
+
+    async def write_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
+        shard, members = group
+        key = shard_key(shard)
+        complete = (
+            fields is None
+            and len(members) == shards.inner_in_array(shard)
+            and all(p.is_complete_chunk for _, p in members)
+            and not (
+                edges_conditional
+                and io.store.supports_conditional_writes
+                and shards.reaches_past_shape(shard)
+            )
+        )
+        async with io.budget.reserve(len(members) * nbytes):
+            if complete:
+                data = await encoded(key, shard, members, None)
+                await shards.put(key, data)
+                stored = 0 if data is None else len(data)
+            else:
+
+                async def modify(old: Parts | None) -> bytes | None:
+                    return await encoded(key, shard, members, old)
+
+                stored = await shards.update(key, modify)
+        for _ in members:
+            tracker.advance(stored // len(members))
+
+    limit = max(io.budget.max_requests, 1)
+    await bounded_map(write_shard, _groups(shards, projections), limit)
