@@ -1,6 +1,7 @@
-"""Dimension names as xarray and NCZarr store them in Zarr v2.
+"""Dimension names as xarray and NCZarr store them.
 
-Zarr v2 arrays have no dimension names. xarray keeps them in the array's
+A Zarr v3 array has its own (``dimension_names`` in ``zarr.json``; xarray writes
+them there and reads nothing else for v3). Zarr v2 arrays have no dimension names. xarray keeps them in the array's
 ``.zattrs`` under ``_ARRAY_DIMENSIONS`` (a list of names, one per axis); NCZarr
 (netCDF-C) keeps fully qualified names in ``_nczarr_array.dimrefs``, inside
 ``.zarray`` (NCZarr 2.x; older files spell it ``_NCZARR_ARRAY``) or ``.zattrs``
@@ -21,7 +22,7 @@ from azarr.core._paths import node_key
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
 from azarr.errors import MetadataError
-from azarr.metadata import ZARRAY
+from azarr.metadata import ZARR_JSON, ZARRAY
 from azarr.scheduler import StoreIO
 
 #: xarray's attribute (``xarray.backends.zarr.DIMENSION_KEY``).
@@ -69,13 +70,22 @@ async def _nczarr_dimrefs(array: AsyncArray) -> list[Any] | None:
 
 
 async def get_dimension_names(array: AsyncArray, *, try_nczarr: bool = True) -> tuple[str, ...] | None:
-    """The array's dimension names: ``_ARRAY_DIMENSIONS``, else NCZarr's ``dimrefs``; None if neither.
+    """The array's dimension names; None if it has none.
+
+    A Zarr v3 array's ``dimension_names`` (a 0-d array has ``()`` without them);
+    for Zarr v2 ``_ARRAY_DIMENSIONS``, else NCZarr's ``dimrefs`` -- the order of
+    xarray's ``_get_zarr_dims_and_attrs``.
 
     Raises
     ------
     MetadataError
         The stored names are malformed (wrong count, not strings, repeated).
     """
+    if array.zarr_format == 3:
+        names = array.dimension_names
+        if names is None:
+            return () if array.ndim == 0 else None
+        return check_dimension_names(names, array.ndim, where=repr(node_key(array.path, ZARR_JSON)))
     where = repr(node_key(array.path, ".zattrs"))
     if DIMENSIONS_KEY in array.attrs:
         return check_dimension_names(array.attrs[DIMENSIONS_KEY], array.ndim, where=where)

@@ -1,11 +1,19 @@
-"""``to_zarr``: write an xarray Dataset as the Zarr v2 layout xarray + zarr-python 2 write.
+"""``to_zarr``: write a Dataset, DataArray or DataTree as xarray's ``to_zarr`` does, through azarr.
 
-Encoding is xarray's own (``conventions.encode_dataset_coordinates`` and the zarr
-engine's ``encode_zarr_variable``: CF times, ``scale_factor``, ``_FillValue``, UTF-8
-strings); azarr only lays the encoded variables out as xarray's ``ZarrStore`` does
-for Zarr v2: one array per variable, ``_FillValue`` as the array's ``fill_value``,
-``_ARRAY_DIMENSIONS`` plus the encoded attributes in ``.zattrs``, the dataset
-attributes on the group, and consolidated metadata at the store root.
+Behaviour is xarray 2026.9's ``Dataset.to_zarr`` / ``DataTree.to_zarr`` with its
+``zarr`` engine, for Zarr format 2: the same modes and their defaults, checks and
+messages, encodings, ``region``, ``append_dim``, ``safe_chunks``/``align_chunks``,
+``write_empty_chunks`` and ``compute=False``; readable by ``xr.open_zarr`` of any
+xarray version and by ``engine="azarr"``. What azarr does differently:
+
+* everything is checked and encoded before anything is written, so a refused
+  write writes nothing (xarray writes variable after variable);
+* metadata is written in one concurrent wave, then in-memory variables
+  concurrently and dask variables with one ``dask.array.store`` (a dask array
+  shared between variables or DataTree nodes is computed once), all under the
+  store's request budget;
+* a write that fails stops every other write of the call before ``to_zarr``
+  raises (``azarr.xarray._writes``).
 """
 
 from __future__ import annotations
@@ -14,306 +22,319 @@ import asyncio
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-import numcodecs
-import numpy as np
-from xarray import Dataset, Variable
-from xarray.backends.zarr import encode_zarr_attr_value, encode_zarr_variable
-from xarray.coding.strings import check_vlen_dtype
-from xarray.coding.variables import BooleanCoder
-from xarray.conventions import encode_dataset_coordinates
+from xarray import DataArray, Dataset, DataTree
 
-import azarr
-from azarr.core import AsyncArray, AsyncGroup
-from azarr.sync import Group, run
-from azarr.xarray._store import DIMENSION_KEY
+from azarr.core import AsyncGroup
+from azarr.sync import run
+from azarr.xarray._compat import _choose_default_mode, _validate_dataset_names, dump_to_store
+from azarr.xarray._region import validate_and_autodetect_region
+from azarr.xarray._store import AzarrDataStore
+from azarr.xarray._target import child_store, open_target
+from azarr.xarray._writes import Writes, commit, write_data
 
-_MODES = ("w", "w-", "a", "r+")
-
-
-def _chunks(name: Hashable, var: Variable) -> Any:
-    """Zarr chunks: ``encoding["chunks"]``, else the dask chunks (uniform but the last), else auto."""
-    if var.encoding.get("chunks") is not None:
-        return tuple(var.encoding["chunks"])
-    if var.chunks is None:
-        return True
-    chunks = []
-    for dim, sizes in zip(var.dims, var.chunks, strict=True):
-        if len(set(sizes[:-1])) > 1 or (len(sizes) > 1 and sizes[-1] > sizes[0]):
-            raise ValueError(
-                f"variable {name!r}: dask chunks {sizes} along {dim!r} are not uniform (but the last), "
-                "so they cannot be Zarr chunks; rechunk, or give encoding={'chunks': ...}"
-            )
-        chunks.append(sizes[0])
-    return tuple(chunks)
+#: ``DataArray.to_zarr`` stores an unnamed array, or one named like a coordinate, under
+#: this variable name, keeping its own name in the ``__xarray_dataarray_name__`` attribute
+#: (xarray's ``DATAARRAY_VARIABLE`` / ``DATAARRAY_NAME``).
+_DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"
+_DATAARRAY_NAME = "__xarray_dataarray_name__"
 
 
-def _array_kwargs(name: Hashable, var: Variable) -> dict[str, Any]:
-    """``azarr.create`` arguments for encoded variable ``var`` (mutates nothing)."""
-    attrs = dict(var.attrs)
-    fill_value = attrs.pop("_FillValue", None)
-    kwargs: dict[str, Any] = {"shape": var.shape, "dtype": var.dtype, "fill_value": fill_value}
-    for key in ("compressor", "filters", "write_empty_chunks"):
-        if key in var.encoding:
-            kwargs[key] = var.encoding[key]
-    if check_vlen_dtype(var.dtype) is str or var.dtype.kind == "O":
-        # UTF-8 strings as zarr-python 2 stores dtype=str: an object array with the VLenUTF8 object
-        # codec (which azarr puts first among the filters; one read from the store is dropped here).
-        kwargs["dtype"] = object
-        kwargs["object_codec"] = numcodecs.VLenUTF8()
-        others = [f for f in kwargs.get("filters") or [] if getattr(f, "codec_id", None) != "vlen-utf8"]
-        kwargs["filters"] = others or None
-    kwargs["chunks"] = _chunks(name, var)
-    kwargs["attributes"] = {
-        DIMENSION_KEY: list(map(str, var.dims)),
-        **{str(k): encode_zarr_attr_value(v) for k, v in attrs.items()},
-    }
-    return kwargs
+def _as_dataset(array: DataArray) -> Dataset:
+    if array.name is None:
+        return array.to_dataset(name=_DATAARRAY_VARIABLE)
+    if array.name in array.coords or array.name in array.dims:
+        ds = array.to_dataset(name=_DATAARRAY_VARIABLE)
+        ds.attrs[_DATAARRAY_NAME] = array.name
+        return ds
+    return array.to_dataset()
 
 
-def _v2_layout(var: Variable) -> Variable:
-    """Undo two xarray >= 2025 changes so the documents are those xarray + zarr-python 2 wrote.
-
-    * bools are stored as ``int8`` with the attribute ``dtype: "bool"`` (xarray's ``BooleanCoder``,
-      which newer xarray skips for Zarr); every xarray version decodes that back to bool;
-    * the ``dtype`` attribute newer xarray adds to encoded timedeltas is dropped (older readers
-      would show it as an attribute; newer ones decode CF timedeltas with ``decode_timedelta=True``).
-    """
-    if var.dtype == bool:
-        var = BooleanCoder().encode(var)
-    dtype = var.attrs.get("dtype")
-    if isinstance(dtype, str) and dtype.startswith("timedelta64") and "units" in var.attrs:
-        var = var.copy(deep=False)
-        var.attrs = {k: v for k, v in var.attrs.items() if k != "dtype"}
-    return var
+def _check_encoding(store: AzarrDataStore, encoding: Mapping[Any, Any]) -> None:
+    """An existing variable keeps its encoding: refuse ``encoding=`` for it (xarray's rule)."""
+    if encoding and store.mode in ("a", "a-", "r+"):
+        for name in store.arrays:
+            if name in encoding:
+                raise ValueError(f"variable {name!r} already exists, but encoding was provided")
 
 
-def encode_dataset(
-    ds: Dataset, encoding: Mapping[Hashable, Mapping[str, Any]] | None = None
-) -> tuple[dict[Hashable, Variable], dict[str, Any]]:
-    """``ds``'s variables CF-encoded for Zarr v2 and its encoded attributes (xarray's own coders).
-
-    Raises
-    ------
-    ValueError
-        ``encoding`` names a variable not in ``ds``, or holds an unknown key.
-    """
-    ds = ds.copy(deep=False)
-    for name, extra in (encoding or {}).items():
-        if name not in ds.variables:
-            raise ValueError(f"encoding given for {name!r}, which is not a variable of the dataset")
-        ds.variables[name].encoding = {**ds.variables[name].encoding, **extra}
-    variables, attrs = encode_dataset_coordinates(ds)
-    encoded = {
-        name: _v2_layout(encode_zarr_variable(var, name=name, zarr_format=2))
-        for name, var in variables.items()
-    }
-    return encoded, {str(k): encode_zarr_attr_value(v) for k, v in attrs.items()}
+def _load_empty(ds: Dataset) -> None:
+    # As xarray: zero-sized variables are loaded (dask < 2023.12 could not store them).
+    for variable in ds.variables.values():
+        if variable.size == 0:
+            variable.load()
 
 
-def _region_selection(var: Variable, region: Mapping[Hashable, slice] | None) -> tuple[slice, ...]:
-    if not region:
-        return tuple(slice(None) for _ in var.dims)
-    return tuple(region.get(dim, slice(None)) for dim in var.dims)
+async def _plan(store: AzarrDataStore, ds: Dataset, writes: Writes, encoding: Any) -> None:
+    ds = await validate_and_autodetect_region(store, ds)
+    _check_encoding(store, encoding or {})
+    # In a worker thread: encoding and ``var.data`` may read lazily opened variables through
+    # azarr's sync facade, which must not block an event loop.
+    await asyncio.to_thread(dump_to_store, ds, store, writes, encoding=dict(encoding or {}))
 
 
-async def _write_values(array: AsyncArray, var: Variable, selection: tuple[slice, ...]) -> None:
-    """Write ``var``'s values into ``selection`` of ``array``, off the event loop where it computes.
+async def _finish(stores: list[AzarrDataStore], writes: Writes, compute: bool, store_kwargs: Any) -> Any:
+    """Commit the metadata of ``stores``, consolidate, write the data (or return the delayed write)."""
+    import azarr
 
-    A dask-backed variable goes through `azarr.dask.to_azarr` block by block (never
-    whole in memory; on a dask.distributed cluster when one is the default scheduler). A
-    lazily opened one is read through azarr's sync facade, which must not run on a loop
-    thread, so it is materialised in a worker thread.
-    """
-    if var.chunks is not None and var.ndim:
-        from azarr.dask import to_azarr
+    await commit(stores)
+    root = stores[0]
+    if root.consolidate_on_close:
+        await azarr.consolidate_metadata(root.group.store)
+    delayed = await write_data(writes, compute=compute, chunkmanager_store_kwargs=store_kwargs)
+    if compute:
+        return root.group
+    import dask
 
-        await asyncio.to_thread(to_azarr, var.data, array, region=selection)
-        return
-    values = await asyncio.to_thread(lambda: np.asarray(var.values))
-    if var.ndim == 0:
-        await array.set_basic_selection(Ellipsis, values)
-    else:
-        await array.set_basic_selection(selection, values)
+    return dask.delayed(_written)(delayed)
 
 
-async def _existing_array(target: AsyncGroup, name: Hashable) -> AsyncArray:
-    node = await target.get(str(name))
-    if not isinstance(node, AsyncArray):
-        raise ValueError(f"{name!r} in {target.store.url} is a group, not the array of variable {name!r}")
-    return node
-
-
-async def _open_target(store: Any, mode: str, group: str | None, storage_options: Any) -> AsyncGroup:
-    if mode in ("w", "w-"):
-        return await azarr.open_group(store, mode=mode, path=group, storage_options=storage_options)
-    return await azarr.open_group(
-        store, mode="r+" if mode == "r+" else "a", path=group, storage_options=storage_options
-    )
+def _written(_: Any) -> None:
+    """What the ``compute=False`` delayed returns once the data is written."""
 
 
 async def to_zarr_async(
-    ds: Dataset,
-    store: Any,
-    *,
-    mode: str = "w-",
+    obj: Dataset | DataArray | DataTree,
+    store: Any = None,
+    mode: str | None = None,
     group: str | None = None,
-    consolidated: bool = True,
-    encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
-    region: Mapping[Hashable, slice] | None = None,
+    encoding: Mapping[Any, Any] | None = None,
+    *,
+    compute: bool = True,
+    consolidated: bool | None = None,
     append_dim: Hashable | None = None,
+    region: Mapping[Any, Any] | str | None = None,
+    safe_chunks: bool = True,
+    align_chunks: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> AsyncGroup:
-    """Write ``ds`` to a Zarr v2 group, every array concurrently under the store's budget.
+    zarr_format: int | None = None,
+    write_empty_chunks: bool | None = None,
+    chunkmanager_store_kwargs: dict[str, Any] | None = None,
+    write_inherited_coords: bool = False,
+) -> Any:
+    """Write ``obj`` to a Zarr group as xarray's ``to_zarr`` does, every array concurrently.
 
-    The layout is xarray's ``Dataset.to_zarr`` with zarr-python 2 (``zarr_format=2``):
-    readable by ``xr.open_zarr`` of any xarray version and by ``engine="azarr"``.
+    The parameters are those of xarray 2026.9's ``Dataset.to_zarr`` (and, for a
+    DataTree, ``DataTree.to_zarr``), with the same defaults and meaning.
 
     Parameters
     ----------
-    ds : xarray.Dataset
-        What to write; dask-backed variables are written block by block with
-        `azarr.dask.to_azarr` (extra ``azarr[dask]``), others at once.
+    obj : xarray.Dataset, xarray.DataArray or xarray.DataTree
+        What to write. Dask-backed variables are written block by block.
     store : str, os.PathLike, Store or MutableMapping
-        Where (a URL like ``"s3://bucket/x.zarr"`` or a store).
-    mode : {"w-", "w", "a", "r+"}
-        ``"w-"`` fails if something is there, ``"w"`` replaces the group, ``"a"``
-        adds or overwrites variables, ``"r+"`` writes into existing arrays only
-        (with ``region``), as xarray's ``to_zarr``.
+        Where (a URL like ``"s3://bucket/x.zarr"``, a path, or a store).
+    mode : {"w-", "w", "a", "a-", "r+"}, optional
+        ``"w-"`` (the default) fails if something is there; ``"w"`` replaces the
+        group; ``"a"`` adds or overwrites variables; ``"a-"`` with ``append_dim``
+        also leaves variables without that dimension alone; ``"r+"`` writes into
+        existing arrays only. ``append_dim`` implies ``"a"``, ``region`` ``"r+"``.
     group : str, optional
-        Group path within the store.
-    consolidated : bool
-        Write ``.zmetadata`` at the store root afterwards (xarray's default).
+        Group path within the store (not for a DataTree).
     encoding : dict, optional
-        Per-variable encoding, e.g. ``{"t": {"chunks": (10, 10), "dtype": "i2",
-        "scale_factor": 0.01, "_FillValue": -9999, "compressor": Blosc()}}``.
-    region : dict of str to slice, optional
-        Write ``ds`` into this part of existing arrays (``{"time": slice(0, 10)}``);
-        every variable must have a region dimension; variables and attributes
-        are not created.
-    append_dim : str, optional
-        With ``mode="a"``: grow existing arrays along this dimension by ``ds``'s
-        values (encoded as the stored ones: same ``units``, ``scale_factor``,
-        ``dtype``...); variables without it are replaced, new ones created.
+        Per-variable encoding (per node path for a DataTree): ``chunks`` (int or
+        tuple), ``compressors`` (a tuple of one numcodecs codec, or None),
+        ``filters``, ``chunk_key_encoding``, ``write_empty_chunks``, CF keys
+        (``dtype``, ``scale_factor``, ``add_offset``, ``_FillValue``, ``units``,
+        ``calendar``); azarr also takes ``compressor`` (zarr-python 2).
+    compute : bool
+        Write the data now (True) or return a ``dask.delayed`` that writes the
+        dask-backed variables when computed; metadata and in-memory variables are
+        written now either way.
+    consolidated : bool, optional
+        Write ``.zmetadata`` at the store root after the metadata (True or None);
+        with ``mode="r+"``, open through it when present.
+    append_dim : hashable, optional
+        Grow existing arrays along this dimension by ``obj``'s values, encoded as the
+        stored ones.
+    region : dict or "auto", optional
+        ``{dim: slice}`` (or ``"auto"`` per dimension, or for all): write into that
+        part of existing arrays, found from the coordinate values for ``"auto"``.
+    safe_chunks : bool
+        Refuse dask chunks that would have two tasks write one Zarr chunk.
+    align_chunks : bool
+        Rechunk dask arrays onto the Zarr chunk grid instead (implies no refusal).
     storage_options : dict, optional
         fsspec-style options for a URL ``store``.
+    zarr_format : int, optional
+        2 (the default; Zarr format 3 is not written yet).
+    write_empty_chunks : bool, optional
+        Store chunks that are entirely ``fill_value``; by default they are not
+        (xarray's default, zarr-python 3's; zarr-python 2 stored them).
+    chunkmanager_store_kwargs : dict, optional
+        Passed to ``dask.array.store`` (its ``compute``), e.g. ``{"scheduler": ...}``.
+    write_inherited_coords : bool
+        DataTree only: write inherited coordinates in every node, not just the root.
 
     Returns
     -------
-    AsyncGroup
-        The written group.
+    AsyncGroup or dask.delayed.Delayed
+        The written group (the DataTree's root group), or the delayed data write.
 
     Raises
     ------
-    ValueError
-        Bad ``mode``, a variable without a region dimension, ragged dask chunks.
+    ValueError, TypeError
+        Everything xarray's ``to_zarr`` refuses, with its messages: a bad mode or
+        region, ``append_dim`` not a stored dimension, different dimension sizes
+        without ``append_dim``, a dtype mismatch when appending (fixed-width
+        strings), ``encoding=`` for an existing variable, an unknown encoding key,
+        non-integer chunks, overlapping dask chunks, non-string variable names,
+        attributes JSON cannot hold.
     ContainsGroupError, ContainsArrayError
-        ``mode="w-"`` and a node exists.
-    ArrayNotFoundError
-        ``region`` names arrays that do not exist.
+        ``mode="w-"`` and a node exists (both are ``FileExistsError``).
+    NotImplementedError
+        ``zarr_format=3``; ``group`` or ``append_dim`` with a DataTree.
     """
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
-    if region is not None and mode not in ("a", "r+"):
-        raise ValueError(f"region writes need mode='r+' or 'a', got {mode!r}")
-    if append_dim is not None and (mode != "a" or region is not None):
-        raise ValueError("append_dim needs mode='a' and no region")
-    target = await _open_target(store, mode, group, storage_options)
-    existing: set[str] = set()
-    if region is not None or append_dim is not None:
-        existing = {name async for name in target.array_keys()}
-        encoding = {**await _existing_encoding(target, ds, existing), **(encoding or {})}
-    # In a worker thread: encoding may touch lazily opened data (see _write_values).
-    variables, attrs = await asyncio.to_thread(encode_dataset, ds, encoding)
-    if region is not None:
-        await _write_region(target, variables, region)
-    else:
-        if attrs or mode in ("w", "w-"):
-            await target.attrs.update(attrs)
-
-        async def write(name: Hashable, var: Variable) -> None:
-            if str(name) in existing and append_dim in var.dims:
-                array = await _existing_array(target, name)
-                values = await asyncio.to_thread(lambda: np.asarray(var.values))
-                await array.append(values, axis=var.dims.index(append_dim))
-                return
-            array = await target.create_dataset(str(name), overwrite=True, **_array_kwargs(name, var))
-            await _write_values(array, var, _region_selection(var, None))
-
-        await asyncio.gather(*(write(n, v) for n, v in variables.items()))
-    if consolidated:
-        await azarr.consolidate_metadata(target.store)
-    return target
-
-
-#: Attributes of an existing array that fix how new values must be encoded into it.
-_CF_KEYS = ("scale_factor", "add_offset", "units", "calendar", "dtype")
-
-
-async def _existing_encoding(
-    target: AsyncGroup, ds: Dataset, existing: set[str]
-) -> dict[Hashable, dict[str, Any]]:
-    """The CF encoding of the arrays ``ds`` writes into (so new values are encoded as the rest was)."""
-
-    async def one(name: Hashable) -> tuple[Hashable, dict[str, Any]]:
-        array = await _existing_array(target, name)
-        enc = {k: array.attrs[k] for k in _CF_KEYS if k in array.attrs}
-        if ds.variables[name].dtype.kind not in "OSU":
-            enc["dtype"] = array.dtype
-        if array.fill_value is not None:
-            enc["_FillValue"] = array.fill_value
-        return name, enc
-
-    return dict(await asyncio.gather(*(one(name) for name in ds.variables if str(name) in existing)))
+    if isinstance(obj, DataTree):
+        return await _tree_to_zarr(
+            obj,
+            store,
+            mode="w-" if mode is None else mode,
+            group=group,
+            encoding=encoding,
+            compute=compute,
+            consolidated=consolidated,
+            append_dim=append_dim,
+            region=region,
+            safe_chunks=safe_chunks,
+            align_chunks=align_chunks,
+            storage_options=storage_options,
+            zarr_format=zarr_format,
+            write_empty_chunks=write_empty_chunks,
+            chunkmanager_store_kwargs=chunkmanager_store_kwargs,
+            write_inherited_coords=write_inherited_coords,
+        )
+    ds = _as_dataset(obj) if isinstance(obj, DataArray) else obj
+    _validate_dataset_names(ds)
+    await asyncio.to_thread(_load_empty, ds)
+    chosen = _choose_default_mode(mode=mode, append_dim=append_dim, region=region)
+    target = await open_target(
+        store,
+        mode=chosen,
+        group=group,
+        consolidated=consolidated,
+        storage_options=storage_options,
+        zarr_format=zarr_format,
+        append_dim=append_dim,
+        write_region=region,
+        safe_chunks=safe_chunks,
+        align_chunks=align_chunks,
+        write_empty=write_empty_chunks,
+    )
+    writes = Writes()
+    await _plan(target, ds, writes, encoding)
+    return await _finish([target], writes, compute, chunkmanager_store_kwargs)
 
 
-async def _write_region(
-    target: AsyncGroup, variables: Mapping[Hashable, Variable], region: Mapping[Hashable, slice]
-) -> None:
-    for name, var in variables.items():
-        if not set(region) & set(var.dims):
-            raise ValueError(
-                f"variable {name!r} has none of the region dimensions {list(region)}; "
-                "drop it from the dataset before a region write (as xarray requires)"
-            )
-
-    async def write(name: Hashable, var: Variable) -> None:
-        array = await _existing_array(target, name)
-        await _write_values(array, var, _region_selection(var, region))
-
-    await asyncio.gather(*(write(n, v) for n, v in variables.items()))
+async def _tree_to_zarr(
+    tree: DataTree,
+    store: Any,
+    *,
+    mode: str,
+    group: str | None,
+    encoding: Mapping[Any, Any] | None,
+    compute: bool,
+    consolidated: bool | None,
+    append_dim: Hashable | None,
+    region: Any,
+    safe_chunks: bool,
+    align_chunks: bool,
+    storage_options: dict[str, Any] | None,
+    zarr_format: int | None,
+    write_empty_chunks: bool | None,
+    chunkmanager_store_kwargs: dict[str, Any] | None,
+    write_inherited_coords: bool,
+) -> Any:
+    """``DataTree.to_zarr``: every node a group, created level by level, planned and written together."""
+    if group is not None:
+        raise NotImplementedError("specifying a root group for the tree has not been implemented")
+    if append_dim is not None:
+        raise NotImplementedError(
+            "specifying ``append_dim`` with ``DataTree.to_zarr`` has not been implemented"
+        )
+    encoding = dict(encoding or {})
+    if set(encoding) - set(tree.groups):
+        raise ValueError(f"unexpected encoding group name(s) provided: {set(encoding) - set(tree.groups)}")
+    chosen = _choose_default_mode(mode=mode, append_dim=None, region=region)
+    root = await open_target(
+        store,
+        mode=chosen,
+        consolidated=consolidated,
+        storage_options=storage_options,
+        zarr_format=zarr_format,
+        write_region=region,
+        safe_chunks=safe_chunks,
+        align_chunks=align_chunks,
+        write_empty=write_empty_chunks,
+    )
+    nodes = list(tree.subtree_with_keys)
+    stores: dict[str, AzarrDataStore] = {"": root}
+    # Groups level by level (each level one concurrent wave): a parent exists before its children.
+    for depth in sorted({path.count("/") for path, node in nodes if node is not tree}):
+        level = [path for path, node in nodes if node is not tree and path.count("/") == depth]
+        children = await asyncio.gather(*(child_store(root, path) for path in level))
+        stores.update(zip(level, children, strict=True))
+    writes = Writes()
+    for path, node in nodes:
+        at_root = node is tree
+        dataset = node.to_dataset(inherit=write_inherited_coords or at_root)
+        await _plan(stores["" if at_root else path], dataset, writes, encoding.get(node.path))
+    return await _finish(list(stores.values()), writes, compute, chunkmanager_store_kwargs)
 
 
 def to_zarr(
-    ds: Dataset,
-    store: Any,
-    *,
-    mode: str = "w-",
+    obj: Dataset | DataArray | DataTree,
+    store: Any = None,
+    mode: str | None = None,
     group: str | None = None,
-    consolidated: bool = True,
-    encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
-    region: Mapping[Hashable, slice] | None = None,
+    encoding: Mapping[Any, Any] | None = None,
+    *,
+    compute: bool = True,
+    consolidated: bool | None = None,
     append_dim: Hashable | None = None,
+    region: Mapping[Any, Any] | str | None = None,
+    safe_chunks: bool = True,
+    align_chunks: bool = False,
     storage_options: dict[str, Any] | None = None,
+    zarr_format: int | None = None,
+    write_empty_chunks: bool | None = None,
+    chunkmanager_store_kwargs: dict[str, Any] | None = None,
+    write_inherited_coords: bool = False,
     timeout: float | None = None,
-) -> Group:
-    """Write ``ds`` to a Zarr v2 group; blocking form of `to_zarr_async` (same parameters).
+) -> Any:
+    """Write ``obj`` to a Zarr group as xarray's ``to_zarr`` does; blocking form of `to_zarr_async`.
 
-    ``timeout`` (seconds) cancels the write on expiry (`azarr.sync.SyncTimeoutError`).
+    Same parameters as `to_zarr_async`, plus ``timeout`` (seconds): on expiry the
+    write is cancelled, every write of the call stopped, and
+    `azarr.sync.SyncTimeoutError` raised.
 
     Returns
     -------
-    azarr.sync.Group
-        The written group.
+    azarr.sync.Group or dask.delayed.Delayed
+        The written group, or with ``compute=False`` the delayed data write.
+
+    Raises
+    ------
+    ValueError, TypeError, FileExistsError, NotImplementedError
+        As `to_zarr_async`.
     """
-    coro = to_zarr_async(
-        ds,
-        store,
-        mode=mode,
-        group=group,
-        consolidated=consolidated,
-        encoding=encoding,
-        region=region,
-        append_dim=append_dim,
-        storage_options=storage_options,
+    result = run(
+        to_zarr_async(
+            obj,
+            store,
+            mode,
+            group,
+            encoding,
+            compute=compute,
+            consolidated=consolidated,
+            append_dim=append_dim,
+            region=region,
+            safe_chunks=safe_chunks,
+            align_chunks=align_chunks,
+            storage_options=storage_options,
+            zarr_format=zarr_format,
+            write_empty_chunks=write_empty_chunks,
+            chunkmanager_store_kwargs=chunkmanager_store_kwargs,
+            write_inherited_coords=write_inherited_coords,
+        ),
+        timeout,
     )
-    return run(coro, timeout).to_sync()
+    return result.to_sync() if isinstance(result, AsyncGroup) else result

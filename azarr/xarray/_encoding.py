@@ -1,0 +1,199 @@
+"""xarray's Zarr ``encoding`` keys, both ways: what a read reports and what a write accepts.
+
+Reading, a variable's ``encoding`` holds what xarray's ``zarr`` engine reports for a
+Zarr format 2 array (``ZarrStore.open_store_variable``): ``chunks``,
+``preferred_chunks``, ``compressors`` (a tuple: the array's compressor, or empty),
+``filters`` (a tuple), ``shards`` (None). Writing, the keys xarray 2026.9 accepts
+(``extract_zarr_variable_encoding``: ``chunks``, ``compressors``, ``filters``,
+``serializer``, ``chunk_key_encoding``, ``shards``, ``write_empty_chunks``,
+``cache_metadata``) become `azarr.create` arguments; zarr-python 2's single
+``compressor`` is accepted too, as azarr's own spelling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numcodecs
+import numpy as np
+from xarray.coding.strings import check_vlen_dtype
+
+from azarr.api.creation import build_array_metadata
+from azarr.core import AsyncArray
+from azarr.xarray._compat import DIMENSION_KEY
+
+#: Zarr formats ``azarr.xarray`` reads and writes; Zarr v3 joins when azarr's core has it.
+SUPPORTED_ZARR_FORMATS = (2,)
+
+#: azarr's spelling beside xarray's keys (zarr-python 2's, one codec or None).
+COMPRESSOR_KEY = "compressor"
+_UNSET: Any = object()
+
+
+def check_zarr_format(zarr_format: int | None) -> int:
+    """The Zarr format to write (``None``: 2, azarr's default).
+
+    Raises
+    ------
+    ValueError
+        Not 2 or 3.
+    NotImplementedError
+        A format azarr's core cannot write yet (3, until Zarr v3 lands).
+    """
+    fmt = 2 if zarr_format is None else zarr_format
+    if fmt not in (2, 3):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if fmt not in SUPPORTED_ZARR_FORMATS:
+        raise NotImplementedError(
+            f"zarr_format={fmt}: azarr.xarray writes Zarr format {SUPPORTED_ZARR_FORMATS} only so far"
+        )
+    return fmt
+
+
+def read_encoding(array: AsyncArray, dims: Sequence[str]) -> dict[str, Any]:
+    """The ``encoding`` xarray's ``zarr`` engine reports for ``array``."""
+    return {
+        "chunks": tuple(array.chunks),
+        "preferred_chunks": dict(zip(dims, array.chunks, strict=True)),
+        "compressors": array.compressors,
+        "filters": tuple(array.filters or ()),
+        "shards": None,
+    }
+
+
+def _codec(value: Any, *, role: str, name: Any) -> Any:
+    """A numcodecs codec from a codec or its config dict (zarr-python 3 takes both)."""
+    if isinstance(value, Mapping):
+        try:
+            return numcodecs.get_codec(dict(value))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"variable {name!r}: cannot make a codec of {role} {value!r}: {exc}") from exc
+    if hasattr(value, "get_config"):
+        return value
+    raise TypeError(
+        f"variable {name!r}: {role} must be a numcodecs codec or its config dict, got {type(value).__name__}"
+    )
+
+
+def _compressor(encoding: dict[str, Any], name: Any) -> Any:
+    """``compressors`` (xarray) or ``compressor`` (zarr-python 2) as one codec, None, or "default"."""
+    compressors = encoding.pop("compressors", _UNSET)
+    compressor = encoding.pop(COMPRESSOR_KEY, _UNSET)
+    if compressors is not _UNSET and compressor is not _UNSET:
+        raise ValueError(f"variable {name!r}: give encoding 'compressors' or 'compressor', not both")
+    if compressors is _UNSET:
+        return "default" if compressor is _UNSET or compressor == "auto" else compressor
+    if compressors is None or compressors == "auto":
+        return None if compressors is None else "default"
+    if isinstance(compressors, Mapping) or hasattr(compressors, "get_config"):
+        compressors = (compressors,)
+    chain = list(compressors)
+    if len(chain) > 1:
+        raise ValueError(
+            f"variable {name!r}: a Zarr format 2 array has one compressor, got compressors={compressors!r}"
+        )
+    return _codec(chain[0], role="compressor", name=name) if chain else None
+
+
+def _filters(value: Any, name: Any) -> list[Any] | None:
+    if value is None or value == "auto":
+        return None
+    chain = [value] if isinstance(value, Mapping) or hasattr(value, "get_config") else list(value)
+    return [_codec(f, role="filter", name=name) for f in chain] or None
+
+
+def _dimension_separator(value: Any, name: Any) -> str | None:
+    """The v2 ``dimension_separator`` from a ``chunk_key_encoding`` (dict or zarr-python object)."""
+    if value is None:
+        return None
+    spec = value.to_dict() if hasattr(value, "to_dict") else value
+    if not isinstance(spec, Mapping) or spec.get("name") != "v2":
+        raise ValueError(
+            f"variable {name!r}: a Zarr format 2 array takes chunk_key_encoding "
+            f"{{'name': 'v2', 'configuration': {{'separator': '.' or '/'}}}}, got {value!r}"
+        )
+    separator = (spec.get("configuration") or {}).get("separator", ".")
+    if separator not in (".", "/"):
+        raise ValueError(f"variable {name!r}: chunk key separator must be '.' or '/', got {separator!r}")
+    return str(separator)
+
+
+def create_kwargs(
+    name: Any,
+    *,
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    fill_value: Any,
+    dims: Sequence[str],
+    attrs: dict[str, Any],
+    encoding: dict[str, Any],
+    write_empty: bool | None,
+    overwrite: bool,
+) -> dict[str, Any]:
+    """`azarr.AsyncGroup.create_dataset` arguments for one encoded variable (Zarr format 2).
+
+    ``encoding`` is what ``extract_zarr_variable_encoding`` left (valid keys only,
+    ``chunks`` resolved); it is consumed. Everything is validated here, before the
+    first write, with `build_array_metadata` (a bad codec or dtype writes nothing).
+
+    Raises
+    ------
+    ValueError
+        Two compressors, a ``serializer`` or ``shards`` (Zarr format 3 only), a
+        non-v2 ``chunk_key_encoding``, ``write_empty_chunks`` given differently in
+        ``encoding`` and as a parameter (xarray's message), or invalid metadata.
+    """
+    enc = dict(encoding)
+    kwargs: dict[str, Any] = {
+        "shape": shape,
+        "dtype": dtype,
+        "fill_value": fill_value,
+        "overwrite": overwrite,
+    }
+    chunks = enc.pop("chunks", "auto")
+    kwargs["chunks"] = True if chunks == "auto" or chunks is None else tuple(chunks)
+    kwargs["compressor"] = _compressor(enc, name)
+    filters = _filters(enc.pop("filters", None), name)
+    serializer = enc.pop("serializer", None)
+    if serializer not in (None, "auto"):
+        raise ValueError(
+            f"variable {name!r}: encoding 'serializer' is for Zarr format 3 arrays, got {serializer!r}"
+        )
+    if enc.pop("shards", None) is not None:
+        raise ValueError(f"variable {name!r}: sharding ('shards') needs Zarr format 3")
+    separator = _dimension_separator(enc.pop("chunk_key_encoding", None), name)
+    if separator is not None:
+        kwargs["dimension_separator"] = separator
+    enc.pop("cache_metadata", None)  # zarr-python's metadata cache; azarr arrays hold theirs
+    chosen = enc.pop("write_empty_chunks", None)
+    if write_empty is not None and chosen is not None and chosen != write_empty:
+        raise ValueError(
+            'Differing "write_empty_chunks" values in encoding and parameters: '
+            f"encoding has {chosen!r} for {name!r}, write_empty_chunks={write_empty!r}"
+        )
+    # xarray's default: skip chunks that are all fill_value (zarr-python 3's default).
+    kwargs["write_empty_chunks"] = bool(write_empty if write_empty is not None else chosen)
+    if enc:
+        raise ValueError(f"unexpected encoding parameters for zarr backend: {sorted(enc)!r}")
+    if check_vlen_dtype(dtype) is str or dtype.kind == "O":
+        # UTF-8 strings as zarr-python stores dtype=str in Zarr format 2: an object array whose
+        # first filter is the VLenUTF8 object codec (azarr puts object_codec first).
+        kwargs["dtype"] = object
+        kwargs["object_codec"] = numcodecs.VLenUTF8()
+        filters = [f for f in filters or [] if getattr(f, "codec_id", None) != "vlen-utf8"] or None
+    kwargs["filters"] = filters
+    kwargs["attributes"] = {**attrs, DIMENSION_KEY: list(dims)}
+    build_array_metadata(
+        shape,
+        chunks=kwargs["chunks"],
+        dtype=kwargs["dtype"],
+        compressor=kwargs["compressor"],
+        fill_value=fill_value,
+        order="C",
+        filters=filters,
+        object_codec=kwargs.get("object_codec"),
+        dimension_separator=kwargs.get("dimension_separator"),
+        key=f"{name}/.zarray",
+    )
+    return kwargs

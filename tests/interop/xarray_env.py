@@ -1,0 +1,215 @@
+"""Build (once, cached) what ``test_xarray_suite.py`` runs xarray's own Zarr backend tests with.
+
+* a Python 3.12 venv at ``<repo>/.cache/xarray-suite/venv`` from the exact pins in
+  ``requirements-xarray-suite.txt`` (zarr-python 3.4, which xarray's tests import and
+  check azarr's output with, needs Python >= 3.12; azarr itself is not installed
+  there but put on ``PYTHONPATH`` from this worktree, so the venv does not depend on
+  the code under test);
+* xarray's sdist, downloaded with pip into ``.cache/xarray-suite/sdist`` and unpacked
+  beside it: its ``xarray/tests`` and the top-level ``conftest.py`` (which applies the
+  ``skip_if_param`` marks the Zarr tests use) are run from there, never copied into
+  this repository.
+
+The cache key is the SHA-256 of the pins file plus the interpreter's version, written to
+``.cache/xarray-suite/.azarr-suite-key`` once both are verified; a mismatch (changed
+pins, interrupted build) rebuilds. An ``flock`` on ``.cache/xarray-suite/.lock``
+serialises parallel sessions (as ``refenv.py`` does for the zarr 2.18 venv).
+
+The base interpreter is ``AZARR_SUITE_PYTHON`` if set, else ``python3.12`` on ``PATH``,
+else pyenv's newest 3.12. ``AZARR_SUITE_VENV_PYTHON`` points at a ready interpreter
+instead (with the pins installed), skipping the venv build.
+
+Run ``python tests/interop/xarray_env.py`` to build it outside pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    from .refenv import RefEnvError, Reporter, _clean_env, venv_lock, venv_python
+except ImportError:  # run as a script
+    from refenv import RefEnvError, Reporter, _clean_env, venv_lock, venv_python  # type: ignore[no-redef]
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+REQUIREMENTS = HERE / "requirements-xarray-suite.txt"
+CACHE_DIR = REPO_ROOT / ".cache" / "xarray-suite"
+VENV = CACHE_DIR / "venv"
+SDIST_DIR = CACHE_DIR / "sdist"
+KEY_FILE = CACHE_DIR / ".azarr-suite-key"
+XARRAY_VERSION = "2026.9.0"
+BUILD_TIMEOUT_S = 900.0
+TAG = "[xarray-suite]"
+
+
+@dataclass(frozen=True)
+class SuiteEnv:
+    """Where the suite runs: the venv's python and the unpacked sdist (its rootdir)."""
+
+    python: Path
+    sdist: Path
+
+
+def base_python() -> Path:
+    """A Python 3.12 interpreter to base the venv on.
+
+    Raises
+    ------
+    RefEnvError
+        None found.
+    """
+    override = os.environ.get("AZARR_SUITE_PYTHON")
+    if override:
+        return Path(override)
+    found = shutil.which("python3.12")
+    if found:
+        return Path(found)
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = sorted(
+        pyenv.glob("3.12.*/bin/python"), key=lambda p: [int(x) for x in p.parts[-3].split(".")]
+    )
+    if candidates:
+        return candidates[-1]
+    raise RefEnvError(
+        "no Python 3.12 for the xarray suite venv (zarr-python 3.4 needs it): install one, "
+        "put python3.12 on PATH, or set AZARR_SUITE_PYTHON"
+    )
+
+
+def _version(python: Path) -> str:
+    proc = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RefEnvError(f"{python} does not run: {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def cache_key(python: Path) -> str:
+    h = hashlib.sha256()
+    h.update(REQUIREMENTS.read_bytes())
+    h.update(f"python{_version(python)} xarray{XARRAY_VERSION}".encode())
+    return h.hexdigest()
+
+
+def _run(cmd: list[str], log: Path, deadline: float) -> None:
+    with log.open("a") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(
+                cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=_clean_env(),
+                timeout=max(1.0, deadline - time.monotonic()),
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RefEnvError(f"timed out: {' '.join(cmd)} (log {log})") from exc
+    if proc.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
+        raise RefEnvError(f"command failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def sdist_root() -> Path:
+    return SDIST_DIR / f"xarray-{XARRAY_VERSION}"
+
+
+def _fetch_sdist(python: Path, log: Path, deadline: float) -> Path:
+    """Download xarray's sdist with pip (the configured indexes) and unpack it."""
+    if SDIST_DIR.exists():
+        shutil.rmtree(SDIST_DIR)
+    SDIST_DIR.mkdir(parents=True)
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary=:all:",
+            "--no-build-isolation",
+            f"xarray=={XARRAY_VERSION}",
+            "-d",
+            str(SDIST_DIR),
+        ],
+        log,
+        deadline,
+    )
+    archive = SDIST_DIR / f"xarray-{XARRAY_VERSION}.tar.gz"
+    with tarfile.open(archive) as tar:
+        tar.extractall(SDIST_DIR, filter="data")
+    root = sdist_root()
+    for needed in ("conftest.py", "xarray/tests/test_backends.py", "xarray/tests/test_backends_datatree.py"):
+        if not (root / needed).is_file():
+            raise RefEnvError(f"xarray's sdist has no {needed} (unpacked at {root})")
+    return root
+
+
+def _build(base: Path, key: str, report: Reporter) -> None:
+    log = CACHE_DIR / "build.log"
+    log.write_text(f"building the xarray suite env (key {key})\n")
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    if VENV.exists():
+        shutil.rmtree(VENV)
+    report(f"{TAG} creating {VENV} from {base} and installing {REQUIREMENTS.name} (about a minute) ...")
+    _run([str(base), "-m", "venv", str(VENV)], log, deadline)
+    python = venv_python(VENV)
+    _run(
+        [str(python), "-m", "pip", "install", "--only-binary=:all:", "--no-deps", "-r", str(REQUIREMENTS)],
+        log,
+        deadline,
+    )
+    _run([str(python), "-m", "pip", "check"], log, deadline)
+    report(f"{TAG} downloading xarray {XARRAY_VERSION}'s sdist ...")
+    _fetch_sdist(python, log, deadline)
+
+
+def ensure_suite_env(report: Reporter = lambda msg: print(msg, file=sys.stderr, flush=True)) -> SuiteEnv:
+    """The suite's interpreter and unpacked sdist, building them on first use.
+
+    Raises
+    ------
+    RefEnvError
+        They could not be built or verified (the message has the log's tail).
+    """
+    ready = os.environ.get("AZARR_SUITE_VENV_PYTHON")
+    with venv_lock(CACHE_DIR / ".lock", report, tag=TAG):
+        if ready:
+            python = Path(ready)
+            if not sdist_root().is_dir():
+                CACHE_DIR.mkdir(parents=True, exist_ok=True)
+                _fetch_sdist(python, CACHE_DIR / "build.log", time.monotonic() + BUILD_TIMEOUT_S)
+            return SuiteEnv(python, sdist_root())
+        base = base_python()
+        key = cache_key(base)
+        if not (KEY_FILE.is_file() and KEY_FILE.read_text().strip() == key and sdist_root().is_dir()):
+            CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            start = time.monotonic()
+            _build(base, key, report)
+            KEY_FILE.write_text(key + "\n")
+            report(f"{TAG} built in {time.monotonic() - start:.0f} s")
+    return SuiteEnv(venv_python(VENV), sdist_root())
+
+
+if __name__ == "__main__":
+    try:
+        print(ensure_suite_env())
+    except RefEnvError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(1)
