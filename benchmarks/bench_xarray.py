@@ -62,14 +62,17 @@ def interpreter(impl: str) -> str:
     return str(ensure_peer_python("dask-zarr218" if impl == "zarr218" else "xarray-zarr3"))
 
 
-def run_worker(impl: str, task: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
+def run_worker(
+    impl: str, task: dict[str, Any], timeout: float = 1800, python: str | None = None
+) -> dict[str, Any]:
+    """Run one task in ``python`` (default: `interpreter` of ``impl``); its JSON report."""
     env = {
         **os.environ,
         "AWS_EC2_METADATA_DISABLED": "true",
         "PYTHONPATH": str(REPO_ROOT) if impl.startswith("azarr") else "",
     }
     proc = subprocess.run(
-        [interpreter(impl), str(WORKER)],
+        [python or interpreter(impl), str(WORKER)],
         input=json.dumps({**task, "impl": impl}),
         capture_output=True,
         text=True,

@@ -11,7 +11,26 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+
+def _obstore(url: str, options: dict[str, Any], *, read_only: bool = True) -> Any:
+    """zarr-python's ``ObjectStore`` over obstore's S3 client, for ``url`` on the benchmark's server."""
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    store = S3Store(
+        bucket,
+        prefix=prefix,
+        endpoint=options["endpoint_url"],
+        access_key_id=options["key"],
+        secret_access_key=options["secret"],
+        region="us-east-1",
+        client_options={"allow_http": True},
+    )
+    return ObjectStore(store, read_only=read_only)
 
 
 def _xr_open(task: dict[str, Any]) -> Any:
@@ -20,21 +39,8 @@ def _xr_open(task: dict[str, Any]) -> Any:
     impl, url, options = task["impl"], task["url"], task["storage_options"]
     if impl.startswith("azarr"):
         return xr.open_dataset(url, engine="azarr", storage_options=options, consolidated=True)
-    if impl.startswith("zarr3-obstore"):
-        from obstore.store import S3Store
-        from zarr.storage import ObjectStore
-
-        bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        store = S3Store(
-            bucket,
-            prefix=prefix,
-            endpoint=options["endpoint_url"],
-            access_key_id=options["key"],
-            secret_access_key=options["secret"],
-            region="us-east-1",
-            client_options={"allow_http": True},
-        )
-        return xr.open_dataset(ObjectStore(store, read_only=True), engine="zarr", consolidated=True)
+    if "obstore" in impl:
+        return xr.open_dataset(_obstore(url, options), engine="zarr", consolidated=True)
     return xr.open_dataset(url, engine="zarr", storage_options=options, consolidated=True)
 
 
@@ -151,7 +157,138 @@ def sync_overhead(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-TASKS = {"xr-load": xr_load, "dask-sum": dask_sum, "sync-overhead": sync_overhead}
+def _admin(task: dict[str, Any], command: str) -> dict[str, Any]:
+    """The delay proxy's counters (``reset`` zeroes them); stdlib only, so any venv can ask."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from delay_proxy import admin_command
+
+    return admin_command(task["admin_port"], command)
+
+
+def _open_tree(task: dict[str, Any], url: str) -> Any:
+    import xarray as xr
+
+    impl, options, consolidated = task["impl"], task["storage_options"], task["consolidated"]
+    if impl.startswith("azarr"):
+        return xr.open_datatree(url, engine="azarr", storage_options=options, consolidated=consolidated)
+    if "obstore" in impl:
+        return xr.open_datatree(
+            _obstore(url, options), engine="zarr", consolidated=consolidated, zarr_format=2
+        )
+    return xr.open_datatree(
+        url, engine="zarr", storage_options=options, consolidated=consolidated, zarr_format=2
+    )
+
+
+def xr_open_tree(task: dict[str, Any]) -> dict[str, Any]:
+    """``xr.open_datatree`` of a hierarchy (indexes loaded, as xarray does at open), timed and counted."""
+    import numpy as np
+
+    _preimport(task["impl"])
+    _open_tree(task, task["warmup_url"])
+    _admin(task, "reset")
+    start = time.perf_counter()
+    tree = _open_tree(task, task["url"])
+    seconds = time.perf_counter() - start
+    counters = _admin(task, "counters")
+    check = sum(
+        float(np.asarray(index).astype("f8").sum())
+        for node in tree.subtree
+        for index in node.to_dataset(inherit=False).indexes.values()
+    )
+    return {
+        "seconds": seconds,
+        "check": check,
+        "requests": counters["requests"],
+        "groups": len(list(tree.subtree)),
+    }
+
+
+def _pipeline_datasets(steps: int, n_vars: int, step: int) -> tuple[Any, list[tuple[slice, Any]]]:
+    """The template (dask zeros) and the region parts (seeded random data) of the pipeline."""
+    import dask.array as da
+    import numpy as np
+    import xarray as xr
+
+    shape, chunks = (512, 512), (1, 512, 512)
+    names = [f"v{i}" for i in range(n_vars)]
+    template = xr.Dataset(
+        {n: (("time", "y", "x"), da.zeros((steps, *shape), chunks=chunks, dtype="f4")) for n in names},
+        coords={"time": np.arange(steps)},
+    )
+    parts = []
+    for k in range(0, steps, step):
+        rs = da.random.RandomState(k)
+        data = {
+            n: (("time", "y", "x"), rs.random_sample((step, *shape), chunks=chunks).astype("f4"))
+            for n in names
+        }
+        parts.append((slice(k, k + step), xr.Dataset(data)))
+    return template, parts
+
+
+def xr_region_pipeline(task: dict[str, Any]) -> dict[str, Any]:
+    """Initialise a store with ``to_zarr(compute=False)``, then fill it with region writes
+    computed on a dask LocalCluster: xarray's parallel-write pattern, timed and counted."""
+    import dask
+    import xarray as xr
+    from distributed import Client, LocalCluster
+
+    impl, options = task["impl"], task["storage_options"]
+    _preimport(impl)
+
+    def write(ds: Any, url: str, **kwargs: Any) -> Any:
+        if impl.startswith("azarr"):
+            import azarr.xarray
+
+            return azarr.xarray.to_zarr(ds, url, storage_options=options, **kwargs)
+        if "obstore" in impl:
+            return ds.to_zarr(_obstore(url, options, read_only=False), zarr_format=2, **kwargs)
+        return ds.to_zarr(url, storage_options=options, zarr_format=2, **kwargs)
+
+    def pipeline(url: str, steps: int) -> None:
+        template, parts = _pipeline_datasets(steps, task["variables"], task["step"])
+        encoding = {name: {"chunks": (1, 512, 512)} for name in template.data_vars}
+        write(template, url, mode="w", compute=False, encoding=encoding)
+        dask.compute(*(write(part, url, region={"time": region}, compute=False) for region, part in parts))
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=2,
+            dashboard_address=None,
+            worker_dashboard_address=None,
+        ) as cluster,
+        Client(cluster),
+    ):
+        pipeline(task["warmup_url"], task["step"])  # untimed: worker imports, first connections
+        _admin(task, "reset")
+        start = time.perf_counter()
+        pipeline(task["url"], task["steps"])
+        seconds = time.perf_counter() - start
+        counters = _admin(task, "counters")
+    if impl.startswith("azarr"):
+        back = xr.open_dataset(task["url"], engine="azarr", storage_options=options)
+    elif "obstore" in impl:
+        back = xr.open_dataset(_obstore(task["url"], options), engine="zarr")
+    else:
+        back = xr.open_dataset(task["url"], engine="zarr", storage_options=options)
+    return {
+        "seconds": seconds,
+        "check": _checksum(back),
+        "requests": counters["requests"],
+        "bytes_up": counters["bytes_up"],
+    }
+
+
+TASKS = {
+    "xr-load": xr_load,
+    "dask-sum": dask_sum,
+    "sync-overhead": sync_overhead,
+    "xr-open-tree": xr_open_tree,
+    "xr-region-pipeline": xr_region_pipeline,
+}
 
 
 def main() -> None:

@@ -146,6 +146,45 @@ def test_xarray_engine_chunks_on_the_cluster(
 
 
 @pytest.mark.s3
+def test_xarray_compute_false_then_region_writes_on_the_cluster(
+    cluster_client: Any, seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
+) -> None:
+    """xarray's "initialise, then fill regions in parallel" pipeline: ``to_zarr(compute=False)``
+    writes the metadata and coordinates only; ``region="auto"`` writes, computed by the cluster's
+    worker processes (each opening the store itself), fill it, writing every Zarr chunk once."""
+    import xarray as xr
+
+    import azarr.xarray as ax
+
+    full = xr.Dataset(
+        {"v": (("t", "x"), np.random.default_rng(6).standard_normal((40, 6)))}, coords={"t": np.arange(40)}
+    )
+    url = f"s3://{s3_bucket}/pipeline.zarr"
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    s3_fault_proxy.reset_counters()
+    ax.to_zarr(
+        full.chunk({"t": 10}),
+        url,
+        compute=False,
+        encoding={"v": {"chunks": (10, 6)}},
+        storage_options=options,
+    )
+    assert np.isnan(zs.open_array(url, path="v", mode="r", storage_options=options)[:]).all()  # no chunk yet
+    s3_fault_proxy.reset_counters()
+    parts = [
+        ax.to_zarr(
+            full.isel(t=slice(i, i + 10)).chunk(), url, region="auto", compute=False, storage_options=options
+        )
+        for i in range(0, 40, 10)
+    ]
+    assert s3_fault_proxy.counters().methods.get("PUT", 0) == 0  # nothing written before compute
+    cluster_client.compute(parts, sync=True)
+    assert s3_fault_proxy.counters().methods.get("PUT", 0) == 4  # one per Zarr chunk of v
+    back = xr.open_dataset(url, engine="azarr", storage_options=seaweedfs.storage_options).load()
+    xr.testing.assert_identical(back, full)
+
+
+@pytest.mark.s3
 def test_distributed_tasks_read_chunks_only(
     cluster_client: Any, seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy
 ) -> None:

@@ -4,6 +4,7 @@ tests/interop/test_xarray_engine.py): registration, errors, S3 round trips, conc
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +169,57 @@ def test_append_dim_grows_arrays_encoded_as_stored(tmp_path: Path) -> None:
         zs.open_array(str(tmp_path / "a.zarr"), path="when", mode="r").attrs["units"]
         == "days since 2020-01-01"
     )
+
+
+def _tree(n_groups: int) -> xr.DataTree:
+    rng = np.random.default_rng(7)
+    nodes = {
+        f"/site{i:02d}": xr.Dataset({"v": ("x", rng.standard_normal(4))}, coords={"x": np.arange(4) + i})
+        for i in range(n_groups)
+    }
+    return xr.DataTree.from_dict({"/": xr.Dataset(attrs={"title": "t"}), **nodes})
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_open_datatree_reads_every_group_in_one_wave(
+    seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy, consolidated: bool
+) -> None:
+    """Groups (and the dimension coordinates xarray loads at open) are read concurrently under the
+    store's budget, not group after group: with .zmetadata, one document read, then every group's
+    coordinate in one wave."""
+    tree = _tree(24)
+    url = f"s3://{s3_bucket}/tree.zarr"
+    ax.to_zarr(tree, url, consolidated=consolidated, storage_options=seaweedfs.storage_options)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    s3_fault_proxy.configure(latency_ms=100)
+    s3_fault_proxy.reset_counters()
+    with pytest.warns(RuntimeWarning, match="consolidated") if not consolidated else nullcontext():
+        opened = xr.open_datatree(url, engine="azarr", storage_options=options)
+    counters = s3_fault_proxy.counters()
+    assert counters.peak_in_flight >= 24
+    if consolidated:
+        assert counters.methods == {"GET": 25}  # .zmetadata, then the 24 coordinates together
+    xr.testing.assert_identical(opened.load(), tree)
+
+
+@pytest.mark.s3
+def test_tree_write_is_one_wave_per_level_and_computes_shared_dask_parents_once(
+    seaweedfs: S3Server, s3_bucket: str
+) -> None:
+    calls = []
+
+    def expensive(block: np.ndarray) -> np.ndarray:
+        calls.append(block.shape)
+        return block + 1
+
+    import dask.array as da
+
+    base = da.map_blocks(expensive, da.zeros(6, chunks=3), dtype="f8")
+    tree = xr.DataTree.from_dict({f"/g{i}/sub": xr.Dataset({"d": ("x", base * i)}) for i in range(5)})
+    ax.to_zarr(tree, f"s3://{s3_bucket}/t.zarr", storage_options=seaweedfs.storage_options)
+    assert [c for c in calls if c != (0,)] == [(3,), (3,)]  # its two blocks, not ten ((0,): dask's meta)
+    back = xr.open_datatree(
+        f"s3://{s3_bucket}/t.zarr", engine="azarr", storage_options=seaweedfs.storage_options
+    )
+    np.testing.assert_array_equal(back["g3/sub"].d.values, np.full(6, 3.0))

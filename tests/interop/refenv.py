@@ -79,6 +79,46 @@ def venv_lock(lock_path: Path, report: Reporter, tag: str = "[ref-zarr218]") -> 
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def find_python(version: str, *, env_var: str | None = None) -> Path:
+    """An interpreter of Python ``version`` (``"3.12"``) that runs, for venvs of peers that need it.
+
+    ``env_var`` (if set in the environment) names one; else pyenv's newest ``version.*``
+    (``$PYENV_ROOT/versions``), else ``python<version>`` on ``PATH`` (pyenv's shims on
+    ``PATH`` may point at nothing, so every candidate is run once).
+
+    Raises
+    ------
+    RefEnvError
+        None found.
+    """
+    if env_var and os.environ.get(env_var):
+        return Path(os.environ[env_var])
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    installed = sorted(
+        pyenv.glob(f"{version}.*/bin/python"),
+        key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()],
+        reverse=True,
+    )
+    on_path = shutil.which(f"python{version}")
+    for python in [*installed, *([Path(on_path)] if on_path else [])]:
+        try:
+            proc = subprocess.run(
+                [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if proc.returncode == 0 and proc.stdout.strip() == version:
+            return python
+    raise RefEnvError(
+        f"no Python {version} found (pyenv versions, python{version} on PATH)"
+        + (f"; set {env_var}" if env_var else "")
+    )
+
+
 def check_interpreter(python: Path | str) -> str:
     """Return ``"zarr X numcodecs Y xarray Z numpy W"`` of ``python`` or raise `RefEnvError`."""
     code = (

@@ -15,8 +15,8 @@ The cache key is the SHA-256 of the pins file plus the interpreter's version, wr
 pins, interrupted build) rebuilds. An ``flock`` on ``.cache/xarray-suite/.lock``
 serialises parallel sessions (as ``refenv.py`` does for the zarr 2.18 venv).
 
-The base interpreter is ``AZARR_SUITE_PYTHON`` if set, else ``python3.12`` on ``PATH``,
-else pyenv's newest 3.12. ``AZARR_SUITE_VENV_PYTHON`` points at a ready interpreter
+The base interpreter is ``AZARR_SUITE_PYTHON`` if set, else pyenv's newest 3.12, else
+``python3.12`` on ``PATH``. ``AZARR_SUITE_VENV_PYTHON`` points at a ready interpreter
 instead (with the pins installed), skipping the venv build.
 
 Run ``python tests/interop/xarray_env.py`` to build it outside pytest.
@@ -35,9 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
-    from .refenv import RefEnvError, Reporter, _clean_env, venv_lock, venv_python
+    from .refenv import RefEnvError, Reporter, _clean_env, find_python, venv_lock, venv_python
 except ImportError:  # run as a script
-    from refenv import RefEnvError, Reporter, _clean_env, venv_lock, venv_python  # type: ignore[no-redef]
+    from refenv import (  # type: ignore[no-redef]
+        RefEnvError,
+        Reporter,
+        _clean_env,
+        find_python,
+        venv_lock,
+        venv_python,
+    )
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
@@ -60,29 +67,14 @@ class SuiteEnv:
 
 
 def base_python() -> Path:
-    """A Python 3.12 interpreter to base the venv on.
+    """The Python 3.12 interpreter to base the venv on (``AZARR_SUITE_PYTHON``, else found).
 
     Raises
     ------
     RefEnvError
         None found.
     """
-    override = os.environ.get("AZARR_SUITE_PYTHON")
-    if override:
-        return Path(override)
-    found = shutil.which("python3.12")
-    if found:
-        return Path(found)
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    candidates = sorted(
-        pyenv.glob("3.12.*/bin/python"), key=lambda p: [int(x) for x in p.parts[-3].split(".")]
-    )
-    if candidates:
-        return candidates[-1]
-    raise RefEnvError(
-        "no Python 3.12 for the xarray suite venv (zarr-python 3.4 needs it): install one, "
-        "put python3.12 on PATH, or set AZARR_SUITE_PYTHON"
-    )
+    return find_python("3.12", env_var="AZARR_SUITE_PYTHON")
 
 
 def _version(python: Path) -> str:
