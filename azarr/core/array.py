@@ -819,7 +819,15 @@ class AsyncArray(Node):
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
-        new_metadata = await self._update_metadata(lambda current: current.replace(shape=new_shape))
+        old_shape: list[tuple[int, ...]] = []
+
+        def reshape(current: ArrayMetadata) -> ArrayMetadata:
+            old_shape[:] = [current.shape]
+            return current.replace(shape=new_shape)
+
+        new_metadata = await self._update_metadata(reshape)
+        if all(n >= o for n, o in zip(new_shape, old_shape[0], strict=True)):
+            return  # grown on every axis: no chunk can be outside (saves listing every chunk key)
         grid = new_metadata.cdata_shape
         stale = [
             key

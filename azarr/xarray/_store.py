@@ -239,7 +239,12 @@ class AzarrDataStore(AbstractWritableDataStore):
     # ---------------------------------------------------------------- opening
     @classmethod
     async def open_async(cls, group: AsyncGroup, **options: Any) -> AzarrDataStore:
-        """List ``group``'s arrays and their dimension names (one concurrent wave)."""
+        """List ``group``'s arrays and their dimension names (one concurrent wave).
+
+        In mode ``"w"`` the group was just replaced: nothing to list.
+        """
+        if options.get("mode") == "w":
+            return cls(group, {}, {}, **options)
         arrays = {name: node async for name, node in group.arrays()}
         try_nczarr = options.get("mode", "r") == "r"
         names = list(arrays)
