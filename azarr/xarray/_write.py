@@ -184,31 +184,16 @@ async def to_zarr_async(
         ``zarr_format=3``; ``group`` or ``append_dim`` with a DataTree.
     """
     if isinstance(obj, DataTree):
-        return await _tree_to_zarr(
-            obj,
-            store,
-            mode="w-" if mode is None else mode,
-            group=group,
-            encoding=encoding,
-            compute=compute,
-            consolidated=consolidated,
-            append_dim=append_dim,
-            region=region,
-            safe_chunks=safe_chunks,
-            align_chunks=align_chunks,
-            storage_options=storage_options,
-            zarr_format=zarr_format,
-            write_empty_chunks=write_empty_chunks,
-            chunkmanager_store_kwargs=chunkmanager_store_kwargs,
-            write_inherited_coords=write_inherited_coords,
-        )
-    ds = _as_dataset(obj) if isinstance(obj, DataArray) else obj
-    _validate_dataset_names(ds)
-    await asyncio.to_thread(_load_empty, ds)
-    chosen = _choose_default_mode(mode=mode, append_dim=append_dim, region=region)
+        _check_tree_arguments(obj, group, append_dim, encoding)
+        mode = "w-" if mode is None else mode  # DataTree.to_zarr's default
+        ds = None
+    else:
+        ds = _as_dataset(obj) if isinstance(obj, DataArray) else obj
+        _validate_dataset_names(ds)
+        await asyncio.to_thread(_load_empty, ds)
     target = await open_target(
         store,
-        mode=chosen,
+        mode=_choose_default_mode(mode=mode, append_dim=append_dim, region=region),
         group=group,
         consolidated=consolidated,
         storage_options=storage_options,
@@ -220,51 +205,30 @@ async def to_zarr_async(
         write_empty=write_empty_chunks,
     )
     writes = Writes()
-    await _plan(target, ds, writes, encoding)
-    return await _finish([target], writes, compute, chunkmanager_store_kwargs)
+    if ds is None:
+        stores = await _plan_tree(target, obj, writes, dict(encoding or {}), write_inherited_coords)
+    else:
+        await _plan(target, ds, writes, encoding)
+        stores = [target]
+    return await _finish(stores, writes, compute, chunkmanager_store_kwargs)
 
 
-async def _tree_to_zarr(
-    tree: DataTree,
-    store: Any,
-    *,
-    mode: str,
-    group: str | None,
-    encoding: Mapping[Any, Any] | None,
-    compute: bool,
-    consolidated: bool | None,
-    append_dim: Hashable | None,
-    region: Any,
-    safe_chunks: bool,
-    align_chunks: bool,
-    storage_options: dict[str, Any] | None,
-    zarr_format: int | None,
-    write_empty_chunks: bool | None,
-    chunkmanager_store_kwargs: dict[str, Any] | None,
-    write_inherited_coords: bool,
-) -> Any:
-    """``DataTree.to_zarr``: every node a group, created level by level, planned and written together."""
+def _check_tree_arguments(tree: DataTree, group: Any, append_dim: Any, encoding: Any) -> None:
+    """What ``DataTree.to_zarr`` refuses (xarray's messages)."""
     if group is not None:
         raise NotImplementedError("specifying a root group for the tree has not been implemented")
     if append_dim is not None:
         raise NotImplementedError(
             "specifying ``append_dim`` with ``DataTree.to_zarr`` has not been implemented"
         )
-    encoding = dict(encoding or {})
-    if set(encoding) - set(tree.groups):
+    if set(encoding or {}) - set(tree.groups):
         raise ValueError(f"unexpected encoding group name(s) provided: {set(encoding) - set(tree.groups)}")
-    chosen = _choose_default_mode(mode=mode, append_dim=None, region=region)
-    root = await open_target(
-        store,
-        mode=chosen,
-        consolidated=consolidated,
-        storage_options=storage_options,
-        zarr_format=zarr_format,
-        write_region=region,
-        safe_chunks=safe_chunks,
-        align_chunks=align_chunks,
-        write_empty=write_empty_chunks,
-    )
+
+
+async def _plan_tree(
+    root: AzarrDataStore, tree: DataTree, writes: Writes, encoding: dict[Any, Any], inherited: bool
+) -> list[AzarrDataStore]:
+    """``DataTree.to_zarr``: every node a group, created level by level, all planned into ``writes``."""
     nodes = list(tree.subtree_with_keys)
     stores: dict[str, AzarrDataStore] = {"": root}
     # Groups level by level (each level one concurrent wave): a parent exists before its children.
@@ -272,12 +236,11 @@ async def _tree_to_zarr(
         level = [path for path, node in nodes if node is not tree and path.count("/") == depth]
         children = await asyncio.gather(*(child_store(root, path) for path in level))
         stores.update(zip(level, children, strict=True))
-    writes = Writes()
     for path, node in nodes:
         at_root = node is tree
-        dataset = node.to_dataset(inherit=write_inherited_coords or at_root)
+        dataset = node.to_dataset(inherit=inherited or at_root)
         await _plan(stores["" if at_root else path], dataset, writes, encoding.get(node.path))
-    return await _finish(list(stores.values()), writes, compute, chunkmanager_store_kwargs)
+    return list(stores.values())
 
 
 def to_zarr(

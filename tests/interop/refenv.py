@@ -79,6 +79,29 @@ def venv_lock(lock_path: Path, report: Reporter, tag: str = "[ref-zarr218]") -> 
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def python_version(python: Path | str) -> str:
+    """``"major.minor"`` of interpreter ``python``.
+
+    Raises
+    ------
+    RefEnvError
+        It does not run.
+    """
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RefEnvError(f"{python} does not run: {exc!r}") from exc
+    if proc.returncode != 0:
+        raise RefEnvError(f"{python} does not run: {proc.stderr}")
+    return proc.stdout.strip()
+
+
 def find_python(version: str, *, env_var: str | None = None) -> Path:
     """An interpreter of Python ``version`` (``"3.12"``) that runs, for venvs of peers that need it.
 
@@ -102,17 +125,10 @@ def find_python(version: str, *, env_var: str | None = None) -> Path:
     on_path = shutil.which(f"python{version}")
     for python in [*installed, *([Path(on_path)] if on_path else [])]:
         try:
-            proc = subprocess.run(
-                [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
+            if python_version(python) == version:
+                return python
+        except RefEnvError:
             continue
-        if proc.returncode == 0 and proc.stdout.strip() == version:
-            return python
     raise RefEnvError(
         f"no Python {version} found (pyenv versions, python{version} on PATH)"
         + (f"; set {env_var}" if env_var else "")
@@ -176,7 +192,7 @@ def _run_logged(
                 break
         rc = proc.wait()
     if time.monotonic() > deadline:
-        raise RefEnvError(f"building the reference venv timed out; log: {log}")
+        raise RefEnvError(f"{tag} timed out: {' '.join(cmd)}; log: {log}")
     if rc != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
         raise RefEnvError(f"command failed (exit {rc}): {' '.join(cmd)}\n--- last lines of {log} ---\n{tail}")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import _uncaptured
 from .refenv import RefEnvError
 from .xarray_env import REPO_ROOT, SuiteEnv, ensure_suite_env
 
@@ -72,13 +73,8 @@ class SuiteResult:
 
 @pytest.fixture(scope="session")
 def suite_env(pytestconfig: pytest.Config) -> SuiteEnv:
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-
     def report(msg: str) -> None:
-        if capman is None:
-            print(msg, flush=True)
-            return
-        with capman.global_and_fixture_disabled():
+        with _uncaptured(pytestconfig):
             print(msg, flush=True)
 
     try:

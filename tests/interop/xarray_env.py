@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import time
@@ -35,13 +34,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
-    from .refenv import RefEnvError, Reporter, _clean_env, find_python, venv_lock, venv_python
+    from .refenv import (
+        RefEnvError,
+        Reporter,
+        _run_logged,
+        find_python,
+        python_version,
+        venv_lock,
+        venv_python,
+    )
 except ImportError:  # run as a script
     from refenv import (  # type: ignore[no-redef]
         RefEnvError,
         Reporter,
-        _clean_env,
+        _run_logged,
         find_python,
+        python_version,
         venv_lock,
         venv_python,
     )
@@ -77,45 +85,15 @@ def base_python() -> Path:
     return find_python("3.12", env_var="AZARR_SUITE_PYTHON")
 
 
-def _version(python: Path) -> str:
-    proc = subprocess.run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RefEnvError(f"{python} does not run: {proc.stderr}")
-    return proc.stdout.strip()
-
-
 def cache_key(python: Path) -> str:
     h = hashlib.sha256()
     h.update(REQUIREMENTS.read_bytes())
-    h.update(f"python{_version(python)} xarray{XARRAY_VERSION}".encode())
+    h.update(f"python{python_version(python)} xarray{XARRAY_VERSION}".encode())
     return h.hexdigest()
 
 
-def _run(cmd: list[str], log: Path, deadline: float) -> None:
-    with log.open("a") as fh:
-        fh.write(f"\n$ {' '.join(cmd)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run(
-                cmd,
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=_clean_env(),
-                timeout=max(1.0, deadline - time.monotonic()),
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise RefEnvError(f"timed out: {' '.join(cmd)} (log {log})") from exc
-    if proc.returncode != 0:
-        tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
-        raise RefEnvError(f"command failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+def _run(cmd: list[str], log: Path, deadline: float, report: Reporter = lambda _: None) -> None:
+    _run_logged(cmd, log, report, deadline, tag=TAG)
 
 
 def sdist_root() -> Path:
@@ -166,6 +144,7 @@ def _build(base: Path, key: str, report: Reporter) -> None:
         [str(python), "-m", "pip", "install", "--only-binary=:all:", "--no-deps", "-r", str(REQUIREMENTS)],
         log,
         deadline,
+        report,
     )
     _run([str(python), "-m", "pip", "check"], log, deadline)
     report(f"{TAG} downloading xarray {XARRAY_VERSION}'s sdist ...")
