@@ -175,15 +175,18 @@ def bench_icechunk(session: nox.Session) -> None:
 @nox.session(name="bench-integrations", python="3.11")
 def bench_integrations(session: nox.Session) -> None:
     """xarray ``engine="azarr"`` vs xarray + zarr 3.1 (s3fs, obstore), dask ``from_azarr`` vs ``da.from_zarr``
-    (zarr 2.18, 3.1) on a 2-process cluster, and the sync facade's overhead, on S3 with 20 ms latency.
+    (zarr 2.18, 3.1) on a 2-process cluster, the sync facade's overhead, and xarray's I/O patterns
+    (``open_datatree`` of 200 groups, ``compute=False`` + region writes on a cluster) against
+    xarray + zarr 3.4 (obstore, s3fs), on S3 with 20 ms latency.
 
-    Writes ``benchmarks/results/{xarray,dask}.json``. Arguments after ``--`` go to both
-    scripts (e.g. ``nox -s bench-integrations -- --quick``).
+    Writes ``benchmarks/results/{xarray,dask,xarray-io}.json``. Arguments after ``--`` go to
+    every script (e.g. ``nox -s bench-integrations -- --quick``).
     """
     session.install("-e", ".[test]")
     env = {"AWS_EC2_METADATA_DISABLED": "true"}
     session.run("python", "-m", "benchmarks.bench_xarray", *session.posargs, env=env)
     session.run("python", "-m", "benchmarks.bench_dask", *session.posargs, env=env)
+    session.run("python", "-m", "benchmarks.bench_xarray_io", *session.posargs, env=env)
 
 
 @nox.session(python="3.11")
