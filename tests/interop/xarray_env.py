@@ -112,8 +112,7 @@ def _fetch_sdist(python: Path, log: Path, deadline: float) -> Path:
             "pip",
             "download",
             "--no-deps",
-            "--no-binary=:all:",
-            "--no-build-isolation",
+            "--no-binary=:all:",  # pip reads its metadata with setuptools in an isolated build env
             f"xarray=={XARRAY_VERSION}",
             "-d",
             str(SDIST_DIR),
