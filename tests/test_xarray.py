@@ -192,7 +192,8 @@ def test_open_datatree_reads_every_group_in_one_wave(
     url = f"s3://{s3_bucket}/tree.zarr"
     ax.to_zarr(tree, url, consolidated=consolidated, storage_options=seaweedfs.storage_options)
     options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
-    s3_fault_proxy.configure(latency_ms=100)
+    # Long enough that a loaded host still has all 24 reads started before the first returns.
+    s3_fault_proxy.configure(latency_ms=300)
     s3_fault_proxy.reset_counters()
     with pytest.warns(RuntimeWarning, match="consolidated") if not consolidated else nullcontext():
         opened = xr.open_datatree(url, engine="azarr", storage_options=options)

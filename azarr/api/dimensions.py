@@ -82,10 +82,10 @@ async def get_dimension_names(array: AsyncArray, *, try_nczarr: bool = True) -> 
         The stored names are malformed (wrong count, not strings, repeated).
     """
     if array.zarr_format == 3:
-        names = array.dimension_names
-        if names is None:
+        stored = array.dimension_names
+        if stored is None:
             return () if array.ndim == 0 else None
-        return check_dimension_names(names, array.ndim, where=repr(node_key(array.path, ZARR_JSON)))
+        return check_dimension_names(stored, array.ndim, where=repr(node_key(array.path, ZARR_JSON)))
     where = repr(node_key(array.path, ".zattrs"))
     if DIMENSIONS_KEY in array.attrs:
         return check_dimension_names(array.attrs[DIMENSIONS_KEY], array.ndim, where=where)

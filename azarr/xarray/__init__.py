@@ -1,6 +1,6 @@
 """xarray integration: the ``engine="azarr"`` backend and ``to_zarr`` writers (extra ``azarr[xarray]``).
 
-Both behave as xarray's own ``zarr`` engine (xarray 2026.9, Zarr format 2): the same
+Both behave as xarray's own ``zarr`` engine (xarray 2026.9, Zarr formats 2 and 3): the same
 parameters, defaults, checks and encodings; xarray's Zarr backend test suite runs
 against them (``tests/interop/test_xarray_suite.py``). Reading:
 

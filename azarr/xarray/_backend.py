@@ -77,17 +77,20 @@ async def open_root(
     storage_options: dict[str, Any] | None,
     allow_pickle: bool | None,
     mode: str = "r",
+    zarr_format: int | None = None,
 ) -> tuple[AsyncGroup, bool]:
     """The group to read, and whether consolidated metadata was looked for and missing.
 
-    As xarray's ``zarr`` engine: ``.zmetadata`` at the store root (zarr-python's
-    layout), then at ``group``; ``consolidated=True`` requires it, ``False`` ignores
-    it, ``None`` falls back to the group's documents.
+    As xarray's ``zarr`` engine: consolidated metadata (``.zmetadata``, or inline in
+    a Zarr v3 ``zarr.json``) at the store root (zarr-python's layout), then at
+    ``group``; ``consolidated=True`` requires it, ``False`` ignores it, ``None``
+    falls back to the group's documents. ``zarr_format`` (2 or 3) looks for that
+    format's documents only; None for either.
 
     Raises
     ------
     ConsolidatedMetadataNotFoundError
-        ``consolidated=True`` and the store has no ``.zmetadata``.
+        ``consolidated=True`` and the store has no consolidated metadata.
     GroupNotFoundError
         No group at ``group`` (a ``FileNotFoundError``).
     ContainsArrayError
@@ -95,7 +98,7 @@ async def open_root(
     """
     node: Any = None
     if consolidated is not False:
-        node = await _open_consolidated(store, group, storage_options, allow_pickle)
+        node = await _open_consolidated(store, group, storage_options, allow_pickle, zarr_format)
         if node is None and consolidated:
             raise ConsolidatedMetadataNotFoundError(
                 f"consolidated=True but no consolidated metadata at the root of {store!r}"
@@ -111,6 +114,7 @@ async def open_root(
                 storage_options=storage_options,
                 allow_pickle=allow_pickle,
                 use_consolidated=False,
+                zarr_format=zarr_format,
             )
         except GroupNotFoundError as exc:
             raise GroupNotFoundError(
@@ -122,13 +126,23 @@ async def open_root(
 
 
 async def _open_consolidated(
-    store: Any, group: str | None, storage_options: dict[str, Any] | None, allow_pickle: bool | None
+    store: Any,
+    group: str | None,
+    storage_options: dict[str, Any] | None,
+    allow_pickle: bool | None,
+    zarr_format: int | None,
 ) -> Any:
-    """``group`` read from the root's ``.zmetadata`` (zarr-python 2's layout), else from its own; None if neither."""
+    """``group`` read from the root's consolidated metadata (zarr-python's layout), else from its own;
+    None if neither."""
     for metadata_at, below in ((None, group), (group, None)) if group else ((None, None),):
         try:
             node: Any = await azarr.open_consolidated(
-                store, mode="r", path=metadata_at, storage_options=storage_options, allow_pickle=allow_pickle
+                store,
+                mode="r",
+                path=metadata_at,
+                storage_options=storage_options,
+                allow_pickle=allow_pickle,
+                zarr_format=zarr_format,
             )
         except ConsolidatedMetadataNotFoundError:
             continue
@@ -152,8 +166,6 @@ def _check_read(mode: str, zarr_format: int | None) -> None:
         raise ValueError(f"engine='azarr' opens with mode in {_READ_MODES}, got {mode!r}")
     if zarr_format not in (None, 2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-    if zarr_format == 3:
-        raise NotImplementedError("engine='azarr' reads Zarr format 2 only so far (zarr_format=3)")
 
 
 def _as_bool(values: Any) -> Any:
@@ -184,8 +196,10 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
 
     ``xr.open_dataset(url, engine="azarr", group=, consolidated=, storage_options=,
     chunks=, decode_times=, ...)`` takes the parameters of xarray's ``zarr`` engine
-    and reads the layout it writes (Zarr format 2: ``_ARRAY_DIMENSIONS``, CF
-    attributes, ``fill_value`` as ``_FillValue``), decoding done by xarray itself.
+    and reads the layouts it writes (Zarr format 2: ``_ARRAY_DIMENSIONS``, CF
+    attributes, ``fill_value`` as ``_FillValue``; format 3: ``dimension_names``,
+    attributes in ``zarr.json``, inline consolidated metadata), decoding done by
+    xarray itself.
     Variables are lazy; ``ds.load()`` reads each through azarr's sync facade, one
     variable after another (xarray's ``Dataset.load`` offers a backend no hook to
     do otherwise); ``azarr.xarray.load(ds)`` and ``await ds.load_async()`` read them
@@ -244,7 +258,9 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
         ``cache_members`` is accepted (azarr lists a group once anyway), and so is
         ``use_zarr_fill_value_as_mask``, which -- as in xarray 2026.9's ``zarr``
         engine, whose ``open_dataset`` does not pass it on -- changes nothing: a Zarr
-        format 2 array's ``fill_value`` is always the variable's ``_FillValue``.
+        format 2 array's ``fill_value`` is always the variable's ``_FillValue``, a
+        format 3 array's never is (it is ``encoding["fill_value"]``; a ``_FillValue``
+        attribute masks).
         """
         _check_read(mode, zarr_format)
         if store is None and isinstance(filename_or_obj, AzarrDataStore):
@@ -259,6 +275,7 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
                     storage_options=storage_options,
                     allow_pickle=allow_pickle,
                     mode=mode,
+                    zarr_format=zarr_format,
                 )
                 opened = await AzarrDataStore.open_async(root, mode=mode)
                 await opened.prefetch_indexes()
@@ -306,6 +323,7 @@ class AzarrBackendEntrypoint(BackendEntrypoint):
                 consolidated=consolidated,
                 storage_options=storage_options,
                 allow_pickle=allow_pickle,
+                zarr_format=zarr_format,
             )
         )
         _emit_fallback_warning(missing)
@@ -354,10 +372,11 @@ async def open_tree(
     consolidated: bool | None,
     storage_options: dict[str, Any] | None,
     allow_pickle: bool | None,
+    zarr_format: int | None = None,
 ) -> tuple[dict[str, AzarrDataStore], bool]:
     """A data store per group at or below ``group`` (keyed by path relative to it, ``""`` for it).
 
-    One walk of the hierarchy (concurrent per level; from ``.zmetadata`` no I/O at
+    One walk of the hierarchy (concurrent per level; from consolidated metadata no I/O at
     all), the dimension names of every array at once, then every group's dimension
     coordinates in one wave.
     """
@@ -368,6 +387,7 @@ async def open_tree(
         storage_options=storage_options,
         allow_pickle=allow_pickle,
         mode=mode,
+        zarr_format=zarr_format,
     )
     groups: dict[str, AsyncGroup] = {"": root}
     arrays: dict[str, dict[str, AsyncArray]] = {"": {}}

@@ -1,13 +1,20 @@
 """xarray's Zarr ``encoding`` keys, both ways: what a read reports and what a write accepts.
 
-Reading, a variable's ``encoding`` holds what xarray's ``zarr`` engine reports for a
-Zarr format 2 array (``ZarrStore.open_store_variable``): ``chunks``,
-``preferred_chunks``, ``compressors`` (a tuple: the array's compressor, or empty),
-``filters`` (a tuple), ``shards`` (None). Writing, the keys xarray 2026.9 accepts
-(``extract_zarr_variable_encoding``: ``chunks``, ``compressors``, ``filters``,
-``serializer``, ``chunk_key_encoding``, ``shards``, ``write_empty_chunks``,
-``cache_metadata``) become `azarr.create` arguments; zarr-python 2's single
-``compressor`` is accepted too, as azarr's own spelling.
+Reading, a variable's ``encoding`` holds what xarray's ``zarr`` engine reports
+(``ZarrStore.open_store_variable``): ``chunks``, ``preferred_chunks``,
+``compressors`` (a tuple of numcodecs codecs: a v2 array's compressor, or empty),
+``filters`` (a tuple), ``shards`` (None), and for Zarr format 3 ``serializer``
+(the array -> bytes codec as its ``zarr.json`` entry). xarray over zarr-python 3
+reports zarr-python's codec objects there; azarr reports numcodecs codecs, which
+both formats and every numcodecs-based reader take back.
+
+Writing, the keys xarray 2026.9 accepts (``extract_zarr_variable_encoding``:
+``chunks``, ``compressors``, ``filters``, ``serializer``, ``chunk_key_encoding``,
+``shards``, ``write_empty_chunks``, ``cache_metadata``, and ``fill_value`` for
+format 3) become `azarr.create` arguments; zarr-python 2's single ``compressor``
+is accepted too, as azarr's own spelling. Codecs may be numcodecs codecs, their
+config dicts, Zarr v3 entries (``{"name": "blosc", "configuration": {...}}``) or
+zarr-python 3 codec objects (``zarr.codecs.BloscCodec()``).
 """
 
 from __future__ import annotations
@@ -21,45 +28,32 @@ from xarray.coding.strings import check_vlen_dtype
 
 from azarr.api.creation import build_array_metadata
 from azarr.core import AsyncArray
+from azarr.core._creation_v3 import build_v3_array_metadata
+from azarr.metadata import ArrayV3Metadata
 from azarr.xarray._compat import DIMENSION_KEY
-
-#: Zarr formats ``azarr.xarray`` reads and writes; Zarr v3 joins when azarr's core has it.
-SUPPORTED_ZARR_FORMATS = (2,)
 
 #: azarr's spelling beside xarray's keys (zarr-python 2's, one codec or None).
 COMPRESSOR_KEY = "compressor"
 _UNSET: Any = object()
-
-
-def check_zarr_format(zarr_format: int | None) -> int:
-    """The Zarr format to write (``None``: 2, azarr's default).
-
-    Raises
-    ------
-    ValueError
-        Not 2 or 3.
-    NotImplementedError
-        A format azarr's core cannot write yet (3, until Zarr v3 lands).
-    """
-    fmt = 2 if zarr_format is None else zarr_format
-    if fmt not in (2, 3):
-        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-    if fmt not in SUPPORTED_ZARR_FORMATS:
-        raise NotImplementedError(
-            f"zarr_format={fmt}: azarr.xarray writes Zarr format {SUPPORTED_ZARR_FORMATS} only so far"
-        )
-    return fmt
+#: Zarr v3 array -> bytes codecs (``serializer``); sharding is issue #30.
+_SERIALIZERS = frozenset({"bytes", "vlen-utf8", "vlen-bytes"})
 
 
 def read_encoding(array: AsyncArray, dims: Sequence[str]) -> dict[str, Any]:
     """The ``encoding`` xarray's ``zarr`` engine reports for ``array``."""
-    return {
+    encoding: dict[str, Any] = {
         "chunks": tuple(array.chunks),
         "preferred_chunks": dict(zip(dims, array.chunks, strict=True)),
         "compressors": array.compressors,
         "filters": tuple(array.filters or ()),
         "shards": None,
     }
+    metadata = array.metadata
+    if isinstance(metadata, ArrayV3Metadata):
+        encoding["serializer"] = next(
+            (dict(c) for c in metadata.codecs if c.get("name") in _SERIALIZERS), None
+        )
+    return encoding
 
 
 def _codec(value: Any, *, role: str, name: Any) -> Any:
@@ -119,6 +113,78 @@ def _dimension_separator(value: Any, name: Any) -> str | None:
     return str(separator)
 
 
+def _v3_codecs(value: Any, *, role: str) -> Any:
+    """A v3 codec list from ``encoding``: None or ``()`` is none, ``"auto"`` azarr's default,
+    one codec or a sequence of codecs (any spelling `normalize_v3_codec` takes)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value if value == "auto" else [value]
+    if isinstance(value, Mapping) or hasattr(value, "get_config") or hasattr(value, "to_dict"):
+        return [value]
+    if not isinstance(value, Sequence):
+        raise TypeError(f"{role} must be a codec or a sequence of codecs, got {type(value).__name__}")
+    return list(value)
+
+
+def _v3_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
+    """``enc``'s codec keys as `azarr.create` arguments for a Zarr format 3 array (consumed).
+
+    Raises
+    ------
+    ValueError
+        Both ``compressors`` and ``compressor``.
+    NotImplementedError
+        ``shards``: azarr does not write sharded arrays yet (issue #30).
+    """
+    compressors = enc.pop("compressors", _UNSET)
+    compressor = enc.pop(COMPRESSOR_KEY, _UNSET)
+    if compressors is not _UNSET and compressor is not _UNSET:
+        raise ValueError(f"variable {name!r}: give encoding 'compressors' or 'compressor', not both")
+    if compressors is _UNSET:
+        compressors = "auto" if compressor is _UNSET else compressor
+    shards = enc.pop("shards", None)
+    if shards is not None:
+        raise NotImplementedError(
+            f"variable {name!r}: encoding shards={shards!r}: azarr does not write sharded Zarr v3 "
+            "arrays yet (issue #30); drop 'shards' from the encoding"
+        )
+    serializer = enc.pop("serializer", "auto")
+    chunk_key_encoding = enc.pop("chunk_key_encoding", None)
+    if hasattr(chunk_key_encoding, "to_dict"):  # a zarr-python 3 ChunkKeyEncoding
+        chunk_key_encoding = chunk_key_encoding.to_dict()
+    return {
+        "compressors": _v3_codecs(compressors, role="compressors"),
+        "filters": _v3_codecs(enc.pop("filters", None), role="filters") or None,
+        "serializer": "auto" if serializer is None else serializer,
+        "chunk_key_encoding": chunk_key_encoding,
+    }
+
+
+def _v2_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
+    """``enc``'s codec keys as `azarr.create` arguments for a Zarr format 2 array (consumed).
+
+    Raises
+    ------
+    ValueError
+        Two compressors, a ``serializer`` or ``shards`` (Zarr format 3 only), a
+        non-v2 ``chunk_key_encoding``.
+    """
+    kwargs: dict[str, Any] = {"compressor": _compressor(enc, name)}
+    kwargs["filters"] = _filters(enc.pop("filters", None), name)
+    serializer = enc.pop("serializer", None)
+    if serializer not in (None, "auto"):
+        raise ValueError(
+            f"variable {name!r}: encoding 'serializer' is for Zarr format 3 arrays, got {serializer!r}"
+        )
+    if enc.pop("shards", None) is not None:
+        raise ValueError(f"variable {name!r}: sharding ('shards') needs Zarr format 3")
+    separator = _dimension_separator(enc.pop("chunk_key_encoding", None), name)
+    if separator is not None:
+        kwargs["dimension_separator"] = separator
+    return kwargs
+
+
 def create_kwargs(
     name: Any,
     *,
@@ -130,19 +196,24 @@ def create_kwargs(
     encoding: dict[str, Any],
     write_empty: bool | None,
     overwrite: bool,
+    zarr_format: int = 2,
 ) -> dict[str, Any]:
-    """`azarr.AsyncGroup.create_dataset` arguments for one encoded variable (Zarr format 2).
+    """`azarr.AsyncGroup.create_dataset` arguments for one encoded variable.
 
     ``encoding`` is what ``extract_zarr_variable_encoding`` left (valid keys only,
     ``chunks`` resolved); it is consumed. Everything is validated here, before the
-    first write, with `build_array_metadata` (a bad codec or dtype writes nothing).
+    first write, with `build_array_metadata` / `build_v3_array_metadata` (a bad
+    codec or dtype writes nothing). The dimension names go where xarray puts them:
+    ``_ARRAY_DIMENSIONS`` in the attributes (format 2), ``dimension_names`` (format 3).
 
     Raises
     ------
     ValueError
-        Two compressors, a ``serializer`` or ``shards`` (Zarr format 3 only), a
-        non-v2 ``chunk_key_encoding``, ``write_empty_chunks`` given differently in
-        ``encoding`` and as a parameter (xarray's message), or invalid metadata.
+        A codec key the format does not take (see `_v2_arguments`), ``write_empty_chunks``
+        given differently in ``encoding`` and as a parameter (xarray's message), or
+        invalid metadata.
+    NotImplementedError
+        ``shards`` (Zarr format 3 sharding, issue #30).
     """
     enc = dict(encoding)
     kwargs: dict[str, Any] = {
@@ -150,21 +221,11 @@ def create_kwargs(
         "dtype": dtype,
         "fill_value": fill_value,
         "overwrite": overwrite,
+        "zarr_format": zarr_format,
     }
     chunks = enc.pop("chunks", "auto")
     kwargs["chunks"] = True if chunks == "auto" or chunks is None else tuple(chunks)
-    kwargs["compressor"] = _compressor(enc, name)
-    filters = _filters(enc.pop("filters", None), name)
-    serializer = enc.pop("serializer", None)
-    if serializer not in (None, "auto"):
-        raise ValueError(
-            f"variable {name!r}: encoding 'serializer' is for Zarr format 3 arrays, got {serializer!r}"
-        )
-    if enc.pop("shards", None) is not None:
-        raise ValueError(f"variable {name!r}: sharding ('shards') needs Zarr format 3")
-    separator = _dimension_separator(enc.pop("chunk_key_encoding", None), name)
-    if separator is not None:
-        kwargs["dimension_separator"] = separator
+    kwargs.update(_v3_arguments(enc, name) if zarr_format == 3 else _v2_arguments(enc, name))
     enc.pop("cache_metadata", None)  # zarr-python's metadata cache; azarr arrays hold theirs
     chosen = enc.pop("write_empty_chunks", None)
     if write_empty is not None and chosen is not None and chosen != write_empty:
@@ -176,6 +237,25 @@ def create_kwargs(
     kwargs["write_empty_chunks"] = bool(write_empty if write_empty is not None else chosen)
     if enc:
         raise ValueError(f"unexpected encoding parameters for zarr backend: {sorted(enc)!r}")
+    if zarr_format == 3:
+        if check_vlen_dtype(dtype) is str or dtype.kind == "O":
+            kwargs["dtype"] = str  # Zarr v3's "string" type, vlen-utf8 (as xarray asks zarr-python)
+        kwargs["attributes"] = dict(attrs)
+        kwargs["dimension_names"] = list(dims)
+        v3 = {k: kwargs[k] for k in ("compressors", "filters", "serializer", "chunk_key_encoding")}
+        build_v3_array_metadata(
+            shape,
+            chunks=kwargs["chunks"],
+            dtype=kwargs["dtype"],
+            fill_value=fill_value,
+            order="C",
+            dimension_names=kwargs["dimension_names"],
+            attributes=kwargs["attributes"],
+            key=f"{name}/zarr.json",
+            **v3,
+        )
+        return kwargs
+    filters = kwargs["filters"]
     if check_vlen_dtype(dtype) is str or dtype.kind == "O":
         # UTF-8 strings as zarr-python stores dtype=str in Zarr format 2: an object array whose
         # first filter is the VLenUTF8 object codec (azarr puts object_codec first).
@@ -197,3 +277,9 @@ def create_kwargs(
         key=f"{name}/.zarray",
     )
     return kwargs
+
+
+def created_dimensions(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The dimension names `create_kwargs` gave an array (``dimension_names`` or ``_ARRAY_DIMENSIONS``)."""
+    names = kwargs.get("dimension_names")
+    return tuple(names if names is not None else kwargs["attributes"][DIMENSION_KEY])

@@ -16,6 +16,8 @@ data. The rules are xarray's, most by calling xarray's own functions
   ``append_dim`` leaves existing variables without that dimension alone;
 * ``append_dim`` must name a dimension of the stored dataset;
 * for Zarr format 2 the array's ``fill_value`` is the variable's ``_FillValue``;
+  for format 3 it is ``encoding["fill_value"]`` (NaN for floats by default) and a
+  ``_FillValue`` stays an attribute;
 * ``encoding=`` keys are checked (``extract_zarr_variable_encoding``) and dask
   chunks that would have two tasks write one Zarr chunk are refused unless
   ``safe_chunks=False`` (``validate_grid_chunks_alignment``) or rechunked onto the
@@ -218,5 +220,6 @@ def _plan_variable(store: AzarrDataStore, vn: Any, var: Any, check_encoding: boo
             encoding=encoding,
             write_empty=store.write_empty,
             overwrite=store.mode == "w",
+            zarr_format=store.zarr_format,
         )
     writes.add(var.data, PendingArray(store, name), selection)

@@ -1,12 +1,13 @@
 """One Zarr group as xarray's data store: variables (lazy), attributes, dimensions; and writes.
 
-The layout is the one xarray's ``zarr`` engine reads and writes for Zarr format 2
+The layout is the one xarray's ``zarr`` engine reads and writes
 (``xarray/backends/zarr.py``): each array is a variable whose dimension names are
-its ``_ARRAY_DIMENSIONS`` attribute (or NCZarr's ``dimrefs``); the array's
-``fill_value`` is given to xarray as the ``_FillValue`` attribute
-(``use_zarr_fill_value_as_mask``, xarray's default for format 2), so xarray's own CF
-machinery masks it and decodes ``scale_factor``, time ``units``... Nothing here
-decodes data.
+its ``_ARRAY_DIMENSIONS`` attribute (or NCZarr's ``dimrefs``) in Zarr format 2, its
+``dimension_names`` in format 3. In format 2 the array's ``fill_value`` is given to
+xarray as the ``_FillValue`` attribute (``use_zarr_fill_value_as_mask``, xarray's
+default for format 2); in format 3 it is ``encoding["fill_value"]`` and only a
+``_FillValue`` attribute masks. xarray's own CF machinery then masks and decodes
+``scale_factor``, time ``units``... Nothing here decodes data.
 
 `AzarrDataStore` is also what ``azarr.xarray.to_zarr`` writes through, as xarray
 writes through its ``ZarrStore``: ``store()`` (called by xarray's ``dump_to_store``)

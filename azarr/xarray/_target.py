@@ -14,26 +14,62 @@ from typing import Any
 
 import azarr
 from azarr.core import AsyncGroup
-from azarr.errors import ConsolidatedMetadataNotFoundError
-from azarr.xarray._encoding import check_zarr_format
+from azarr.errors import ConsolidatedMetadataNotFoundError, GroupNotFoundError
 from azarr.xarray._store import AzarrDataStore
 
 
 async def _open_group(
-    store: Any, mode: str, group: str | None, consolidated: bool | None, storage_options: Any
+    store: Any,
+    mode: str,
+    group: str | None,
+    consolidated: bool | None,
+    storage_options: Any,
+    zarr_format: int | None,
 ) -> AsyncGroup:
+    """The group, opened or created as ``mode`` says; a created one in ``zarr_format``.
+
+    Raises
+    ------
+    ValueError
+        ``zarr_format`` was given and the existing group is of the other format.
+    """
     if mode in ("r", "r+") and consolidated is not False:
         try:
-            return await azarr.open_group(
+            found = await azarr.open_group(
                 store, mode=mode, path=group, storage_options=storage_options, use_consolidated=True
             )
         except ConsolidatedMetadataNotFoundError:
             if consolidated:
                 raise
+        else:
+            return _check_format(found, zarr_format)
     plain = "a" if mode == "a-" else mode
-    return await azarr.open_group(
-        store, mode=plain, path=group, storage_options=storage_options, use_consolidated=False
-    )
+    try:
+        found = await azarr.open_group(
+            store,
+            mode=plain,
+            path=group,
+            storage_options=storage_options,
+            use_consolidated=False,
+            zarr_format=zarr_format,  # what a created group gets (None: azarr.config's)
+        )
+    except GroupNotFoundError:
+        if plain not in ("a", "r+") or zarr_format is None:
+            raise
+        # Maybe a group of the other format (open_group looked for zarr_format's only).
+        found = await azarr.open_group(
+            store, mode="r", path=group, storage_options=storage_options, use_consolidated=False
+        )
+    return _check_format(found, zarr_format)
+
+
+def _check_format(group: AsyncGroup, zarr_format: int | None) -> AsyncGroup:
+    if zarr_format is not None and group.zarr_format != zarr_format:
+        raise ValueError(
+            f"zarr_format={zarr_format} but the group {group.name!r} in {group.store.url} is Zarr format "
+            f"{group.zarr_format}: write it in that format (leave zarr_format unset), or replace it (mode='w')"
+        )
+    return group
 
 
 async def open_target(
@@ -59,9 +95,10 @@ async def open_target(
         ``mode="w-"`` and something is there.
     GroupNotFoundError
         ``mode="r+"`` and no group there.
+    ValueError
+        ``zarr_format`` is not 2 or 3, or not the existing group's.
     """
-    check_zarr_format(zarr_format)
-    root = await _open_group(store, mode, group, consolidated, storage_options)
+    root = await _open_group(store, mode, group, consolidated, storage_options, zarr_format)
     return await AzarrDataStore.open_async(
         root,
         mode=mode,

@@ -1,7 +1,7 @@
 """``to_zarr``: write a Dataset, DataArray or DataTree as xarray's ``to_zarr`` does, through azarr.
 
 Behaviour is xarray 2026.9's ``Dataset.to_zarr`` / ``DataTree.to_zarr`` with its
-``zarr`` engine, for Zarr format 2: the same modes and their defaults, checks and
+``zarr`` engine, for Zarr formats 2 and 3: the same modes and their defaults, checks and
 messages, encodings, ``region``, ``append_dim``, ``safe_chunks``/``align_chunks``,
 ``write_empty_chunks`` and ``compute=False``; readable by ``xr.open_zarr`` of any
 xarray version and by ``engine="azarr"``. What azarr does differently:
@@ -140,7 +140,8 @@ async def to_zarr_async(
         dask-backed variables when computed; metadata and in-memory variables are
         written now either way.
     consolidated : bool, optional
-        Write ``.zmetadata`` at the store root after the metadata (True or None);
+        Consolidate the store root's metadata after the metadata changes (True or None):
+        ``.zmetadata``, or inline in the root ``zarr.json`` for Zarr format 3;
         with ``mode="r+"``, open through it when present.
     append_dim : hashable, optional
         Grow existing arrays along this dimension by ``obj``'s values, encoded as the
@@ -155,7 +156,9 @@ async def to_zarr_async(
     storage_options : dict, optional
         fsspec-style options for a URL ``store``.
     zarr_format : int, optional
-        2 (the default; Zarr format 3 is not written yet).
+        The format of groups and arrays created (2 or 3; default ``azarr.config``
+        ``zarr_format``, 2 -- xarray over zarr-python 3 defaults to 3). Existing
+        groups are written in their own format; naming the other one is a ValueError.
     write_empty_chunks : bool, optional
         Store chunks that are entirely ``fill_value``; by default they are not
         (xarray's default, zarr-python 3's; zarr-python 2 stored them).
@@ -181,7 +184,8 @@ async def to_zarr_async(
     ContainsGroupError, ContainsArrayError
         ``mode="w-"`` and a node exists (both are ``FileExistsError``).
     NotImplementedError
-        ``zarr_format=3``; ``group`` or ``append_dim`` with a DataTree.
+        ``group`` or ``append_dim`` with a DataTree; ``shards`` in an encoding (sharding
+        is issue #30).
     """
     if isinstance(obj, DataTree):
         _check_tree_arguments(obj, group, append_dim, encoding)

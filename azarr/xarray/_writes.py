@@ -31,7 +31,7 @@ from azarr.errors import AzarrError
 from azarr.metadata import encode_json
 from azarr.scheduler import bounded_map
 from azarr.sync import run
-from azarr.xarray._compat import DIMENSION_KEY
+from azarr.xarray._encoding import created_dimensions
 from azarr.xarray._plan import GroupPlan, PendingArray
 from azarr.xarray._store import AzarrDataStore
 
@@ -102,7 +102,7 @@ async def _commit_group(store: AzarrDataStore) -> None:
         if item is not None:
             name, array = item
             store.arrays[name] = array
-            store.dims[name] = tuple(plan.create[name]["attributes"][DIMENSION_KEY])
+            store.dims[name] = created_dimensions(plan.create[name])
             store.created_now.add(name)
 
 
@@ -120,10 +120,10 @@ def _target(pending: PendingArray) -> AsyncArray:
     wanted = bool(store.write_empty)  # None: xarray's default, skip them
     if bool(array.write_empty_chunks) == wanted:
         return array
-    return AsyncArray.from_documents(
+    return AsyncArray(
         array.store,
         array.path,
-        array.metadata.to_json(),
+        array.metadata,
         array.attrs.asdict(),
         read_only=False,
         write_empty_chunks=wanted,
