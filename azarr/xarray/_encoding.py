@@ -241,7 +241,7 @@ def create_kwargs(
         if check_vlen_dtype(dtype) is str or dtype.kind == "O":
             kwargs["dtype"] = str  # Zarr v3's "string" type, vlen-utf8 (as xarray asks zarr-python)
         kwargs["attributes"] = dict(attrs)
-        kwargs["dimension_names"] = list(dims)
+        kwargs["dimension_names"] = list(dims) or None  # a 0-d array gets none (as zarr-python writes it)
         v3 = {k: kwargs[k] for k in ("compressors", "filters", "serializer", "chunk_key_encoding")}
         build_v3_array_metadata(
             shape,
@@ -281,5 +281,6 @@ def create_kwargs(
 
 def created_dimensions(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
     """The dimension names `create_kwargs` gave an array (``dimension_names`` or ``_ARRAY_DIMENSIONS``)."""
-    names = kwargs.get("dimension_names")
-    return tuple(names if names is not None else kwargs["attributes"][DIMENSION_KEY])
+    if kwargs.get("zarr_format") == 3:
+        return tuple(kwargs.get("dimension_names") or ())
+    return tuple(kwargs["attributes"][DIMENSION_KEY])
