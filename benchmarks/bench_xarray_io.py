@@ -17,8 +17,8 @@ Scenarios:
 ``tree``
     ``xr.open_datatree`` of ``--groups`` groups (each: a 24-value ``time`` coordinate,
     which xarray loads at open for its index, and two small float32 variables),
-    Zarr format 2, consolidated and not: wall time and requests. The hierarchy is
-    written once by azarr, straight to SeaweedFS.
+    consolidated and not: wall time and requests. The hierarchy is written once
+    per format by azarr, straight to SeaweedFS.
 ``pipeline``
     On ``LocalCluster(n_workers=2, processes=True, threads_per_worker=2)``:
     ``template.to_zarr(url, compute=False)`` (``--variables`` float32 variables of
@@ -28,12 +28,15 @@ Scenarios:
     Each implementation reads its result back with its own engine (untimed) and
     the checksums must agree.
 
+Both run in each Zarr format of ``--zarr-formats`` (default ``2,3``), every
+implementation told the format (``zarr_format=``).
+
 Rounds interleave the implementations; medians are reported. Results go to
 ``results/xarray-io[-quick].{json,md}``.
 
 Usage::
 
-    python -m benchmarks.bench_xarray_io --quick      # 40 groups; 8 x 2 MiB pipeline; 1 round
+    python -m benchmarks.bench_xarray_io --quick      # 40 groups; 8 x 2 MiB pipeline; 1 round; v2 and v3
     python -m benchmarks.bench_xarray_io              # 200 groups; 32 steps x 4 variables (128 MiB); 3 rounds
 """
 
@@ -72,7 +75,7 @@ def _run(impl: str, task: dict[str, Any]) -> dict[str, Any]:
     return run_worker(impl, task, python=interpreter(impl))
 
 
-def write_tree(server: Any, url: str, groups: int, consolidated: bool) -> None:
+def write_tree(server: Any, url: str, groups: int, consolidated: bool, zarr_format: int) -> None:
     import numpy as np
     import xarray as xr
 
@@ -92,7 +95,12 @@ def write_tree(server: Any, url: str, groups: int, consolidated: bool) -> None:
     }
     tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs={"title": "bench"}), **nodes})
     azarr.xarray.to_zarr(
-        tree, url, mode="w", consolidated=consolidated, storage_options=server.storage_options
+        tree,
+        url,
+        mode="w",
+        consolidated=consolidated,
+        storage_options=server.storage_options,
+        zarr_format=zarr_format,
     )
 
 
@@ -127,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--impls", default=",".join(IMPLS))
     parser.add_argument("--scenarios", default="tree,pipeline")
+    parser.add_argument("--zarr-formats", default="2,3", help="Zarr formats to run each scenario in")
     args = parser.parse_args(argv)
     if args.quick:
         args.groups, args.steps, args.step, args.variables = 40, 8, 2, 2
@@ -134,66 +143,84 @@ def main(argv: list[str] | None = None) -> int:
     args.rounds = args.rounds or 3
     impls = args.impls.split(",")
     scenarios = args.scenarios.split(",")
+    formats = [int(f) for f in args.zarr_formats.split(",")]
     for impl in impls:
         interpreter(impl)  # build peer venvs before the servers start
+    # "v2 consolidated" -> impl -> reports; "v2" -> impl -> reports.
     tree_runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-        "consolidated": {i: [] for i in impls},
-        "unconsolidated": {i: [] for i in impls},
+        f"v{fmt} {kind}": {i: [] for i in impls}
+        for fmt in formats
+        for kind in ("consolidated", "unconsolidated")
     }
-    pipeline_runs: dict[str, list[dict[str, Any]]] = {i: [] for i in impls}
+    pipeline_runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        f"v{fmt}": {i: [] for i in impls} for fmt in formats
+    }
     failures: dict[str, str] = {}
     with s3_behind_delay(args.delay_ms) as (server, proxy, bucket):
         options = proxied_options(server, proxy)
         base = {"storage_options": options, "admin_port": proxy.admin_port}
         if "tree" in scenarios:
-            for kind in tree_runs:
-                log(f"writing a {args.groups}-group hierarchy ({kind}) with azarr.xarray.to_zarr ...")
-                write_tree(server, f"s3://{bucket}/tree-{kind}.zarr", args.groups, kind == "consolidated")
-                write_tree(server, f"s3://{bucket}/warm-{kind}.zarr", 2, kind == "consolidated")
+            for label in tree_runs:
+                fmt, kind = int(label[1]), label.split()[1]
+                log(f"writing a {args.groups}-group hierarchy ({label}) with azarr.xarray.to_zarr ...")
+                slug = label.replace(" ", "-")
+                write_tree(
+                    server, f"s3://{bucket}/tree-{slug}.zarr", args.groups, kind == "consolidated", fmt
+                )
+                write_tree(server, f"s3://{bucket}/warm-{slug}.zarr", 2, kind == "consolidated", fmt)
         for round_ in range(args.rounds):
             for impl in impls:
-                for kind, runs in tree_runs.items() if "tree" in scenarios else ():
+                for label, runs in tree_runs.items() if "tree" in scenarios else ():
+                    slug = label.replace(" ", "-")
                     task = {
                         **base,
                         "task": "xr-open-tree",
-                        "url": f"s3://{bucket}/tree-{kind}.zarr",
-                        "warmup_url": f"s3://{bucket}/warm-{kind}.zarr",
-                        "consolidated": kind == "consolidated",
+                        "url": f"s3://{bucket}/tree-{slug}.zarr",
+                        "warmup_url": f"s3://{bucket}/warm-{slug}.zarr",
+                        "consolidated": label.endswith(" consolidated"),
+                        "zarr_format": int(label[1]),
                     }
                     try:
                         report = _run(impl, task)
                     except RuntimeError as exc:
-                        failures[f"tree-{kind}/{impl}"] = str(exc).strip().splitlines()[-1][:300]
+                        failures[f"tree {label}/{impl}"] = str(exc).strip().splitlines()[-1][:300]
                         log(
-                            f"round {round_ + 1} tree {kind} {impl}: FAILED {failures[f'tree-{kind}/{impl}']}"
+                            f"round {round_ + 1} tree {label} {impl}: FAILED {failures[f'tree {label}/{impl}']}"
                         )
                         continue
                     log(
-                        f"round {round_ + 1} tree {kind} {impl}: {report['seconds']:.2f} s, {report['requests']} requests"
+                        f"round {round_ + 1} tree {label} {impl}: {report['seconds']:.2f} s, {report['requests']} requests"
                     )
                     runs[impl].append(report)
-                if "pipeline" in scenarios:
+                for label, runs in pipeline_runs.items() if "pipeline" in scenarios else ():
                     task = {
                         **base,
                         "task": "xr-region-pipeline",
-                        "url": f"s3://{bucket}/pipeline-{impl}.zarr",
-                        "warmup_url": f"s3://{bucket}/pipeline-warm-{impl}.zarr",
+                        "url": f"s3://{bucket}/pipeline-{label}-{impl}.zarr",
+                        "warmup_url": f"s3://{bucket}/pipeline-warm-{label}-{impl}.zarr",
                         "steps": args.steps,
                         "step": args.step,
                         "variables": args.variables,
+                        "zarr_format": int(label[1]),
                     }
                     try:
                         report = _run(impl, task)
                     except RuntimeError as exc:
-                        failures[f"pipeline/{impl}"] = str(exc).strip().splitlines()[-1][:300]
-                        log(f"round {round_ + 1} pipeline {impl}: FAILED {failures[f'pipeline/{impl}']}")
+                        failures[f"pipeline {label}/{impl}"] = str(exc).strip().splitlines()[-1][:300]
+                        log(
+                            f"round {round_ + 1} pipeline {label} {impl}: FAILED {failures[f'pipeline {label}/{impl}']}"
+                        )
                         continue
                     log(
-                        f"round {round_ + 1} pipeline {impl}: {report['seconds']:.2f} s, "
+                        f"round {round_ + 1} pipeline {label} {impl}: {report['seconds']:.2f} s, "
                         f"{report['requests']} requests, {report['bytes_up'] / 2**20:.0f} MiB sent"
                     )
-                    pipeline_runs[impl].append(report)
-    for label, runs in [*((f"tree-{k}", v) for k, v in tree_runs.items()), ("pipeline", pipeline_runs)]:
+                    runs[impl].append(report)
+    every = [
+        *((f"tree {k}", v) for k, v in tree_runs.items()),
+        *((f"pipeline {k}", v) for k, v in pipeline_runs.items()),
+    ]
+    for label, runs in every:
         checks = {impl: reports[0]["check"] for impl, reports in runs.items() if reports}
         if checks and max(checks.values()) - min(checks.values()) > 1e-6 * max(
             1.0, abs(max(checks.values()))
@@ -205,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "delay_ms": args.delay_ms,
         "rounds": args.rounds,
         "groups": args.groups,
+        "zarr_formats": formats,
         "pipeline": {"steps": args.steps, "step": args.step, "variables": args.variables, "chunk_mib": 1},
         "tree": tree_runs,
         "region_pipeline": pipeline_runs,
@@ -222,16 +250,20 @@ def main(argv: list[str] | None = None) -> int:
         f"(load average after: {result['loadavg_1min_after']:.1f}).",
         "",
     ]
-    for kind, runs in tree_runs.items():
+    for label, runs in tree_runs.items():
         if any(runs.values()):
-            lines += _table(f"`xr.open_datatree`, {args.groups} groups, {kind}", runs, ("requests",))
-    if any(pipeline_runs.values()):
-        mib = args.steps * args.variables
-        title = (
-            f"`to_zarr(compute=False)` + {args.steps // args.step} region writes on a 2-process LocalCluster, "
-            f"{args.variables} variables x {args.steps} steps ({mib} MiB)"
-        )
-        lines += _table(title, pipeline_runs, ("requests", "bytes_up"))
+            fmt, kind = label.split()
+            lines += _table(
+                f"`xr.open_datatree`, {args.groups} groups, Zarr {fmt}, {kind}", runs, ("requests",)
+            )
+    for label, runs in pipeline_runs.items():
+        if any(runs.values()):
+            mib = args.steps * args.variables
+            title = (
+                f"`to_zarr(compute=False)` + {args.steps // args.step} region writes on a 2-process "
+                f"LocalCluster, Zarr {label}, {args.variables} variables x {args.steps} steps ({mib} MiB)"
+            )
+            lines += _table(title, runs, ("requests", "bytes_up"))
     for what, why in failures.items():
         lines.append(f"- {what} failed: {why}")
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")

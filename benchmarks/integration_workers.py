@@ -169,14 +169,17 @@ def _open_tree(task: dict[str, Any], url: str) -> Any:
     import xarray as xr
 
     impl, options, consolidated = task["impl"], task["storage_options"], task["consolidated"]
+    fmt = task.get("zarr_format", 2)  # every implementation is told the format
     if impl.startswith("azarr"):
-        return xr.open_datatree(url, engine="azarr", storage_options=options, consolidated=consolidated)
+        return xr.open_datatree(
+            url, engine="azarr", storage_options=options, consolidated=consolidated, zarr_format=fmt
+        )
     if "obstore" in impl:
         return xr.open_datatree(
-            _obstore(url, options), engine="zarr", consolidated=consolidated, zarr_format=2
+            _obstore(url, options), engine="zarr", consolidated=consolidated, zarr_format=fmt
         )
     return xr.open_datatree(
-        url, engine="zarr", storage_options=options, consolidated=consolidated, zarr_format=2
+        url, engine="zarr", storage_options=options, consolidated=consolidated, zarr_format=fmt
     )
 
 
@@ -235,16 +238,17 @@ def xr_region_pipeline(task: dict[str, Any]) -> dict[str, Any]:
     from distributed import Client, LocalCluster
 
     impl, options = task["impl"], task["storage_options"]
+    fmt = task.get("zarr_format", 2)
     _preimport(impl)
 
     def write(ds: Any, url: str, **kwargs: Any) -> Any:
         if impl.startswith("azarr"):
             import azarr.xarray
 
-            return azarr.xarray.to_zarr(ds, url, storage_options=options, **kwargs)
+            return azarr.xarray.to_zarr(ds, url, storage_options=options, zarr_format=fmt, **kwargs)
         if "obstore" in impl:
-            return ds.to_zarr(_obstore(url, options, read_only=False), zarr_format=2, **kwargs)
-        return ds.to_zarr(url, storage_options=options, zarr_format=2, **kwargs)
+            return ds.to_zarr(_obstore(url, options, read_only=False), zarr_format=fmt, **kwargs)
+        return ds.to_zarr(url, storage_options=options, zarr_format=fmt, **kwargs)
 
     def pipeline(url: str, steps: int) -> None:
         template, parts = _pipeline_datasets(steps, task["variables"], task["step"])
