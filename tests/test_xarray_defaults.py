@@ -81,6 +81,22 @@ async def test_dimension_names_round_trip_and_validation() -> None:
         await group_dimensions(g)
 
 
+async def test_v3_dimension_names_live_in_zarr_json(tmp_path: Path) -> None:
+    """A Zarr v3 array's names are its ``dimension_names`` (xarray reads nothing else there):
+    set_dimension_names rewrites zarr.json and keeps the attributes; a 0-d array has ()."""
+    g = await azarr.group(store=str(tmp_path), zarr_format=3)
+    t = await g.zeros("t", shape=(3, 4), attributes={"units": "K"})
+    assert await get_dimension_names(t) is None
+    await set_dimension_names(t, ["time", "x"])
+    reopened = await azarr.open_array(str(tmp_path), path="t", mode="r")
+    assert reopened.dimension_names == ("time", "x") and dict(reopened.attrs) == {"units": "K"}
+    assert await get_dimension_names(reopened) == ("time", "x")
+    assert await group_dimensions(g) == {"time": 3, "x": 4}
+    assert await get_dimension_names(await g.zeros("s", shape=())) == ()
+    with pytest.raises(MetadataError, match="repeat"):
+        await set_dimension_names(t, ["x", "x"])
+
+
 async def test_nczarr_dimrefs(tmp_path: Path) -> None:
     root = tmp_path / "nc.zarr"
     g = await azarr.open_group(str(root), mode="w")

@@ -21,7 +21,7 @@ from typing import Any
 from azarr.core._paths import node_key
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
-from azarr.errors import MetadataError
+from azarr.errors import MetadataError, ReadOnlyError
 from azarr.metadata import ZARR_JSON, ZARRAY
 from azarr.scheduler import StoreIO
 
@@ -100,7 +100,8 @@ async def get_dimension_names(array: AsyncArray, *, try_nczarr: bool = True) -> 
 
 
 async def set_dimension_names(array: AsyncArray, names: Sequence[str]) -> None:
-    """Store ``names`` as the array's ``_ARRAY_DIMENSIONS`` attribute (what xarray writes).
+    """Store ``names`` where xarray reads them: a Zarr v3 array's ``dimension_names`` (one
+    conditional rewrite of ``zarr.json``), a v2 array's ``_ARRAY_DIMENSIONS`` attribute.
 
     Raises
     ------
@@ -110,6 +111,11 @@ async def set_dimension_names(array: AsyncArray, names: Sequence[str]) -> None:
         The array is read-only.
     """
     checked = check_dimension_names(names, array.ndim, where=repr(array.name))
+    if array.zarr_format == 3:
+        if array.read_only:
+            raise ReadOnlyError(f"array {array.name!r} in {array.store.url} is read-only")
+        await array._update_metadata(lambda stored: stored.replace(dimension_names=checked))
+        return
     await array.attrs.update({DIMENSIONS_KEY: list(checked)})
 
 
