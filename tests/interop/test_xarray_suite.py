@@ -12,8 +12,8 @@ Every failure must be listed with its reason and format in ``docs/integrations.m
 still fail in the formats it is listed for (else the list is stale), and at most 3 %
 of the selected tests may fail.
 
-Both runs are ``@pytest.mark.slow``: each takes 6-7 minutes on this 2-core machine
-(about 590 tests), and the first builds the suite's venv (1-11 minutes). What the
+Both runs are ``@pytest.mark.slow``: each takes about 140 s on this 2-core machine
+(585 tests), and the first builds the suite's venv (1-11 minutes). What the
 default run keeps of xarray fidelity is azarr's own tests (``tests/test_xarray*.py``,
 ``test_xarray_engine.py``, ``test_xarray_v3_interop.py``).
 """
