@@ -104,6 +104,21 @@ def write_tree(server: Any, url: str, groups: int, consolidated: bool, zarr_form
     )
 
 
+def _measure(
+    impl: str, task: dict[str, Any], what: str, reports: list[dict[str, Any]], failures: dict[str, str]
+) -> None:
+    """Run one measurement: its report appended to ``reports``, or its failure kept (by ``what``)."""
+    try:
+        report = _run(impl, task)
+    except RuntimeError as exc:
+        failures[f"{what.split(' ', 2)[2]}/{impl}"] = str(exc).strip().splitlines()[-1][:300]
+        log(f"{what} {impl}: FAILED {str(exc).strip().splitlines()[-1][:300]}")
+        return
+    sent = f", {report['bytes_up'] / 2**20:.0f} MiB sent" if "bytes_up" in report else ""
+    log(f"{what} {impl}: {report['seconds']:.2f} s, {report['requests']} requests{sent}")
+    reports.append(report)
+
+
 def _median(reports: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in reports))
 
@@ -180,18 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                         "consolidated": label.endswith(" consolidated"),
                         "zarr_format": int(label[1]),
                     }
-                    try:
-                        report = _run(impl, task)
-                    except RuntimeError as exc:
-                        failures[f"tree {label}/{impl}"] = str(exc).strip().splitlines()[-1][:300]
-                        log(
-                            f"round {round_ + 1} tree {label} {impl}: FAILED {failures[f'tree {label}/{impl}']}"
-                        )
-                        continue
-                    log(
-                        f"round {round_ + 1} tree {label} {impl}: {report['seconds']:.2f} s, {report['requests']} requests"
-                    )
-                    runs[impl].append(report)
+                    _measure(impl, task, f"round {round_ + 1} tree {label}", runs[impl], failures)
                 for label, runs in pipeline_runs.items() if "pipeline" in scenarios else ():
                     task = {
                         **base,
@@ -203,19 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                         "variables": args.variables,
                         "zarr_format": int(label[1]),
                     }
-                    try:
-                        report = _run(impl, task)
-                    except RuntimeError as exc:
-                        failures[f"pipeline {label}/{impl}"] = str(exc).strip().splitlines()[-1][:300]
-                        log(
-                            f"round {round_ + 1} pipeline {label} {impl}: FAILED {failures[f'pipeline {label}/{impl}']}"
-                        )
-                        continue
-                    log(
-                        f"round {round_ + 1} pipeline {label} {impl}: {report['seconds']:.2f} s, "
-                        f"{report['requests']} requests, {report['bytes_up'] / 2**20:.0f} MiB sent"
-                    )
-                    runs[impl].append(report)
+                    _measure(impl, task, f"round {round_ + 1} pipeline {label}", runs[impl], failures)
     every = [
         *((f"tree {k}", v) for k, v in tree_runs.items()),
         *((f"pipeline {k}", v) for k, v in pipeline_runs.items()),

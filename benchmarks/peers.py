@@ -208,7 +208,8 @@ def cache_key(peer: Peer) -> str:
 def base_interpreter(peer: Peer) -> str:
     """The interpreter ``peer``'s venv is built from: this one, or Python ``peer.python``
     (the newest pyenv ``3.12.x`` under ``$PYENV_ROOT``, else ``python3.12`` on ``PATH``;
-    pyenv's shims are skipped: they fail for versions not selected globally).
+    ``refenv.find_python``, which runs each candidate once, so pyenv shims of versions not
+    selected globally are skipped).
 
     Raises
     ------
@@ -217,20 +218,10 @@ def base_interpreter(peer: Peer) -> str:
     """
     if peer.python is None:
         return sys.executable
-    found = shutil.which(f"python{peer.python}")
-    if found and "/shims/" not in found:  # a pyenv shim fails unless that version is selected
-        return found
-    root = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser() / "versions"
-    candidates = sorted(
-        root.glob(f"{peer.python}.*/bin/python"),
-        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parent.parent.name.split(".")],
-    )
-    if candidates:
-        return str(candidates[-1])
-    found = shutil.which(f"python{peer.python}")
-    if found and "/shims/" not in found:
-        return found
-    raise PeerError(f"{peer.label} needs Python {peer.python}: none in {root} or on PATH")
+    try:
+        return str(refenv.find_python(peer.python))
+    except refenv.RefEnvError as exc:
+        raise PeerError(f"{peer.label} needs Python {peer.python}: {exc}") from exc
 
 
 def peer_versions(python: Path | str, modules: tuple[str, ...] = ("zarr", "numcodecs", "numpy")) -> str:

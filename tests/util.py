@@ -4,14 +4,29 @@ mock), and the check that a cancelled read leaves its output alone."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
 from azarr.storage import ByteRange, Generation, MemoryStore, Store, WrapperStore
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """The Python file at ``path`` imported as module ``name`` (scripts shared with reference
+    interpreters, ``benchmarks/peers.py``), registered in ``sys.modules`` as dataclasses need."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 class AsyncPathMemoryStore(MemoryStore):

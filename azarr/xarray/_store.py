@@ -237,6 +237,19 @@ class AzarrDataStore(AbstractWritableDataStore):
         #: Arrays this store created (with the ``write_empty_chunks`` they were asked for).
         self.created_now: set[str] = set()
 
+    def write_options(self) -> dict[str, Any]:
+        """What `open_async` takes to open another group of the same write (a DataTree's nodes)."""
+        return {
+            "mode": self.mode,
+            "consolidate_on_close": self.consolidate_on_close,
+            "append_dim": self.append_dim,
+            "write_region": self.write_region,
+            "safe_chunks": self.safe_chunks,
+            "align_chunks": self.align_chunks,
+            "write_empty": self.write_empty,
+            "use_zarr_fill_value_as_mask": self.use_zarr_fill_value_as_mask,
+        }
+
     # ---------------------------------------------------------------- opening
     @classmethod
     async def open_async(cls, group: AsyncGroup, **options: Any) -> AzarrDataStore:

@@ -115,14 +115,4 @@ async def open_target(
 async def child_store(parent: AzarrDataStore, path: str) -> AzarrDataStore:
     """The store of group ``path`` below ``parent``'s (created if missing), with its write options."""
     group = await parent.group.require_group(path)
-    return await AzarrDataStore.open_async(
-        group,
-        mode=parent.mode,
-        consolidate_on_close=parent.consolidate_on_close,
-        append_dim=parent.append_dim,
-        write_region=parent.write_region,
-        safe_chunks=parent.safe_chunks,
-        align_chunks=parent.align_chunks,
-        write_empty=parent.write_empty,
-        use_zarr_fill_value_as_mask=parent.use_zarr_fill_value_as_mask,
-    )
+    return await AzarrDataStore.open_async(group, **parent.write_options())

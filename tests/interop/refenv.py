@@ -198,33 +198,43 @@ def _run_logged(
         raise RefEnvError(f"command failed (exit {rc}): {' '.join(cmd)}\n--- last lines of {log} ---\n{tail}")
 
 
+def build_pinned_venv(
+    base: Path | str,
+    venv: Path,
+    requirements: Path,
+    log: Path,
+    report: Reporter,
+    deadline: float,
+    *,
+    tag: str,
+) -> Path:
+    """A fresh venv at ``venv`` on interpreter ``base`` with every pin of ``requirements`` (wheels
+    only, ``--no-deps``: the file pins every transitive dependency), checked by ``pip check``;
+    returns its python. What the reference venvs share (zarr 2.18, Zarr v3, the xarray suite).
+
+    Raises
+    ------
+    RefEnvError
+        A step failed or ``deadline`` passed (the message has the log's tail).
+    """
+    if venv.exists():
+        shutil.rmtree(venv)
+    report(f"{tag} creating {venv} on {base}, pip install -r {requirements.name} (about a minute) ...")
+    # base may itself be a venv's python; `-m venv` bases the new venv on the real interpreter.
+    _run_logged([str(base), "-m", "venv", str(venv)], log, report, deadline, tag=tag)
+    python = venv_python(venv)
+    pip = [str(python), "-m", "pip", "install", "--only-binary=:all:", "--no-deps", "-r", str(requirements)]
+    _run_logged(pip, log, report, deadline, tag=tag)
+    _run_logged([str(python), "-m", "pip", "check"], log, report, deadline, tag=tag)
+    return python
+
+
 def _build(venv: Path, key: str, report: Reporter) -> None:
     log = CACHE_DIR / "build.log"
     log.write_text(f"building reference venv {venv} (key {key})\n")
     deadline = time.monotonic() + BUILD_TIMEOUT_S
-    if venv.exists():
-        shutil.rmtree(venv)
-    report(f"[ref-zarr218] creating venv {venv} ...")
-    # sys.executable may itself be a venv's python; `-m venv` bases the new venv on the real interpreter.
-    _run_logged([sys.executable, "-m", "venv", str(venv)], log, report, deadline)
-    report(f"[ref-zarr218] pip install -r {REQUIREMENTS.name} (about a minute) ...")
-    _run_logged(
-        [
-            str(venv_python(venv)),
-            "-m",
-            "pip",
-            "install",
-            "--only-binary=:all:",
-            "--no-deps",  # every transitive dependency is pinned in the file
-            "-r",
-            str(REQUIREMENTS),
-        ],
-        log,
-        report,
-        deadline,
-    )
-    _run_logged([str(venv_python(venv)), "-m", "pip", "check"], log, report, deadline)
-    versions = check_interpreter(venv_python(venv))
+    python = build_pinned_venv(sys.executable, venv, REQUIREMENTS, log, report, deadline, tag="[ref-zarr218]")
+    versions = check_interpreter(python)
     (venv / KEY_FILE).write_text(key + "\n")
     report(f"[ref-zarr218] ready: {versions}")
 

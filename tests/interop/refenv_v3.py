@@ -2,7 +2,7 @@
 
 Lives at ``<repo>/.cache/ref-zarr3/venv``, installed from the pins of
 ``tests/interop/requirements-zarr3.txt`` on a Python >= 3.12 interpreter (zarr >= 3.2 needs
-it): ``AZARR_REF3_BASE``, else pyenv's ``/root/.pyenv/versions/3.12.1/bin/python``. The cache
+it): ``AZARR_REF3_BASE``, else the newest 3.12 (``refenv.find_python``). The cache
 key is the SHA-256 of the pins plus the base interpreter's version; locking, logging and the
 build steps are ``refenv.py``'s. ``AZARR_REF3_PYTHON`` names a ready interpreter instead.
 """
@@ -11,37 +11,32 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
-from .refenv import REPO_ROOT, RefEnvError, Reporter, _run_logged, _stderr, venv_lock, venv_python
+from .refenv import (
+    REPO_ROOT,
+    RefEnvError,
+    Reporter,
+    _stderr,
+    build_pinned_venv,
+    find_python,
+    python_version,
+    venv_lock,
+    venv_python,
+)
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements-zarr3.txt"
 CACHE_DIR = REPO_ROOT / ".cache" / "ref-zarr3"
 VENV = CACHE_DIR / "venv"
 KEY_FILE = ".azarr-ref-key"
-DEFAULT_BASE = "/root/.pyenv/versions/3.12.1/bin/python"
 BUILD_TIMEOUT_S = 900.0
 
 
-def _base() -> str:
-    return os.environ.get("AZARR_REF3_BASE", DEFAULT_BASE)
-
-
-def _version(python: str) -> str:
-    proc = subprocess.run(
-        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RefEnvError(f"base interpreter {python} for the Zarr v3 references cannot run: {proc.stderr}")
-    return proc.stdout.strip()
+def _base() -> Path:
+    return find_python("3.12", env_var="AZARR_REF3_BASE")
 
 
 def check_interpreter(python: Path | str) -> str:
@@ -66,7 +61,7 @@ def ensure_v3_reference_python(report: Reporter = _stderr) -> Path:
         check_interpreter(override)
         return Path(override)
     base = _base()
-    key = hashlib.sha256(REQUIREMENTS.read_bytes() + f"python{_version(base)}".encode()).hexdigest()
+    key = hashlib.sha256(REQUIREMENTS.read_bytes() + f"python{python_version(base)}".encode()).hexdigest()
     key_file = VENV / KEY_FILE
     with venv_lock(CACHE_DIR / ".lock", report, tag="[ref-zarr3]"):
         if key_file.is_file() and key_file.read_text().strip() == key:
@@ -75,15 +70,8 @@ def ensure_v3_reference_python(report: Reporter = _stderr) -> Path:
         deadline = start + BUILD_TIMEOUT_S
         log = CACHE_DIR / "build.log"
         log.write_text(f"building {VENV} (key {key})\n")
-        if VENV.exists():
-            shutil.rmtree(VENV)
-        report(f"[ref-zarr3] creating {VENV} on {base} ...")
-        tag = "[ref-zarr3]"
-        _run_logged([base, "-m", "venv", str(VENV)], log, report, deadline, tag=tag)
-        pip = [str(venv_python(VENV)), "-m", "pip", "install", "--only-binary=:all:", "--no-deps"]
-        _run_logged([*pip, "-r", str(REQUIREMENTS)], log, report, deadline, tag=tag)
-        _run_logged([str(venv_python(VENV)), "-m", "pip", "check"], log, report, deadline, tag=tag)
-        versions = check_interpreter(venv_python(VENV))
+        python = build_pinned_venv(base, VENV, REQUIREMENTS, log, report, deadline, tag="[ref-zarr3]")
+        versions = check_interpreter(python)
         key_file.write_text(key + "\n")
         report(f"[ref-zarr3] ready in {time.monotonic() - start:.1f} s: {versions}")
     return venv_python(VENV)

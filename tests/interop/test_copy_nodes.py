@@ -17,6 +17,7 @@ import pytest
 
 import azarr
 from azarr.errors import CopyError
+from tests.util import load_module
 
 pytestmark = pytest.mark.interop
 
@@ -112,16 +113,9 @@ async def test_copy_matches_zarr_218(run_ref_script: Any, tmp_path: Path) -> Non
 
 
 def _peers() -> Any:
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parent.parent.parent / "benchmarks" / "peers.py"
-    spec = importlib.util.spec_from_file_location("azarr_test_peers_h5", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(
+        Path(__file__).resolve().parent.parent.parent / "benchmarks" / "peers.py", "azarr_test_peers_h5"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,8 @@ azarr writes must open in TensorStore with the same dtype, fill value and bytes.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,6 +18,7 @@ import numpy as np
 import pytest
 
 import azarr
+from tests.util import load_module
 
 pytestmark = pytest.mark.interop
 
@@ -38,13 +37,7 @@ FILLS = {"bfloat16": "NaN", "float8_e5m2": "-Infinity", "int4": -3}
 
 
 def _peers() -> ModuleType:
-    path = HERE.parent.parent / "benchmarks" / "peers.py"
-    spec = importlib.util.spec_from_file_location("azarr_test_peers", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_module(HERE.parent.parent / "benchmarks" / "peers.py", "azarr_test_peers")
 
 
 @pytest.fixture(scope="session")

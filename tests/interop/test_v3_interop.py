@@ -11,13 +11,11 @@ xarray + zarr-python 3.4 (``engine="azarr"`` against ``engine="zarr"``), go the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -25,6 +23,7 @@ import pytest
 
 import azarr
 import azarr.sync
+from tests.util import load_module
 
 from .refenv import RefEnvError
 from .refenv_v3 import ensure_v3_reference_python
@@ -34,16 +33,7 @@ pytestmark = pytest.mark.interop
 SCRIPTS = Path(__file__).resolve().parent / "v3_scripts"
 
 
-def _load_cases() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("azarr_v3_cases", SCRIPTS / "v3_cases.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-CASES = _load_cases()
+CASES = load_module(SCRIPTS / "v3_cases.py", "azarr_v3_cases")
 
 
 @pytest.fixture(scope="session")

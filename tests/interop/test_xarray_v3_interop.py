@@ -11,15 +11,15 @@ shape, chunks, fill value, codecs, ``dimension_names`` and attributes (they are 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.util import load_module
 
 from .refenv import RefEnvError
 from .refenv_v3 import ensure_v3_reference_python
@@ -32,16 +32,7 @@ pytestmark = pytest.mark.interop
 SCRIPTS = Path(__file__).resolve().parent / "v3_scripts"
 
 
-def _load_cases() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("azarr_xarray_v3_cases", SCRIPTS / "xarray_cases.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-CASES = _load_cases()
+CASES = load_module(SCRIPTS / "xarray_cases.py", "azarr_xarray_v3_cases")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ The base interpreter is ``AZARR_SUITE_PYTHON`` if set, else pyenv's newest 3.12,
 ``python3.12`` on ``PATH``. ``AZARR_SUITE_VENV_PYTHON`` points at a ready interpreter
 instead (with the pins installed), skipping the venv build.
 
-Run ``python tests/interop/xarray_env.py`` to build it outside pytest.
+Run ``python -m tests.interop.xarray_env`` to build it outside pytest.
 """
 
 from __future__ import annotations
@@ -33,26 +33,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    from .refenv import (
-        RefEnvError,
-        Reporter,
-        _run_logged,
-        find_python,
-        python_version,
-        venv_lock,
-        venv_python,
-    )
-except ImportError:  # run as a script
-    from refenv import (  # type: ignore[no-redef]
-        RefEnvError,
-        Reporter,
-        _run_logged,
-        find_python,
-        python_version,
-        venv_lock,
-        venv_python,
-    )
+from .refenv import (
+    RefEnvError,
+    Reporter,
+    _run_logged,
+    build_pinned_venv,
+    find_python,
+    python_version,
+    venv_lock,
+    venv_python,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
@@ -92,10 +82,6 @@ def cache_key(python: Path) -> str:
     return h.hexdigest()
 
 
-def _run(cmd: list[str], log: Path, deadline: float, report: Reporter = lambda _: None) -> None:
-    _run_logged(cmd, log, report, deadline, tag=TAG)
-
-
 def sdist_root() -> Path:
     return SDIST_DIR / f"xarray-{XARRAY_VERSION}"
 
@@ -105,7 +91,7 @@ def _fetch_sdist(python: Path, log: Path, deadline: float) -> Path:
     if SDIST_DIR.exists():
         shutil.rmtree(SDIST_DIR)
     SDIST_DIR.mkdir(parents=True)
-    _run(
+    _run_logged(
         [
             str(python),
             "-m",
@@ -118,7 +104,9 @@ def _fetch_sdist(python: Path, log: Path, deadline: float) -> Path:
             str(SDIST_DIR),
         ],
         log,
+        lambda _: None,
         deadline,
+        tag=TAG,
     )
     archive = SDIST_DIR / f"xarray-{XARRAY_VERSION}.tar.gz"
     with tarfile.open(archive) as tar:
@@ -134,18 +122,7 @@ def _build(base: Path, key: str, report: Reporter) -> None:
     log = CACHE_DIR / "build.log"
     log.write_text(f"building the xarray suite env (key {key})\n")
     deadline = time.monotonic() + BUILD_TIMEOUT_S
-    if VENV.exists():
-        shutil.rmtree(VENV)
-    report(f"{TAG} creating {VENV} from {base} and installing {REQUIREMENTS.name} (about a minute) ...")
-    _run([str(base), "-m", "venv", str(VENV)], log, deadline)
-    python = venv_python(VENV)
-    _run(
-        [str(python), "-m", "pip", "install", "--only-binary=:all:", "--no-deps", "-r", str(REQUIREMENTS)],
-        log,
-        deadline,
-        report,
-    )
-    _run([str(python), "-m", "pip", "check"], log, deadline)
+    python = build_pinned_venv(base, VENV, REQUIREMENTS, log, report, deadline, tag=TAG)
     report(f"{TAG} downloading xarray {XARRAY_VERSION}'s sdist ...")
     _fetch_sdist(python, log, deadline)
 
