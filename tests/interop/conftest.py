@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from .refenv import RefEnvError, ensure_reference_python
+from .refenv import RefEnvError, Reporter, ensure_reference_python
+
+T = TypeVar("T")
 
 REF_SCRIPTS = Path(__file__).resolve().parent / "ref_scripts"
 SCRIPT_TIMEOUT_S = 180.0
@@ -37,19 +39,25 @@ def _uncaptured(config: pytest.Config) -> AbstractContextManager[Any]:
     return capman.global_and_fixture_disabled() if capman is not None else nullcontext()
 
 
-@pytest.fixture(scope="session")
-def zarr2_python(pytestconfig: pytest.Config) -> Path:
-    """Path of a python interpreter with zarr 2.18 (built on first use, then cached)."""
+def built_or_fail(config: pytest.Config, build: Callable[[Reporter], T], what: str) -> T:
+    """``build(report)`` with its progress lines shown live; a `RefEnvError` fails the test
+    (no traceback: the message has the build log's tail)."""
 
     def report(msg: str) -> None:
-        with _uncaptured(pytestconfig):
+        with _uncaptured(config):
             print(msg, flush=True)
 
     try:
-        return ensure_reference_python(report)
+        return build(report)
     except RefEnvError as exc:
         error = str(exc)
-    pytest.fail(f"zarr 2.18 reference environment unavailable:\n{error}", pytrace=False)
+    pytest.fail(f"{what} unavailable:\n{error}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def zarr2_python(pytestconfig: pytest.Config) -> Path:
+    """Path of a python interpreter with zarr 2.18 (built on first use, then cached)."""
+    return built_or_fail(pytestconfig, ensure_reference_python, "zarr 2.18 reference environment")
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import _uncaptured
-from .refenv import RefEnvError
+from .conftest import built_or_fail
 from .xarray_env import REPO_ROOT, SuiteEnv, ensure_suite_env
 
 pytestmark = pytest.mark.interop
@@ -69,15 +68,7 @@ class SuiteResult:
 
 @pytest.fixture(scope="session")
 def suite_env(pytestconfig: pytest.Config) -> SuiteEnv:
-    def report(msg: str) -> None:
-        with _uncaptured(pytestconfig):
-            print(msg, flush=True)
-
-    try:
-        return ensure_suite_env(report)
-    except RefEnvError as exc:
-        error = str(exc)
-    pytest.fail(f"the xarray suite environment could not be built:\n{error}", pytrace=False)
+    return built_or_fail(pytestconfig, ensure_suite_env, "the xarray suite environment")
 
 
 def run_suite(env: SuiteEnv, classes: tuple[str, ...], zarr_format: int, junit: Path) -> SuiteResult:

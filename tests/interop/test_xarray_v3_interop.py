@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 from tests.util import load_module
 
-from .refenv import RefEnvError
+from .conftest import built_or_fail
 from .refenv_v3 import ensure_v3_reference_python
 
 xr = pytest.importorskip("xarray")
@@ -36,12 +35,9 @@ CASES = load_module(SCRIPTS / "xarray_cases.py", "azarr_xarray_v3_cases")
 
 
 @pytest.fixture(scope="module")
-def exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def exchange(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """azarr writes its stores, then one reference process writes its own and reads azarr's."""
-    try:
-        python = ensure_v3_reference_python(lambda msg: print(msg, file=sys.stderr, flush=True))
-    except RefEnvError as exc:
-        pytest.fail(f"Zarr v3 reference environment unavailable:\n{exc}", pytrace=False)
+    python = built_or_fail(pytestconfig, ensure_v3_reference_python, "Zarr v3 reference environment")
     root = tmp_path_factory.mktemp("xarray-v3")
     store = root / "azarr-ds.zarr"
     ax.to_zarr(CASES.dataset(), store, mode="w", zarr_format=3, encoding=CASES.ENCODING)
