@@ -110,3 +110,23 @@ async def test_v3_array_without_dimension_names_is_named_at_open(tmp_path: Path)
     await group.zeros("plain", shape=(2, 3))
     with pytest.raises(MetadataError, match=r"array '/plain' in .* has no dimension_names"):
         xr.open_dataset(tmp_path, engine="azarr", consolidated=False)
+
+
+@pytest.mark.parametrize(("source", "target"), [(3, 2), (2, 3)])
+def test_an_opened_dataset_writes_to_the_other_format(tmp_path: Path, source: int, target: int) -> None:
+    """The encoding read from one format writes in the other: a v3 variable's ``serializer``
+    (little-endian ``bytes``, ``vlen-utf8``) says nothing a v2 dtype does not, a v2 string
+    variable's VLenUTF8 filter is v3's serializer. xarray 2026.9 over zarr-python 3.4 refuses
+    both ("Zarr format 2 arrays do not support `serializer`"; "Expected a BytesBytesCodec")."""
+    ds = xr.Dataset(
+        {
+            "v": ("x", np.arange(4.0)),
+            "s": ("x", np.array(["a", "b", "cc", ""], dtype=object)),
+            "b": ("x", np.array([b"a", b"", b"x", b"yy"])),
+        }
+    )
+    ax.to_zarr(ds, tmp_path / "a.zarr", zarr_format=source)
+    opened = xr.open_dataset(tmp_path / "a.zarr", engine="azarr", chunks={})
+    ax.to_zarr(opened, tmp_path / "b.zarr", zarr_format=target)
+    assert zs.open_group(str(tmp_path / "b.zarr"), mode="r").zarr_format == target
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "b.zarr", engine="azarr").load(), ds)

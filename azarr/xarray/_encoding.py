@@ -161,6 +161,28 @@ def _v3_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
     }
 
 
+def _codec_name(codec: Any) -> Any:
+    """A codec's name in any spelling (numcodecs ``codec_id``, config ``id``, v3 ``name``)."""
+    if hasattr(codec, "to_dict") and not hasattr(codec, "get_config"):
+        codec = codec.to_dict()
+    if isinstance(codec, Mapping):
+        return codec.get("name", codec.get("id"))
+    return getattr(codec, "codec_id", None)
+
+
+def _says_nothing_in_v2(serializer: Any) -> bool:
+    """A v3 serializer a v2 array has without saying it: little-endian ``bytes`` (a v2 dtype
+    carries its byte order), ``vlen-utf8``/``vlen-bytes`` (its object codec). It comes with
+    the encoding of a Zarr v3 variable written as v2, which xarray's own engine refuses."""
+    entry = serializer.to_dict() if hasattr(serializer, "to_dict") else serializer
+    if not isinstance(entry, Mapping):
+        return False
+    config = entry.get("configuration") or {}
+    if _codec_name(entry) == "bytes":
+        return config.get("endian", "little") in ("little", None)
+    return _codec_name(entry) in ("vlen-utf8", "vlen-bytes") and not config
+
+
 def _v2_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
     """``enc``'s codec keys as `azarr.create` arguments for a Zarr format 2 array (consumed).
 
@@ -173,7 +195,7 @@ def _v2_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"compressor": _compressor(enc, name)}
     kwargs["filters"] = _filters(enc.pop("filters", None), name)
     serializer = enc.pop("serializer", None)
-    if serializer not in (None, "auto"):
+    if serializer not in (None, "auto") and not _says_nothing_in_v2(serializer):
         raise ValueError(
             f"variable {name!r}: encoding 'serializer' is for Zarr format 3 arrays, got {serializer!r}"
         )
@@ -240,6 +262,9 @@ def create_kwargs(
     if zarr_format == 3:
         if check_vlen_dtype(dtype) is str or dtype.kind == "O":
             kwargs["dtype"] = str  # Zarr v3's "string" type, vlen-utf8 (as xarray asks zarr-python)
+            # A v2 variable's encoding lists its object codec as a filter: v3's serializer says it.
+            kept = [f for f in kwargs["filters"] or [] if _codec_name(f) not in ("vlen-utf8", "vlen-bytes")]
+            kwargs["filters"] = kept or None
         kwargs["attributes"] = dict(attrs)
         kwargs["dimension_names"] = list(dims) or None  # a 0-d array gets none (as zarr-python writes it)
         v3 = {k: kwargs[k] for k in ("compressors", "filters", "serializer", "chunk_key_encoding")}
