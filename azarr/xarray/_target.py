@@ -14,7 +14,7 @@ from typing import Any
 
 import azarr
 from azarr.core import AsyncGroup
-from azarr.errors import ConsolidatedMetadataNotFoundError, GroupNotFoundError
+from azarr.errors import ConsolidatedMetadataNotFoundError, ContainsArrayError, GroupNotFoundError
 from azarr.xarray._store import AzarrDataStore
 
 
@@ -35,13 +35,16 @@ async def _open_group(
     """
     if mode in ("r", "r+") and consolidated is not False:
         try:
-            found = await azarr.open_group(
-                store, mode=mode, path=group, storage_options=storage_options, use_consolidated=True
+            # zarr_format, when given, reads that format's consolidated metadata only (one request).
+            found = await azarr.open_consolidated(
+                store, mode=mode, path=group, storage_options=storage_options, zarr_format=zarr_format
             )
         except ConsolidatedMetadataNotFoundError:
             if consolidated:
                 raise
         else:
+            if not isinstance(found, AsyncGroup):
+                raise ContainsArrayError(f"{found.name!r} in {found.store.url} is an array, not a group")
             return _check_format(found, zarr_format)
     plain = "a" if mode == "a-" else mode
     try:
