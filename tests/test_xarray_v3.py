@@ -98,11 +98,32 @@ def test_v3_refusals_write_nothing(tmp_path: Path) -> None:
     ax.to_zarr(_dataset(), path, mode="w", zarr_format=3)  # replacing changes the format
     assert not list(path.rglob(".z*"))
     before = _snapshot(path)
-    with pytest.raises(NotImplementedError, match="issue #30"):
-        ax.to_zarr(_dataset().rename(t2m="other"), path, mode="a", encoding={"other": {"shards": (2, 2)}})
+    with pytest.raises(ValueError, match="does not divide the shard shape"):
+        ax.to_zarr(
+            _dataset().rename(t2m="other"),
+            path,
+            mode="a",
+            encoding={"other": {"chunks": (2, 3), "shards": (2, 4)}},
+        )
     with pytest.raises(ValueError, match="unexpected encoding parameters"):
         ax.to_zarr(_dataset().rename(t2m="other"), path, mode="a", encoding={"other": {"compresors": None}})
     assert _snapshot(path) == before
+
+
+def test_sharded_variables(tmp_path: Path) -> None:
+    """``encoding["shards"]`` writes a sharded array (inner chunks ``chunks``), reported back as
+    xarray's engine reports it; appends grow it and dask chunks must cover whole shards."""
+    path = tmp_path / "ds.zarr"
+    ds = xr.Dataset({"v": (("t", "x"), np.arange(48.0).reshape(6, 8))}, coords={"t": np.arange(6)})
+    ax.to_zarr(ds, path, zarr_format=3, encoding={"v": {"chunks": (1, 4), "shards": (2, 8)}})
+    assert sorted(p.name for p in (path / "v" / "c").iterdir()) == ["0", "1", "2"]  # one object a shard
+    back = xr.open_dataset(path, engine="azarr")
+    assert (back.v.encoding["shards"], back.v.encoding["chunks"]) == ((2, 8), (1, 4))
+    more = ds.isel(t=[0, 1]).assign_coords(t=[6, 7])
+    ax.to_zarr(more, path, append_dim="t")
+    xr.testing.assert_identical(xr.open_dataset(path, engine="azarr").load(), xr.concat([ds, more], "t"))
+    with pytest.raises(ValueError, match="would overlap multiple Dask chunks"):
+        ax.to_zarr(ds.chunk({"t": 1}).isel(t=[2, 3]), path, region={"t": slice(2, 4)})
 
 
 async def test_v3_array_without_dimension_names_is_named_at_open(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 Reading, a variable's ``encoding`` holds what xarray's ``zarr`` engine reports
 (``ZarrStore.open_store_variable``): ``chunks``, ``preferred_chunks``,
 ``compressors`` (a tuple of numcodecs codecs: a v2 array's compressor, or empty),
-``filters`` (a tuple), ``shards`` (None), and for Zarr format 3 ``serializer``
+``filters`` (a tuple), ``shards`` (the shard shape, or None), and for Zarr format 3 ``serializer``
 (the array -> bytes codec as its ``zarr.json`` entry). xarray over zarr-python 3
 reports zarr-python's codec objects there; azarr reports numcodecs codecs, which
 both formats and every numcodecs-based reader take back.
@@ -46,7 +46,7 @@ def read_encoding(array: AsyncArray, dims: Sequence[str]) -> dict[str, Any]:
         "preferred_chunks": dict(zip(dims, array.chunks, strict=True)),
         "compressors": array.compressors,
         "filters": tuple(array.filters or ()),
-        "shards": None,
+        "shards": array.shards,
     }
     metadata = array.metadata
     if isinstance(metadata, ArrayV3Metadata):
@@ -133,9 +133,7 @@ def _v3_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
     Raises
     ------
     ValueError
-        Both ``compressors`` and ``compressor``.
-    NotImplementedError
-        ``shards``: azarr does not write sharded arrays yet (issue #30).
+        Both ``compressors`` and ``compressor``, or ``shards="auto"`` (give the shard shape).
     """
     compressors = enc.pop("compressors", _UNSET)
     compressor = enc.pop(COMPRESSOR_KEY, _UNSET)
@@ -144,11 +142,8 @@ def _v3_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
     if compressors is _UNSET:
         compressors = "auto" if compressor is _UNSET else compressor
     shards = enc.pop("shards", None)
-    if shards is not None:
-        raise NotImplementedError(
-            f"variable {name!r}: encoding shards={shards!r}: azarr does not write sharded Zarr v3 "
-            "arrays yet (issue #30); drop 'shards' from the encoding"
-        )
+    if isinstance(shards, str):
+        raise ValueError(f"variable {name!r}: encoding shards={shards!r}: give the shard shape (a tuple)")
     serializer = enc.pop("serializer", "auto")
     chunk_key_encoding = enc.pop("chunk_key_encoding", None)
     if hasattr(chunk_key_encoding, "to_dict"):  # a zarr-python 3 ChunkKeyEncoding
@@ -158,6 +153,7 @@ def _v3_arguments(enc: dict[str, Any], name: Any) -> dict[str, Any]:
         "filters": _v3_codecs(enc.pop("filters", None), role="filters") or None,
         "serializer": "auto" if serializer is None else serializer,
         "chunk_key_encoding": chunk_key_encoding,
+        "shards": shards,
     }
 
 
@@ -234,8 +230,6 @@ def create_kwargs(
         A codec key the format does not take (see `_v2_arguments`), ``write_empty_chunks``
         given differently in ``encoding`` and as a parameter (xarray's message), or
         invalid metadata.
-    NotImplementedError
-        ``shards`` (Zarr format 3 sharding, issue #30).
     """
     enc = dict(encoding)
     kwargs: dict[str, Any] = {
@@ -267,7 +261,7 @@ def create_kwargs(
             kwargs["filters"] = kept or None
         kwargs["attributes"] = dict(attrs)
         kwargs["dimension_names"] = list(dims) or None  # a 0-d array gets none (as zarr-python writes it)
-        v3 = {k: kwargs[k] for k in ("compressors", "filters", "serializer", "chunk_key_encoding")}
+        v3 = {k: kwargs[k] for k in ("compressors", "filters", "serializer", "chunk_key_encoding", "shards")}
         build_v3_array_metadata(
             shape,
             chunks=kwargs["chunks"],

@@ -184,8 +184,7 @@ async def to_zarr_async(
     ContainsGroupError, ContainsArrayError
         ``mode="w-"`` and a node exists (both are ``FileExistsError``).
     NotImplementedError
-        ``group`` or ``append_dim`` with a DataTree; ``shards`` in an encoding (sharding
-        is issue #30).
+        ``group`` or ``append_dim`` with a DataTree.
     """
     if isinstance(obj, DataTree):
         _check_tree_arguments(obj, group, append_dim, encoding)
