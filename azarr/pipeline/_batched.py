@@ -40,7 +40,15 @@ from azarr.scheduler import ProgressTracker, bounded_map
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
 
-__all__ = ["RESERVE_MIN_BYTES", "BatchedWrites", "StopFlag", "iter_jobs", "iter_write_items", "read_batched"]
+__all__ = [
+    "RESERVE_MIN_BYTES",
+    "BatchedWrites",
+    "StopFlag",
+    "iter_jobs",
+    "iter_write_items",
+    "raw_rows",
+    "read_batched",
+]
 
 #: Jobs per codec thread a call is split into (>1 balances chunks of uneven cost).
 _JOBS_PER_THREAD = 4
@@ -217,10 +225,13 @@ def _read_job(
 ) -> JobResult:
     """Read, decode and scatter each chunk of ``job`` (a codec thread)."""
     started = time.perf_counter()
-    chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, pipeline.codec.decode
+    codec = pipeline.codec
+    chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, codec.decode
     # No chunk-shaped region of ``out`` is contiguous, no fields: every chunk is decoded and
     # its selection copied out, with no per-chunk checks (``_decode_into``'s last step, inline).
     scatter = not direct and fields is None
+    # Uncompressed chunks a file store reads straight into their region of ``out``.
+    raw = codec.stores_raw and fields is None and pipeline.io.store.reads_into_buffers
     nbytes = 0
     with pipeline.io.blocking_batch() as store:
         get = store.get
@@ -228,6 +239,17 @@ def _read_job(
             if stop.stopped:
                 break
             key = chunk_key(projection.chunk_coords)
+            if raw and projection.is_complete_chunk:
+                rows = raw_rows(out, projection, codec.chunks, codec.order)
+                if rows is not None:
+                    found = store.readinto(key, rows, codec.nbytes)
+                    if found:
+                        nbytes += codec.nbytes
+                        continue
+                    if found is None:
+                        out[projection.out_selection] = fill
+                        continue
+                    # Another size than a chunk's: the general path below says what is wrong.
             data = get(key)
             if data is None:
                 out[projection.out_selection] = fill
@@ -240,6 +262,48 @@ def _read_job(
                 decode_into(data, key, out, projection, fields, direct)
             nbytes += len(data)
         return JobResult(nbytes, store.store_seconds, time.perf_counter() - started)
+
+
+#: Smallest contiguous run (bytes) of a chunk's region in the output worth a buffer of its
+#: own in `raw_rows`: below it, one row object per run costs more than the copy it saves.
+_MIN_RAW_ROW_BYTES = 2048
+
+
+def raw_rows(
+    out: np.ndarray[Any, Any], projection: ChunkProjection, chunks: tuple[int, ...], order: str
+) -> list[np.ndarray[Any, Any]] | None:
+    """The region of ``out`` a whole uncompressed chunk fills, as the contiguous runs a
+    file is read into in order (``preadv``): the region itself when it is contiguous, else
+    its rows (trailing dimensions merged while contiguous). None when the chunk is not
+    exactly a view of ``out`` in its stored order, or its runs are under
+    ``_MIN_RAW_ROW_BYTES``: the caller then reads and copies."""
+    selection = projection.out_selection
+    if not all(type(s) is slice for s in selection) or not all(
+        type(s) is slice and s.step in (None, 1) for s in projection.chunk_selection
+    ):
+        return None
+    region = out[selection]
+    if not isinstance(region, np.ndarray) or region.shape != chunks:  # 0-d: a scalar, no view
+        return None
+    if order == "F":
+        region = region.T  # the file holds the chunk in F order: its transpose in C order
+    if region.flags.c_contiguous:
+        return [region]
+    itemsize, shape, strides = region.itemsize, region.shape, region.strides
+    if strides[-1] != itemsize:
+        return None
+    run, axis = shape[-1] * itemsize, region.ndim - 1
+    while axis > 0 and strides[axis - 1] == run:  # merge contiguous trailing dimensions
+        axis -= 1
+        run *= shape[axis]
+    if run < _MIN_RAW_ROW_BYTES:
+        return None
+    rows = region.view()
+    try:
+        rows.shape = (-1, run // itemsize)  # a view, or AttributeError where it cannot be one
+    except AttributeError:
+        return None
+    return list(rows)
 
 
 # ------------------------------------------------------------------------ writes

@@ -13,7 +13,7 @@ Python.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,13 @@ class BlockingBatch:
         if value is not None:
             self._read += len(value)
         return value
+
+    def readinto(self, key: str, buffers: Sequence[Any], nbytes: int) -> bool | None:
+        """``store.readinto_blocking(key, buffers, nbytes)``, timed."""
+        found: bool | None = self._timed(self._io.store.readinto_blocking, key, buffers, nbytes)
+        if found:
+            self._read += nbytes
+        return found
 
     def set(self, key: str, value: bytes | memoryview) -> None:
         """``store.set_blocking(key, value)``, timed (``value`` as `Store.set_blocking`)."""
