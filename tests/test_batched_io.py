@@ -168,12 +168,14 @@ class _SlowFileLikeStore(MemoryStore):
     def __init__(self, delay: float) -> None:
         super().__init__()
         self.delay, self.running, self.most = delay, 0, 0
+        self.threads: set[str] = set()
         self._lock = threading.Lock()
 
     def _call(self) -> None:
         with self._lock:
             self.running += 1
             self.most = max(self.most, self.running)
+            self.threads.add(threading.current_thread().name.rsplit("_", 1)[0])
         if self.delay:
             time.sleep(self.delay)
         with self._lock:
@@ -188,18 +190,26 @@ class _SlowFileLikeStore(MemoryStore):
         super()._set_blocking(key, value)
 
 
-async def test_small_chunk_jobs_run_on_every_codec_thread_when_store_calls_dominate() -> None:
+async def test_jobs_run_in_the_file_io_pool_more_than_codec_threads_when_store_calls_dominate() -> None:
     store = _SlowFileLikeStore(0.002)
     data = np.arange(160 * 100, dtype="i4").reshape(160, 100)
-    with azarr.config.set(codec_threads=2):  # 40 Blosc chunks of 1,600 B: 8 jobs of 5
+    # 40 Blosc chunks of 1,600 B: 8 jobs of 5; the first runs alone, in the codec pool.
+    with azarr.config.set(codec_threads=2, file_io_threads=4):
         arr = await azarr.array(np.zeros_like(data), chunks=(20, 20), store=store)
-        store.most = 0
+        store.most, store.threads = 0, set()
         await arr.set_basic_selection(..., data)
         writers = store.most
         store.most = 0
         np.testing.assert_array_equal(await arr.get_basic_selection(), data)
         readers = store.most
-    assert (writers, readers) == (2, 2)
+    assert (writers, readers) == (4, 4)
+    assert store.threads == {"azarr-codec", "azarr-file-io"}
+    # Within the request budget: at most as many jobs as requests in flight.
+    set_budget(store, max_requests=3)
+    with azarr.config.set(codec_threads=2, file_io_threads=8):
+        store.most = 0
+        np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+    assert store.most == 3
 
 
 async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() -> None:
@@ -207,13 +217,14 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         small = await azarr.create(shape=(100,), chunks=(10,), dtype="i4", store=MemoryStore())
         large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
         gate = _JobGate(small._pipeline)
-        assert (gate.limit, gate.threads) == (1, 3)
+        assert (gate.limit, gate.threads, gate.file_io) == (1, 3, False)
         await gate.finished(JobResult(nbytes=1, store_seconds=0.75, seconds=1.0))  # Python-bound
         assert gate.limit == 1
         await gate.finished(JobResult(nbytes=1, store_seconds=0.0, seconds=0.0))  # nothing to learn
         assert gate.limit == 1
         await gate.finished(JobResult(nbytes=1, store_seconds=0.85, seconds=1.0))  # waits on the store
-        assert gate.limit == 3
+        budget = small._pipeline.io.budget.max_requests
+        assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
 
 
