@@ -88,6 +88,20 @@ def validate_key(key: str, *, allow_empty: bool = False) -> str:
         Empty key, leading ``/`` (absolute), backslash, empty segment (``a//b``),
         ``.`` or ``..`` segment, or a NUL character. The message names the key.
     """
+    if (
+        type(key) is str
+        and key
+        and key[0] not in "/."
+        and key[-1] != "/"
+        and "//" not in key
+        and "/." not in key
+        and "\\" not in key
+        and "\x00" not in key
+    ):
+        # The common key (every chunk key of a read): no segment can be empty, "." or "..",
+        # as each would need a leading "/" or ".", a "//", a "/." or a trailing "/". Keys
+        # with a segment starting with "." (".zarray", "a/.zattrs") take the full check.
+        return key
     if not isinstance(key, str):
         raise InvalidKeyError(f"store key must be a str, got {type(key).__name__}: {key!r}")
     if key == "":
