@@ -106,7 +106,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -883,6 +883,45 @@ def targets(
     return lines
 
 
+def _timings(
+    summary: dict[str, dict[str, dict[str, Any]]], impl: str, name: str
+) -> tuple[float, float, float | None] | None:
+    """``impl``'s median and fastest seconds and median CPU seconds for operation ``name``, if it ran."""
+    slot = summary.get(impl, {}).get(name, {})
+    runs = [float(r["seconds"]) for r in slot.get("runs", []) if "seconds" in r]
+    if "seconds" not in slot or not runs:
+        return None
+    return float(slot["seconds"]), min(runs), slot.get("cpu_seconds")
+
+
+def _peer_cells(
+    summary: dict[str, dict[str, dict[str, Any]]],
+    name: str,
+    mine: tuple[float, float, float | None],
+    verdict: Callable[[bool], str],
+) -> list[str]:
+    """Markdown cells of azarr's ``mine`` against TensorStore (>= 1.0) and the fastest zarr-python
+    3.4 pipeline (>= 1.2) on operation ``name``: median ratio (fastest-round ratio) verdict."""
+    cells = []
+    ts = _timings(summary, "tensorstore", name)
+    cells.append(
+        "n/a"
+        if ts is None
+        else f"{ts[0] / mine[0]:.2f} ({ts[1] / mine[1]:.2f}) {verdict(ts[0] / mine[0] >= 1.0)}"
+    )
+    found = [(p, t) for p in ZARR_PYTHON_V3 if (t := _timings(summary, p, name)) is not None]
+    if found:
+        best, (median, _, _) = min(found, key=lambda item: item[1][0])
+        best_fastest = min(t[1] for _, t in found)
+        cells.append(
+            f"{median / mine[0]:.2f} ({best_fastest / mine[1]:.2f}) vs {SHORT[best]} "
+            f"{verdict(median / mine[0] >= 1.2)}"
+        )
+    else:
+        cells.append("n/a")
+    return [c.rstrip() for c in cells]
+
+
 def targets_peers(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any]) -> list[str]:
     """Markdown lines checking azarr's full reads against issue #33's targets, either format:
     >= 1.0x TensorStore, >= 1.2x the best zarr-python 3.4 + obstore pipeline (default,
@@ -919,26 +958,11 @@ def targets_peers(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, 
 
         for comp in cfg["compressors"]:
             name = f"{workload}/{comp}"
-            mine = times("azarr", name)
+            mine = _timings(summary, "azarr", name)
             if mine is None:
                 continue
-            cells = []
-            ts = times("tensorstore", name)
-            cells.append(
-                "n/a"
-                if ts is None
-                else f"{ts[0] / mine[0]:.2f} ({ts[1] / mine[1]:.2f}) {verdict(ts[0] / mine[0] >= 1.0)}"
-            )
-            found = [(p, t) for p in peers34 if (t := times(p, name)) is not None]
-            if found:
-                best, (median, _, _) = min(found, key=lambda item: item[1][0])
-                best_fastest = min(t[1] for _, t in found)
-                cells.append(
-                    f"{median / mine[0]:.2f} ({best_fastest / mine[1]:.2f}) vs {SHORT[best]} "
-                    f"{verdict(median / mine[0] >= 1.2)}"
-                )
-            else:
-                cells.append("n/a")
+            cells = _peer_cells(summary, name, mine, verdict)
+            ts = _timings(summary, "tensorstore", name)
             if ts is not None and ts[2] is not None and mine[2] is not None:
                 cells.append(f"{mine[2] * per_gib:.2f} / {ts[2] * per_gib:.2f} {verdict(mine[2] <= ts[2])}")
             else:
@@ -953,11 +977,6 @@ def targets_v3(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any
     >= 1.0x TensorStore ``zarr3``, >= 1.2x the best zarr-python 3.4 configuration, and within
     5 % of azarr's own time on the same data stored as Zarr v2. Ratios from the medians, and
     in brackets from each implementation's fastest round; the verdict is on the medians."""
-
-    def times(impl: str, name: str) -> tuple[float, float] | None:
-        slot = summary.get(impl, {}).get(name, {})
-        runs = [float(r["seconds"]) for r in slot.get("runs", []) if "seconds" in r]
-        return (float(slot["seconds"]), min(runs)) if "seconds" in slot and runs else None
 
     def verdict(ok: bool) -> str:
         return "yes" if ok else "**no**"
@@ -976,27 +995,11 @@ def targets_v3(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any
     for workload in ("read", "write"):
         for comp in cfg["compressors"]:
             name = f"{workload}/{comp}"
-            mine = times("azarr", name)
+            mine = _timings(summary, "azarr", name)
             if mine is None:
                 continue
-            cells = []
-            ts = times("tensorstore", name)
-            cells.append(
-                "n/a"
-                if ts is None
-                else f"{ts[0] / mine[0]:.2f} ({ts[1] / mine[1]:.2f}) {verdict(ts[0] / mine[0] >= 1.0)}"
-            )
-            peers = [(p, t) for p in ZARR_PYTHON_V3 if (t := times(p, name)) is not None]
-            if peers:
-                best, (median, _) = min(peers, key=lambda item: item[1][0])
-                best_fastest = min(t[1] for _, t in peers)
-                cells.append(
-                    f"{median / mine[0]:.2f} ({best_fastest / mine[1]:.2f}) vs {SHORT[best]} "
-                    f"{verdict(median / mine[0] >= 1.2)}"
-                )
-            else:
-                cells.append("n/a")
-            v2 = times("azarr-v2", name)
+            cells = _peer_cells(summary, name, mine, verdict)
+            v2 = _timings(summary, "azarr-v2", name)
             cells.append(
                 "n/a"
                 if v2 is None
