@@ -25,6 +25,10 @@ from typing import Any
 _DEFAULTS: dict[str, Any] = {
     # Threads decoding/encoding chunks (numcodecs releases the GIL in blosc/zstd/zlib).
     "codec_threads": os.cpu_count() or 1,
+    # Threads that run the chunk jobs of a local store once they wait on the disk more than
+    # they decode (opening and reading files cold from the disk; TensorStore's
+    # ``file_io_concurrency``), within the store's request budget (max_concurrency_local).
+    "file_io_threads": max(8, (os.cpu_count() or 1) * 2),
     # Chunk requests in flight per store for remote stores (S3, GCS, HTTP).
     "max_concurrency": 64,
     # Chunk requests in flight per store for local and memory stores (cores x 4).
@@ -118,6 +122,7 @@ _DEFAULTS: dict[str, Any] = {
 _COUNTS = frozenset(
     {
         "codec_threads",
+        "file_io_threads",
         "max_concurrency",
         "max_concurrency_local",
         "min_concurrency",
@@ -192,7 +197,9 @@ def set(**settings: Any) -> Any:
     Parameters
     ----------
     **settings
-        ``codec_threads`` (int >= 1), ``max_concurrency`` / ``max_concurrency_local``
+        ``codec_threads`` (int >= 1), ``file_io_threads`` (int >= 1: threads for the
+        chunk jobs of local stores while they wait on the disk more than they decode;
+        default max(8, 2 x cores)), ``max_concurrency`` / ``max_concurrency_local``
         (int >= 1, requests in flight per store and process), ``adaptive_concurrency``
         (bool, default True: a remote store's request limit drops when the server
         throttles and climbs back on success, between ``min_concurrency`` (int >= 1,

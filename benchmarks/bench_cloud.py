@@ -106,7 +106,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -379,11 +379,11 @@ def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -
     return report
 
 
-def ops_for_v3(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]:
-    """``--zarr-format 3``: an untimed read, then full reads and writes (``azarr-v2``: of the
-    same data stored as Zarr v2, under ``data-v2/``)."""
-    fmt = 2 if impl == "azarr-v2" else 3
-    data = "data-v2" if fmt == 2 else "data"
+def ops_full(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]:
+    """``--zarr-format 3`` or ``--full-only``: an untimed read, then full reads and writes
+    (``azarr-v2``: of the same data stored as Zarr v2, under ``data-v2/``)."""
+    fmt = 2 if impl == "azarr-v2" else int(cfg.get("zarr_format", 2))
+    data = "data-v2" if fmt == 2 and cfg.get("zarr_format") == 3 else "data"
     comp0 = cfg["compressors"][0]
     ops: list[dict[str, Any]] = [
         {
@@ -421,8 +421,8 @@ def ops_for_v3(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, An
 
 def ops_for(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]]:
     """The operations ``impl`` runs in round ``round_``."""
-    if cfg.get("zarr_format") == 3:
-        return ops_for_v3(impl, cfg, round_)
+    if cfg.get("zarr_format") == 3 or cfg.get("full_only"):
+        return ops_full(impl, cfg, round_)
     comp0 = cfg["compressors"][0]
     # One untimed read first, in every worker alike: imports are done before anything runs,
     # and this warms the library's own first-use work (thread pools, lazily built state,
@@ -654,8 +654,11 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
 
     lines += _cpu_per_gib(summary, impls, cfg)
+    lines += targets_peers(summary, cfg)
     if cfg.get("zarr_format") == 3:  # full reads and writes only
         return "\n".join([*lines, *targets_v3(summary, cfg), ""])
+    if cfg.get("full_only"):
+        return "\n".join(lines)
     lines += [
         f"## Random small reads ({cfg['small_requests']} requests, {cfg['concurrency']} concurrent, "
         f"{cfg['compressors'][0]})",
@@ -880,16 +883,100 @@ def targets(
     return lines
 
 
+def _timings(
+    summary: dict[str, dict[str, dict[str, Any]]], impl: str, name: str
+) -> tuple[float, float, float | None] | None:
+    """``impl``'s median and fastest seconds and median CPU seconds for operation ``name``, if it ran."""
+    slot = summary.get(impl, {}).get(name, {})
+    runs = [float(r["seconds"]) for r in slot.get("runs", []) if "seconds" in r]
+    if "seconds" not in slot or not runs:
+        return None
+    return float(slot["seconds"]), min(runs), slot.get("cpu_seconds")
+
+
+def _peer_cells(
+    summary: dict[str, dict[str, dict[str, Any]]],
+    name: str,
+    mine: tuple[float, float, float | None],
+    verdict: Callable[[bool], str],
+) -> list[str]:
+    """Markdown cells of azarr's ``mine`` against TensorStore (>= 1.0) and the fastest zarr-python
+    3.4 pipeline (>= 1.2) on operation ``name``: median ratio (fastest-round ratio) verdict."""
+    cells = []
+    ts = _timings(summary, "tensorstore", name)
+    cells.append(
+        "n/a"
+        if ts is None
+        else f"{ts[0] / mine[0]:.2f} ({ts[1] / mine[1]:.2f}) {verdict(ts[0] / mine[0] >= 1.0)}"
+    )
+    found = [(p, t) for p in ZARR_PYTHON_V3 if (t := _timings(summary, p, name)) is not None]
+    if found:
+        best, (median, _, _) = min(found, key=lambda item: item[1][0])
+        best_fastest = min(t[1] for _, t in found)
+        cells.append(
+            f"{median / mine[0]:.2f} ({best_fastest / mine[1]:.2f}) vs {SHORT[best]} "
+            f"{verdict(median / mine[0] >= 1.2)}"
+        )
+    else:
+        cells.append("n/a")
+    return [c.rstrip() for c in cells]
+
+
+def targets_peers(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any]) -> list[str]:
+    """Markdown lines checking azarr's full reads against issue #33's targets, either format:
+    >= 1.0x TensorStore, >= 1.2x the best zarr-python 3.4 + obstore pipeline (default,
+    ``FusedCodecPipeline`` or zarrs: the fastest for that cell), and client CPU per GiB
+    (every thread) at most TensorStore's. Empty when neither peer ran."""
+    peers34 = [p for p in ZARR_PYTHON_V3 if p in summary]
+    if "azarr" not in summary or ("tensorstore" not in summary and not peers34):
+        return []
+
+    def times(impl: str, name: str) -> tuple[float, float, float | None] | None:
+        slot = summary.get(impl, {}).get(name, {})
+        runs = [float(r["seconds"]) for r in slot.get("runs", []) if "seconds" in r]
+        if "seconds" not in slot or not runs:
+            return None
+        return float(slot["seconds"]), min(runs), slot.get("cpu_seconds")
+
+    per_gib = 1024 / cfg["size_mib"]
+    lines = [
+        "## Targets (issue #33)",
+        "",
+        "Speed-ups = peer's time / azarr's time from the medians, and in brackets from each "
+        "implementation's fastest round; the verdict is on the medians (reads: the issue sets no "
+        "cloud write target, so writes get none). Best zarr-python 3.4 = the fastest of its default "
+        "pipeline, `FusedCodecPipeline` and zarrs for that cell. CPU: client CPU seconds per GiB, "
+        "every thread, medians (azarr / TensorStore).",
+        "",
+        "| workload | >= 1.0x TensorStore | >= 1.2x best zarr-python 3.4 | CPU/GiB <= TensorStore's |",
+        "| --- | --- | --- | --- |",
+    ]
+    for workload in ("read", "write"):
+
+        def verdict(ok: bool, judged: bool = workload == "read") -> str:
+            return ("yes" if ok else "**no**") if judged else ""
+
+        for comp in cfg["compressors"]:
+            name = f"{workload}/{comp}"
+            mine = _timings(summary, "azarr", name)
+            if mine is None:
+                continue
+            cells = _peer_cells(summary, name, mine, verdict)
+            ts = _timings(summary, "tensorstore", name)
+            if ts is not None and ts[2] is not None and mine[2] is not None:
+                cells.append(f"{mine[2] * per_gib:.2f} / {ts[2] * per_gib:.2f} {verdict(mine[2] <= ts[2])}")
+            else:
+                cells.append("n/a")
+            lines.append(f"| {workload} {comp} | " + " | ".join(c.rstrip() for c in cells) + " |")
+    lines.append("")
+    return lines
+
+
 def targets_v3(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any]) -> list[str]:
     """Markdown lines checking azarr on Zarr v3 against issue #29's targets: reads and writes
     >= 1.0x TensorStore ``zarr3``, >= 1.2x the best zarr-python 3.4 configuration, and within
     5 % of azarr's own time on the same data stored as Zarr v2. Ratios from the medians, and
     in brackets from each implementation's fastest round; the verdict is on the medians."""
-
-    def times(impl: str, name: str) -> tuple[float, float] | None:
-        slot = summary.get(impl, {}).get(name, {})
-        runs = [float(r["seconds"]) for r in slot.get("runs", []) if "seconds" in r]
-        return (float(slot["seconds"]), min(runs)) if "seconds" in slot and runs else None
 
     def verdict(ok: bool) -> str:
         return "yes" if ok else "**no**"
@@ -908,27 +995,11 @@ def targets_v3(summary: dict[str, dict[str, dict[str, Any]]], cfg: dict[str, Any
     for workload in ("read", "write"):
         for comp in cfg["compressors"]:
             name = f"{workload}/{comp}"
-            mine = times("azarr", name)
+            mine = _timings(summary, "azarr", name)
             if mine is None:
                 continue
-            cells = []
-            ts = times("tensorstore", name)
-            cells.append(
-                "n/a"
-                if ts is None
-                else f"{ts[0] / mine[0]:.2f} ({ts[1] / mine[1]:.2f}) {verdict(ts[0] / mine[0] >= 1.0)}"
-            )
-            peers = [(p, t) for p in ZARR_PYTHON_V3 if (t := times(p, name)) is not None]
-            if peers:
-                best, (median, _) = min(peers, key=lambda item: item[1][0])
-                best_fastest = min(t[1] for _, t in peers)
-                cells.append(
-                    f"{median / mine[0]:.2f} ({best_fastest / mine[1]:.2f}) vs {SHORT[best]} "
-                    f"{verdict(median / mine[0] >= 1.2)}"
-                )
-            else:
-                cells.append("n/a")
-            v2 = times("azarr-v2", name)
+            cells = _peer_cells(summary, name, mine, verdict)
+            v2 = _timings(summary, "azarr-v2", name)
             cells.append(
                 "n/a"
                 if v2 is None
@@ -1298,6 +1369,9 @@ def main(argv: list[str] | None = None) -> int:
         "--tree-arrays", type=int, default=1000, help="arrays in the hierarchy (default 1000)"
     )
     parser.add_argument("--skip-unconsolidated", action="store_true", help="skip the unconsolidated open")
+    parser.add_argument(
+        "--full-only", action="store_true", help="full reads and writes only (no small reads, no opens)"
+    )
     parser.add_argument("--quick", action="store_true", help="64 MiB, 1 round, 300 requests, 200-array tree")
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR, help="where cloud.md/png/json go")
     parser.add_argument("--name", default="cloud", help="basename of the result files (default cloud)")
@@ -1347,7 +1421,7 @@ def main(argv: list[str] | None = None) -> int:
     compressors = [c for c in args.compressors.split(",") if c]
     v3 = args.zarr_format == 3
     if args.impls is None:
-        v3_only = ("azarr-v2", *ZARR_PYTHON_V3)
+        v3_only = ("azarr-v2",)
         args.impls = ",".join(V3_IMPLS if v3 else (i for i in IMPLS if i not in (BASELINE, *v3_only)))
     if v3:
         args.no_plot = True  # the chart's small-read and hierarchy panels have nothing to show
@@ -1374,6 +1448,7 @@ def main(argv: list[str] | None = None) -> int:
         "https": args.https,
         "tls_at": args.tls_at if args.https else None,
         "zarr_format": args.zarr_format,
+        "full_only": args.full_only,
         "selections": {
             kind: selections(shape, args.small_requests, kind, SEED + n)
             for n, kind in enumerate(("element", "chunk"))

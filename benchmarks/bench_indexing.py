@@ -116,8 +116,24 @@ def select_case(name: str) -> None:
 
 
 COMPRESSORS = ("none", "blosc-lz4")
-IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3", "azarr-baseline")
-LABELS = {"azarr": "azarr", "zarr218": "zarr 2.18", "zarr3": "zarr 3.1", "azarr-baseline": "azarr (baseline)"}
+IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3", "zarr34", "zarr34-fused", "azarr-baseline")
+LABELS = {
+    "azarr": "azarr",
+    "zarr218": "zarr 2.18",
+    "zarr3": "zarr 3.1",
+    "zarr34": "zarr 3.4",
+    "zarr34-fused": "zarr 3.4 fused",
+    "azarr-baseline": "azarr (baseline)",
+}
+#: zarr-python 3.4's codec pipelines (``codec_pipeline.path``; None: its default
+#: ``BatchedCodecPipeline``), from the ``zarr34-zarrs`` peer venv (Python 3.12). The zarrs
+#: pipeline is not here: it supports zarr-python's local and object stores, not ``MemoryStore``.
+ZARR34_PIPELINES: dict[str, str | None] = {
+    "zarr34": None,
+    "zarr34-fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
+}
+PEER_VENV = {name: "zarr34-zarrs" for name in ZARR34_PIPELINES}
+DEFAULT_PEERS = "zarr218,zarr34,zarr34-fused"
 #: azarr importing ``$AZARR_BASELINE/azarr`` (an older checkout), for before/after in one run.
 BASELINE = "azarr-baseline"
 RESULTS = Path(__file__).resolve().parent / "results" / "indexing.md"
@@ -218,11 +234,14 @@ def setup_zarr218(compressor: str) -> tuple[dict[str, Op], str]:
     return _ops(arr, lambda t, s: t[s], rows500, rows, cols, write), f"zarr {zarr.__version__}"
 
 
-def setup_zarr3(compressor: str) -> tuple[dict[str, Op], str]:
-    """zarr-python 3.1 on ``zarr.storage.MemoryStore``, Zarr v2 format, default config."""
+def setup_zarr3(compressor: str, pipeline: str | None = None) -> tuple[dict[str, Op], str]:
+    """zarr-python 3 on ``zarr.storage.MemoryStore``, Zarr v2 format, default config but for
+    ``pipeline`` (``codec_pipeline.path``, set for the whole worker process)."""
     import zarr
     from zarr.storage import MemoryStore
 
+    if pipeline is not None:
+        zarr.config.set({"codec_pipeline.path": pipeline})
     data, rows500, rows, cols = make_inputs()
     arr = zarr.create_array(
         store=MemoryStore(),
@@ -247,6 +266,7 @@ SETUPS: dict[str, Callable[[str], tuple[dict[str, Op], str]]] = {
     BASELINE: setup_azarr,
     "zarr218": setup_zarr218,
     "zarr3": setup_zarr3,
+    **{name: lambda comp, path=path: setup_zarr3(comp, path) for name, path in ZARR34_PIPELINES.items()},
 }
 
 
@@ -317,7 +337,7 @@ def _interpreter(impl: str) -> str:
         return sys.executable
     from benchmarks.peers import ensure_peer_python
 
-    return str(ensure_peer_python(impl))
+    return str(ensure_peer_python(PEER_VENV.get(impl, impl)))
 
 
 def run_impl(
@@ -462,7 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compressors", default=",".join(COMPRESSORS), help="comma-separated: none, blosc-lz4"
     )
-    parser.add_argument("--peers", default="zarr218,zarr3", help="comma-separated peers ('' for none)")
+    parser.add_argument(
+        "--peers",
+        default=DEFAULT_PEERS,
+        help="comma-separated peers ('' for none): " + ", ".join(IMPLEMENTATIONS[1:]),
+    )
     parser.add_argument("--workloads", default=None, help="JSON list of workload names (default: the case's)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="markdown file to write")
     parser.add_argument(

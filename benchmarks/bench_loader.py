@@ -15,6 +15,11 @@ way), shuffled, 256 samples per batch, in its own process
 ``zarr3``          the same over zarr 3.1 ``ObjectStore`` + obstore
 ``xbatcher``       xbatcher ``BatchGenerator`` over ``xarray.open_zarr`` (zarr 2.18 + s3fs),
                    batches in shuffled order, ``DataLoader(num_workers=2)``
+``zarr34``         zarr-python 3.4 ``ObjectStore`` + obstore, no DataLoader: each shuffled
+                   batch is one ``get_orthogonal_selection`` of its (sorted) sample
+                   indices, which zarr fetches concurrently; default pipeline, and
+                   ``zarr34-fused`` / ``zarr34-zarrs`` with ``FusedCodecPipeline`` / zarrs
+``tensorstore``    TensorStore ``zarr`` driver, ``arr.oindex[indices].read()`` per batch
 =================  ===============================================================
 
 Throughput is samples/s from the start of iteration (DataLoader worker start-up included;
@@ -48,8 +53,27 @@ RESULTS = REPO_ROOT / "benchmarks" / "results"
 WORKER = REPO_ROOT / "benchmarks" / "loader_workers.py"
 FEATURES, CHUNK_ROWS, BATCH = 1024, 256, 256
 
-PEER_VENVS = {"zarr218": "loader-zarr218", "zarr3": "loader-zarr3", "xbatcher": "loader-xbatcher"}
-IMPLS = ("raw", "azarr", "azarr-torch", "zarr218", "zarr3", "xbatcher")
+PEER_VENVS = {
+    "zarr218": "loader-zarr218",
+    "zarr3": "loader-zarr3",
+    "xbatcher": "loader-xbatcher",
+    "zarr34": "zarr34-zarrs",
+    "zarr34-fused": "zarr34-zarrs",
+    "zarr34-zarrs": "zarr34-zarrs",
+    "tensorstore": "tensorstore",
+}
+IMPLS = (
+    "raw",
+    "azarr",
+    "azarr-torch",
+    "zarr218",
+    "zarr3",
+    "xbatcher",
+    "zarr34",
+    "zarr34-fused",
+    "zarr34-zarrs",
+    "tensorstore",
+)
 BASELINE = "azarr-baseline"
 """``run_azarr`` importing the azarr in ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``,
 e.g. ``git archive <commit> azarr | tar -x -C DIR``): before/after in one interleaved run."""
@@ -132,8 +156,8 @@ def markdown(results: dict[str, Any]) -> str:
     ceiling = rows.get("raw", {}).get("samples_per_s")
     peers = [
         rows[p]["samples_per_s"]
-        for p in ("zarr218", "zarr3", "xbatcher")
-        if "samples_per_s" in rows.get(p, {})
+        for p in IMPLS
+        if p not in ("raw", "azarr", "azarr-torch") and "samples_per_s" in rows.get(p, {})
     ]
     best_peer = max(peers) if peers else None
     lines = [

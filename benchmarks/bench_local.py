@@ -1,4 +1,4 @@
-"""Local disk: azarr against zarr-python 2.18, zarr-python 3.1 and TensorStore on a directory.
+"""Local disk: azarr against zarr-python 2.18 / 3.4 (three pipelines) and TensorStore on a directory.
 
 Cases (``--cases``):
 
@@ -17,8 +17,11 @@ page cache. Dropping the cache is machine-wide, which is why this never runs in 
 
 Implementations, each in its own interpreter (`benchmarks.peers` builds the venvs):
 azarr ``LocalStore`` (coroutines on one ``asyncio.Runner`` loop), zarr 2.18 ``DirectoryStore``,
-zarr 3.1 ``LocalStore`` (``zarr_format=2``), TensorStore ``zarr`` driver on the ``file``
-kvstore, and ``azarr-baseline`` (``$AZARR_BASELINE/azarr``) for before/after. TensorStore's
+zarr-python 3.4 ``LocalStore`` (``zarr_format=2``) with its default ``BatchedCodecPipeline``
+(``zarr34``), its ``FusedCodecPipeline`` (``zarr34-fused``) and the zarrs Rust pipeline
+(``zarr34-zarrs``), all from one Python 3.12 venv, TensorStore ``zarr`` driver on the ``file``
+kvstore, and ``azarr-baseline`` (``$AZARR_BASELINE/azarr``) for before/after (``zarr3``,
+zarr-python 3.1, on request). TensorStore's
 ``file`` kvstore fsyncs each chunk and its directory by default (the others write a temporary
 file and rename it without fsync); ``--ts-no-fsync`` sets its ``file_io_sync`` context
 resource to false so the writes compare like for like. The default keeps TensorStore's default.
@@ -71,14 +74,36 @@ from typing import Any
 import numpy as np
 
 SEED = 20241123
-IMPLEMENTATIONS = ("azarr", "zarr218", "zarr3", "tensorstore", "azarr-baseline")
+IMPLEMENTATIONS = (
+    "azarr",
+    "zarr218",
+    "zarr3",
+    "zarr34",
+    "zarr34-fused",
+    "zarr34-zarrs",
+    "tensorstore",
+    "azarr-baseline",
+)
 LABELS = {
     "azarr": "azarr",
     "zarr218": "zarr 2.18",
     "zarr3": "zarr 3.1",
+    "zarr34": "zarr 3.4",
+    "zarr34-fused": "zarr 3.4 fused",
+    "zarr34-zarrs": "zarr 3.4 + zarrs",
     "tensorstore": "TensorStore",
     "azarr-baseline": "azarr (baseline)",
 }
+#: zarr-python 3.4's codec pipelines (``codec_pipeline.path``), all from the ``zarr34-zarrs``
+#: peer venv (Python 3.12): None is its default ``BatchedCodecPipeline``.
+ZARR34_PIPELINES: dict[str, str | None] = {
+    "zarr34": None,
+    "zarr34-fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
+    "zarr34-zarrs": "zarrs.ZarrsCodecPipeline",
+}
+#: The venv (`benchmarks.peers`) of each peer that is not named after its own.
+PEER_VENV = {name: "zarr34-zarrs" for name in ZARR34_PIPELINES}
+DEFAULT_PEERS = "zarr218,zarr34,zarr34-fused,zarr34-zarrs,tensorstore"
 BASELINE = "azarr-baseline"
 #: What each worker imports before its clock starts.
 IMPORTS: dict[str, tuple[str, ...]] = {
@@ -86,6 +111,9 @@ IMPORTS: dict[str, tuple[str, ...]] = {
     BASELINE: ("azarr", "azarr.storage", "numcodecs"),
     "zarr218": ("zarr", "numcodecs"),
     "zarr3": ("zarr", "zarr.storage", "numcodecs"),
+    "zarr34": ("zarr", "zarr.storage", "numcodecs"),
+    "zarr34-fused": ("zarr", "zarr.storage", "numcodecs"),
+    "zarr34-zarrs": ("zarr", "zarr.storage", "numcodecs", "zarrs"),
     "tensorstore": ("tensorstore",),
 }
 CASES = ("blosc-lz4", "zstd", "none", "small-chunks")
@@ -173,23 +201,24 @@ def write_array(
             compressor=_numcodecs_compressor(comp),
         )
         arr[...] = data
-    elif impl == "zarr3":
+    elif impl == "zarr3" or impl in ZARR34_PIPELINES:
         import zarr
         from zarr.storage import LocalStore as Z3LocalStore
 
         comp_obj = _numcodecs_compressor(comp)
-        arr = zarr.create_array(
-            store=Z3LocalStore(path),
-            shape=data.shape,
-            chunks=chunks,
-            dtype=data.dtype,
-            zarr_format=2,
-            compressors=comp_obj,
-            filters=None,
-            fill_value=0,
-            overwrite=True,
-        )
-        arr[...] = data
+        with _zarr3_config(impl):
+            arr = zarr.create_array(
+                store=Z3LocalStore(path),
+                shape=data.shape,
+                chunks=chunks,
+                dtype=data.dtype,
+                zarr_format=2,
+                compressors=comp_obj,
+                filters=None,
+                fill_value=0,
+                overwrite=True,
+            )
+            arr[...] = data
     elif impl == "tensorstore":
         import tensorstore as ts
 
@@ -214,6 +243,18 @@ def write_array(
         raise ValueError(impl)
 
 
+def _zarr3_config(impl: str) -> Any:
+    """zarr-python 3's config for ``impl``: its codec pipeline (zarr 3.4 peers), else as it comes."""
+    import contextlib
+
+    pipeline = ZARR34_PIPELINES.get(impl)
+    if pipeline is None:
+        return contextlib.nullcontext()
+    import zarr
+
+    return zarr.config.set({"codec_pipeline.path": pipeline})
+
+
 def read_array(impl: str, path: str) -> np.ndarray:
     """Open the array at ``path`` and read all of it with ``impl``'s usual API."""
     if impl in ("azarr", BASELINE):
@@ -231,11 +272,12 @@ def read_array(impl: str, path: str) -> np.ndarray:
         import zarr
 
         return np.asarray(zarr.open_array(zarr.DirectoryStore(path), mode="r")[...])
-    if impl == "zarr3":
+    if impl == "zarr3" or impl in ZARR34_PIPELINES:
         import zarr
         from zarr.storage import LocalStore as Z3LocalStore
 
-        return np.asarray(zarr.open_array(store=Z3LocalStore(path), mode="r")[...])
+        with _zarr3_config(impl):
+            return np.asarray(zarr.open_array(store=Z3LocalStore(path), mode="r")[...])
     if impl == "tensorstore":
         import tensorstore as ts
 
@@ -252,7 +294,9 @@ def _cpu() -> float:
 def _version(impl: str) -> str:
     from importlib.metadata import version
 
-    name = {"zarr218": "zarr", "zarr3": "zarr", "tensorstore": "tensorstore"}.get(impl, "azarr")
+    if impl == "zarr34-zarrs":
+        return f"zarr {version('zarr')} + zarrs {version('zarrs')}"
+    name = "azarr" if impl in ("azarr", BASELINE) else "tensorstore" if impl == "tensorstore" else "zarr"
     return f"{name} {version(name)}"
 
 
@@ -302,7 +346,7 @@ def _interpreter(impl: str) -> str:
         return sys.executable
     from benchmarks.peers import ensure_peer_python
 
-    return str(ensure_peer_python(impl))
+    return str(ensure_peer_python(PEER_VENV.get(impl, impl)))
 
 
 def drop_caches() -> bool:
@@ -372,7 +416,7 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     peers = [i for i in impls if i != "azarr"]
     versions = ", ".join(f"{LABELS[i]}: {v}" for i, v in meta["versions"].items())
     lines = [
-        "# Local disk: azarr vs zarr-python 2.18 / 3.1 and TensorStore",
+        "# Local disk: azarr vs zarr-python 2.18 / 3.4 and TensorStore",
         "",
         *([meta["note"], ""] if meta["note"] else []),
         f"{meta['mib']} MiB float32 arrays in 1 MiB (256, 1024) chunks, plus the (2000, 2000) int32 "
@@ -383,7 +427,8 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}. "
         f"Load average (1 min) before / after: {meta['load'][0]:.1f} / {meta['load'][1]:.1f}. Versions: {versions}.",
         "Cells: wall seconds (client CPU seconds, user + system, all threads). Ratio = peer wall / azarr "
-        "wall (above 1: azarr is faster). Issue #19 target: >= 1.0 vs TensorStore, >= 1.5 vs zarr 2.18. "
+        "wall (above 1: azarr is faster). Issue #33 targets: >= 1.0 vs TensorStore and vs zarr 3.4 + zarrs, "
+        ">= 1.2 vs the faster of zarr 3.4's default and fused pipelines (the Targets line under each table). "
         "Under each table, the same ratios on each implementation's fastest round (see the module "
         "docstring: on a VM that hands freed memory back to its host, who pays for the page faults "
         "varies from round to round).",
@@ -406,11 +451,37 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
             cell = results[case][op]
             fastest = ", ".join(f"{LABELS[p]} {cell[p]['min'] / cell['azarr']['min']:.2f}" for p in peers)
             lines.append(f"Fastest round, {op}: azarr {cell['azarr']['min']:.2f} s; peer / azarr: {fastest}.")
+        lines += targets(results[case], impls)
         stored = {i: results[case]["write"][i]["stored_bytes"] / 2**20 for i in impls}
         lines.append("")
         lines.append("Stored MiB: " + ", ".join(f"{LABELS[i]} {v:.1f}" for i, v in stored.items()) + ".")
         lines.append("")
     return "\n".join(lines)
+
+
+def targets(cell_ops: dict[str, Any], impls: list[str]) -> list[str]:
+    """Issue #33's targets for one case, as markdown lines: per op, azarr against TensorStore
+    (>= 1.0), zarr 3.4 + zarrs (>= 1.0) and the faster of zarr 3.4's default and fused
+    pipelines (>= 1.2), from the medians and (in brackets) the fastest rounds."""
+    bars = [
+        ("TensorStore", ["tensorstore"], 1.0),
+        ("zarr 3.4 + zarrs", ["zarr34-zarrs"], 1.0),
+        ("best zarr 3.4 (default/fused)", ["zarr34", "zarr34-fused"], 1.2),
+    ]
+    out = []
+    for op in ("write", "read"):
+        cell, parts = cell_ops[op], []
+        for label, peers, goal in bars:
+            ran = [p for p in peers if p in impls]
+            if not ran:
+                continue
+            median = min(cell[p]["wall"] for p in ran) / cell["azarr"]["wall"]
+            fastest = min(cell[p]["min"] for p in ran) / cell["azarr"]["min"]
+            verdict = "yes" if median >= goal else "**no**"
+            parts.append(f"{label} {median:.2f} ({fastest:.2f}) >= {goal:.1f} {verdict}")
+        if parts:
+            out.append(f"Targets, {op}: " + "; ".join(parts) + ".")
+    return ["", *out] if out else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=1024, help="size of the large arrays, MiB")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, implementations interleaved")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
-    parser.add_argument("--peers", default="zarr218,zarr3,tensorstore", help="comma-separated peers")
+    parser.add_argument(
+        "--peers", default=DEFAULT_PEERS, help="comma-separated peers: " + ", ".join(IMPLEMENTATIONS[1:])
+    )
     parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before reads (root)")
     parser.add_argument("--ts-no-fsync", action="store_true", help="TensorStore file_io_sync=false")
     parser.add_argument(

@@ -829,49 +829,52 @@ class Zarr3Obstore(Zarr3):
 
 
 class Zarr34(Zarr3Obstore):
-    """zarr-python 3.4 ``ObjectStore`` (obstore), Zarr v3 format, one codec pipeline.
+    """zarr-python 3.4 ``ObjectStore`` (obstore), one codec pipeline, either format.
 
     ``pipeline``: None for the default (``BatchedCodecPipeline``), else the
-    ``codec_pipeline.path`` set with ``zarr.config.set`` around every call.
+    ``codec_pipeline.path`` set with ``zarr.config.set`` for the worker process (the
+    pipeline is chosen when an array is opened). Operations with ``zarr_format`` 3 use
+    Zarr v3 data; the others Zarr v2, as zarr 3.1's worker (`Zarr3`).
     """
 
     modules = ("zarr", "numcodecs", "numpy", "obstore", "zarrs")
     imports = ("zarr", "zarr.storage", "zarr.api.asynchronous", "obstore.store", "numcodecs")
     pipeline: str | None = None
 
-    def _config(self) -> Any:
-        import zarr
+    def __init__(self, task: dict[str, Any]) -> None:
+        super().__init__(task)
+        if self.pipeline:
+            import zarr
 
-        return (
             zarr.config.set({"codec_pipeline.path": self.pipeline})
-            if self.pipeline
-            else contextlib.nullcontext()
-        )
 
     def read(self, prefix: str) -> Any:
         import zarr
 
-        with self._config():
-            return zarr.open_array(self.store(prefix), mode="r", zarr_format=3)[...]
+        if self.op.get("zarr_format") != 3:
+            return super().read(prefix)
+        return zarr.open_array(self.store(prefix), mode="r", zarr_format=3)[...]
 
     def write(self, prefix: str, data: np.ndarray, compressor: str, chunks: tuple[int, int]) -> None:
         import zarr
 
+        if self.op.get("zarr_format") != 3:
+            super().write(prefix, data, compressor, chunks)
+            return
         codecs = v3_codecs(compressor)
-        with self._config():
-            arr = zarr.create_array(
-                store=self.store(prefix, read_only=False),
-                shape=data.shape,
-                chunks=chunks,
-                dtype=data.dtype,
-                zarr_format=3,
-                serializer=codecs[0],
-                compressors=codecs[1:] or None,
-                filters=None,
-                fill_value=0.0,
-                overwrite=False,
-            )
-            arr[...] = data
+        arr = zarr.create_array(
+            store=self.store(prefix, read_only=False),
+            shape=data.shape,
+            chunks=chunks,
+            dtype=data.dtype,
+            zarr_format=3,
+            serializer=codecs[0],
+            compressors=codecs[1:] or None,
+            filters=None,
+            fill_value=0.0,
+            overwrite=False,
+        )
+        arr[...] = data
 
 
 class Zarr34Fused(Zarr34):

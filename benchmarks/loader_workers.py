@@ -290,6 +290,63 @@ def run_xbatcher(task: dict[str, Any]) -> dict[str, Any]:
     return clock.result()
 
 
+# ---------------------------------------------------------------------- batch peers
+ZARR34_PIPELINES = {
+    "zarr34": None,
+    "zarr34-fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
+    "zarr34-zarrs": "zarrs.ZarrsCodecPipeline",
+}
+
+
+def _batches(task: dict[str, Any], read: Any) -> dict[str, Any]:
+    """Shuffled batches without a DataLoader: each batch's sample indices (a seeded
+    permutation, sorted within the batch) read by one orthogonal selection, ``read(indices)``,
+    which the library fetches concurrently -- what a user of a synchronous library without
+    torch writes."""
+    import numpy as np
+
+    order = np.random.default_rng(task["seed"]).permutation(int(task["nsamples"]))
+    batch = int(task["batch_size"])
+    clock = _Clock(task["seconds"])
+    for start in range(0, len(order), batch):
+        indices = np.sort(order[start : start + batch])
+        if not clock.add(len(read(indices))):
+            break
+    return clock.result()
+
+
+def _run_zarr34(task: dict[str, Any]) -> dict[str, Any]:
+    """zarr-python 3.4 ``ObjectStore`` + obstore, one ``get_orthogonal_selection`` per shuffled batch,
+    with its default pipeline, ``FusedCodecPipeline`` or zarrs (``task['impl']``)."""
+    import zarr
+
+    pipeline = ZARR34_PIPELINES[task["impl"]]
+    if pipeline:
+        zarr.config.set({"codec_pipeline.path": pipeline})
+    array = _open_zarr3(task)
+    return _batches(task, lambda idx: array.get_orthogonal_selection((idx, slice(None))))
+
+
+def run_tensorstore(task: dict[str, Any]) -> dict[str, Any]:
+    """TensorStore's ``zarr`` driver on its ``s3`` kvstore, ``arr.oindex[indices].read()`` per shuffled batch."""
+    import tensorstore as ts
+
+    os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = task["key"], task["secret"]
+    spec = {
+        "driver": "zarr",
+        "kvstore": {
+            "driver": "s3",
+            "bucket": task["bucket"],
+            "path": f"{task['prefix']}/x/",
+            "endpoint": task["endpoint"],
+            "aws_region": "us-east-1",
+            "aws_credentials": {"type": "environment"},
+        },
+    }
+    array = ts.open(spec, read=True, context=ts.Context()).result()
+    return _batches(task, lambda idx: array.oindex[idx].read().result())
+
+
 IMPLS = {
     "raw": run_raw,
     "azarr": run_azarr,
@@ -298,6 +355,8 @@ IMPLS = {
     "zarr218": run_zarr218,
     "zarr3": run_zarr3,
     "xbatcher": run_xbatcher,
+    **dict.fromkeys(ZARR34_PIPELINES, _run_zarr34),
+    "tensorstore": run_tensorstore,
 }
 
 

@@ -168,12 +168,14 @@ class _SlowFileLikeStore(MemoryStore):
     def __init__(self, delay: float) -> None:
         super().__init__()
         self.delay, self.running, self.most = delay, 0, 0
+        self.threads: set[str] = set()
         self._lock = threading.Lock()
 
     def _call(self) -> None:
         with self._lock:
             self.running += 1
             self.most = max(self.most, self.running)
+            self.threads.add(threading.current_thread().name.rsplit("_", 1)[0])
         if self.delay:
             time.sleep(self.delay)
         with self._lock:
@@ -188,18 +190,26 @@ class _SlowFileLikeStore(MemoryStore):
         super()._set_blocking(key, value)
 
 
-async def test_small_chunk_jobs_run_on_every_codec_thread_when_store_calls_dominate() -> None:
+async def test_jobs_run_in_the_file_io_pool_more_than_codec_threads_when_store_calls_dominate() -> None:
     store = _SlowFileLikeStore(0.002)
     data = np.arange(160 * 100, dtype="i4").reshape(160, 100)
-    with azarr.config.set(codec_threads=2):  # 40 Blosc chunks of 1,600 B: 8 jobs of 5
+    # 40 Blosc chunks of 1,600 B: 8 jobs of 5; the first runs alone, in the codec pool.
+    with azarr.config.set(codec_threads=2, file_io_threads=4):
         arr = await azarr.array(np.zeros_like(data), chunks=(20, 20), store=store)
-        store.most = 0
+        store.most, store.threads = 0, set()
         await arr.set_basic_selection(..., data)
         writers = store.most
         store.most = 0
         np.testing.assert_array_equal(await arr.get_basic_selection(), data)
         readers = store.most
-    assert (writers, readers) == (2, 2)
+    assert (writers, readers) == (4, 4)
+    assert store.threads == {"azarr-codec", "azarr-file-io"}
+    # Within the request budget: at most as many jobs as requests in flight.
+    set_budget(store, max_requests=3)
+    with azarr.config.set(codec_threads=2, file_io_threads=8):
+        store.most = 0
+        np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+    assert store.most == 3
 
 
 async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() -> None:
@@ -207,13 +217,14 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         small = await azarr.create(shape=(100,), chunks=(10,), dtype="i4", store=MemoryStore())
         large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
         gate = _JobGate(small._pipeline)
-        assert (gate.limit, gate.threads) == (1, 3)
+        assert (gate.limit, gate.threads, gate.file_io) == (1, 3, False)
         await gate.finished(JobResult(nbytes=1, store_seconds=0.75, seconds=1.0))  # Python-bound
         assert gate.limit == 1
         await gate.finished(JobResult(nbytes=1, store_seconds=0.0, seconds=0.0))  # nothing to learn
         assert gate.limit == 1
         await gate.finished(JobResult(nbytes=1, store_seconds=0.85, seconds=1.0))  # waits on the store
-        assert gate.limit == 3
+        budget = small._pipeline.io.budget.max_requests
+        assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
 
 
@@ -354,3 +365,79 @@ async def test_whole_chunks_encoded_from_the_values_store_the_same_bytes(
     expected = data.copy()
     expected[:20, :10] = 7
     np.testing.assert_array_equal(await arrays[0].get_basic_selection(), expected)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "local"])
+def test_readinto_blocking_fills_buffers_or_says_the_size_differs(store_kind: str, tmp_path: Path) -> None:
+    store = MemoryStore() if store_kind == "memory" else LocalStore(tmp_path)
+    assert store.reads_into_buffers == (store_kind == "local")
+    value = bytes(range(256)) * 40  # 10,240 bytes
+    store.set_blocking("a/b", value)
+    target = np.zeros((8, 2048), dtype="u1")
+    rows = list(target[:, 512:1792])  # eight strided rows of 1,280 bytes
+    assert store.readinto_blocking("a/b", rows, 10_240) is True
+    assert target[:, 512:1792].tobytes() == value
+    assert not target[:, :512].any() and not target[:, 1792:].any()
+    assert store.readinto_blocking("a/b", rows[:7], 8960) is False  # the value is longer
+    assert store.readinto_blocking("a/b", [*rows, bytearray(1)], 10_241) is False  # shorter
+    assert store.readinto_blocking("missing", rows, 10_240) is None
+    # More buffers than one preadv takes (IOV_MAX): read in several calls.
+    many = np.zeros((3000, 16), dtype="u1")
+    store.set_blocking("m", bytes(range(250)) * 192)  # 48,000 bytes
+    assert store.readinto_blocking("m", list(many[:, :8]) + list(many[:, 8:]), 48_000) is True
+    assert many[:, :8].tobytes() + many[:, 8:].tobytes() == store.get_blocking("m")
+
+
+def test_a_store_overriding_reads_does_not_read_into_buffers() -> None:
+    class Translating(LocalStore):
+        def _get_blocking(self, key: str, byte_range: Any = None) -> bytes | None:
+            return super()._get_blocking(key.upper(), byte_range)
+
+    assert LocalStore(".").reads_into_buffers
+    assert not Translating(".").reads_into_buffers
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+async def test_uncompressed_chunks_are_read_into_the_output_in_place(
+    order: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azarr.storage import _local
+
+    read_into: list[str] = []
+    original = _local._readinto_whole
+
+    def counting(path: str, buffers: Any, nbytes: int) -> bool | None:
+        read_into.append(path)
+        return original(path, buffers, nbytes)
+
+    monkeypatch.setattr(_local, "_readinto_whole", counting)
+    # Rows of 1,024 elements in the chunk's stored order: along the last axis for C, the first for F.
+    shape, chunks = ((40, 3000), (10, 1024)) if order == "C" else ((3000, 40), (1024, 10))
+    data = np.random.default_rng(1).standard_normal(shape).astype("<f4")
+    arr = await azarr.array(data, chunks=chunks, store=LocalStore(tmp_path), compressor=None, order=order)
+    stats = stats_for(arr.store)
+    stats.reset()
+    np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+    assert stats.requests == 12 and stats.bytes_read == 12 * 10 * 1024 * 4
+    assert len(read_into) == 8  # the whole chunks; the last column's are cut by the array's edge
+    # Edge chunks (the last column of chunks is partial in the output), reversed and
+    # stepped selections take the copying path and agree.
+    for selection in [(slice(None, None, -1), slice(None)), (slice(5, 35), slice(10, 29, 3))]:
+        selection = selection if order == "C" else selection[::-1]
+        np.testing.assert_array_equal(await arr.get_basic_selection(selection), data[selection])
+
+
+async def test_an_uncompressed_chunk_of_the_wrong_size_fails_naming_its_key(tmp_path: Path) -> None:
+    arr = await azarr.array(
+        np.ones((40, 2048), "<f4"), chunks=(10, 1024), store=LocalStore(tmp_path), compressor=None
+    )
+    (tmp_path / "2.1").write_bytes((tmp_path / "2.1").read_bytes()[:-4])  # truncated
+    with pytest.raises(CodecError, match=r"'2\.1'"):
+        await arr.get_basic_selection()
+    (tmp_path / "2.1").write_bytes(np.ones((10, 1024), "<f4").tobytes() + b"\0")  # one byte too many
+    with pytest.raises(CodecError, match=r"'2\.1'"):
+        await arr.get_basic_selection()
+    (tmp_path / "2.1").unlink()  # missing: fill_value
+    expected = np.ones((40, 2048), "<f4")
+    expected[20:30, 1024:] = 0
+    np.testing.assert_array_equal(await arr.get_basic_selection(), expected)

@@ -813,3 +813,27 @@ async def test_store_fixture_gives_empty_stores(store_factory: Callable[[], Stor
 async def test_store_fixture(store: Store) -> None:
     await store.set("a/b", b"v")
     assert await store.get("a/b") == b"v"
+
+
+def test_validate_key_fast_path_agrees_with_the_full_check() -> None:
+    """Plain ``str`` keys take a fast path; a ``str`` subclass takes the full check: both
+    accept and refuse the same keys, over every short key of the characters that matter."""
+    from azarr.errors import InvalidKeyError
+    from azarr.storage._base import validate_key
+
+    class Full(str):
+        pass
+
+    def verdict(key: str, allow_empty: bool) -> bool:
+        try:
+            validate_key(key, allow_empty=allow_empty)
+        except InvalidKeyError:
+            return False
+        return True
+
+    for length in range(6):
+        for chars in itertools.product(["a", "0", ".", "/", "\\", "\x00"], repeat=length):
+            key = "".join(chars)
+            for allow_empty in (False, True):
+                assert verdict(key, allow_empty) == verdict(Full(key), allow_empty), (key, allow_empty)
+    assert validate_key("arr/12.34") == "arr/12.34"

@@ -382,6 +382,14 @@ class ChunkCodec:
         )
 
     @property
+    def stores_raw(self) -> bool:
+        """Whether a stored chunk is the chunk's memory as it is (C or F order, this machine's
+        byte order): no compressor, filters, checksum, transpose or byte swap, a fixed-size
+        dtype that exports a buffer. Decoding such a chunk is copying it, so a reader can read
+        it straight into its destination (`azarr.pipeline._batched`, `Store.readinto_blocking`)."""
+        return self._plain and self._buffer_dtype is None and _exports_buffer(self.dtype)
+
+    @property
     def direct_decode(self) -> bool:
         """Whether `decode` can decompress straight into the chunk array.
 
@@ -952,6 +960,16 @@ def _blosc_compress_args(
         shuffle = Blosc.BITSHUFFLE if dtype.itemsize == 1 else Blosc.SHUFFLE
     args: tuple[Any, ...] = (cname, compressor.clevel, shuffle, compressor.blocksize)
     return (*args, compressor._typesize) if hasattr(compressor, "_typesize") else args
+
+
+@functools.lru_cache(maxsize=256)
+def _exports_buffer(dtype: np.dtype[Any]) -> bool:
+    """Whether arrays of ``dtype`` export a buffer (NumPy refuses for datetime64/timedelta64)."""
+    try:
+        memoryview(np.empty(1, dtype))  # type: ignore[arg-type]
+    except (ValueError, TypeError, BufferError):
+        return False
+    return True
 
 
 def _byte_view(data: Any) -> memoryview:

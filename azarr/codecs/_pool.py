@@ -1,4 +1,4 @@
-"""The process-wide codec thread pool.
+"""The process-wide codec thread pool, and the file I/O pool beside it.
 
 Decoding and encoding chunks is CPU work; it must never run on an event loop,
 or one large chunk stalls every other request in flight. azarr runs it in one
@@ -14,6 +14,13 @@ same threads), it is created lazily on first use, it is replaced when
 
 zarr-python 2 decodes on the calling thread; zarr-python 3 hops to
 ``asyncio.to_thread`` (the loop's default executor) once per chunk.
+
+The file I/O pool (``azarr.config.get("file_io_threads")``, threads ``azarr-file-io_N``)
+runs the chunk jobs of local stores that wait on the disk more than they decode
+(`azarr.pipeline._batched`): a thread blocked opening or reading a file cold from the
+disk holds no core, so more such jobs than cores keep the device busy, as TensorStore's
+``file_io_concurrency`` pool does. It is built, replaced and reset after a fork like the
+codec pool.
 """
 
 from __future__ import annotations
@@ -29,7 +36,13 @@ from typing import TypeVar, TypeVarTuple
 
 from azarr import config
 
-__all__ = ["get_codec_pool", "reset_codec_pool", "run_in_codec_pool", "submit_to_codec_pool"]
+__all__ = [
+    "get_codec_pool",
+    "get_file_io_pool",
+    "reset_codec_pool",
+    "run_in_codec_pool",
+    "submit_to_codec_pool",
+]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -37,8 +50,46 @@ Ts = TypeVarTuple("Ts")
 #: Prefix of the pool's thread names (``azarr-codec_0``, ``azarr-codec_1``, ...).
 THREAD_NAME_PREFIX = "azarr-codec"
 
-_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+
+class _LazyPool:
+    """A process-wide `ThreadPoolExecutor` sized by one setting: made on first use,
+    retired when the setting changes (running work finishes), forgotten in a forked child."""
+
+    def __init__(self, setting: str, prefix: str) -> None:
+        self.setting, self.prefix = setting, prefix
+        self.lock = threading.Lock()
+        self.pool: ThreadPoolExecutor | None = None
+        if hasattr(os, "register_at_fork"):  # POSIX only
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+        config.on_change(setting, self.reset)
+
+    def get(self) -> ThreadPoolExecutor:
+        pool = self.pool
+        if pool is not None:  # fast path: no lock once the pool exists
+            return pool
+        with self.lock:
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(
+                    max_workers=int(config.get(self.setting)), thread_name_prefix=self.prefix
+                )
+            return self.pool
+
+    def reset(self) -> None:
+        with self.lock:
+            old, self.pool = self.pool, None
+        if old is not None:
+            old.shutdown(wait=False, cancel_futures=False)
+
+    def _after_fork_in_child(self) -> None:
+        # The child inherits the executor object but none of its threads: work
+        # submitted to it would wait forever for workers that do not exist. The
+        # lock may also have been held by another parent thread at fork time.
+        self.lock = threading.Lock()
+        self.pool = None
+
+
+_codec = _LazyPool("codec_threads", THREAD_NAME_PREFIX)
+_file_io = _LazyPool("file_io_threads", "azarr-file-io")
 
 
 def get_codec_pool() -> ThreadPoolExecutor:
@@ -52,21 +103,19 @@ def get_codec_pool() -> ThreadPoolExecutor:
         `reset_codec_pool` runs (``config.set(codec_threads=...)`` calls it)
         or the process forks.
     """
-    pool = _pool
-    if pool is not None:  # fast path: no lock once the pool exists
-        return pool
-    return _create_pool()
+    return _codec.get()
 
 
-def _create_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=int(config.get("codec_threads")),
-                thread_name_prefix=THREAD_NAME_PREFIX,
-            )
-        return _pool
+def get_file_io_pool() -> ThreadPoolExecutor:
+    """Return the process-wide file I/O pool, creating it on first use.
+
+    Returns
+    -------
+    concurrent.futures.ThreadPoolExecutor
+        ``max_workers = azarr.config.get("file_io_threads")``; thread names start with
+        ``"azarr-file-io"``; replaced when that setting changes, as the codec pool is.
+    """
+    return _file_io.get()
 
 
 def reset_codec_pool() -> None:
@@ -79,43 +128,23 @@ def reset_codec_pool() -> None:
     without waiting, so this never blocks (it is safe to call from an event
     loop); its threads exit once their queue is drained.
     """
-    global _pool
-    with _lock:
-        old, _pool = _pool, None
-    if old is not None:
-        old.shutdown(wait=False, cancel_futures=False)
+    _codec.reset()
 
 
-def _after_fork_in_child() -> None:
-    # The child inherits the executor object but none of its threads: work
-    # submitted to it would wait forever for workers that do not exist. The
-    # lock may also have been held by another parent thread at fork time.
-    global _lock, _pool
-    _lock = threading.Lock()
-    _pool = None
-
-
-if hasattr(os, "register_at_fork"):  # POSIX only
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-# config.set(codec_threads=...) retires the pool; the next use builds one of the new size.
-config.on_change("codec_threads", reset_codec_pool)
-
-
-def _submit(fn: Callable[[*Ts], T], args: tuple[*Ts]) -> Future[T]:
+def _submit(fn: Callable[[*Ts], T], args: tuple[*Ts], lazy: _LazyPool = _codec) -> Future[T]:
     # Run in a copy of the caller's context so contextvars (tracing, logging
     # context) follow the work into the pool, as asyncio.to_thread does.
     ctx = contextvars.copy_context()
     call = functools.partial(ctx.run, fn, *args)
     while True:
-        pool = get_codec_pool()
+        pool = lazy.get()
         try:
             return pool.submit(call)
         except RuntimeError:
-            # reset_codec_pool() may have shut this pool down between our
-            # lookup and submit: retry on its replacement. If the pool is still
-            # the current one the cause is something else (interpreter shutdown).
-            if _pool is pool:
+            # A reset may have shut this pool down between our lookup and submit:
+            # retry on its replacement. If the pool is still the current one the
+            # cause is something else (interpreter shutdown).
+            if lazy.pool is pool:
                 raise
 
 
@@ -124,6 +153,8 @@ def submit_to_codec_pool(
     args: tuple[*Ts],
     loop: asyncio.AbstractEventLoop,
     on_done: Callable[[BaseException | None], object],
+    *,
+    file_io: bool = False,
 ) -> None:
     """Run ``fn(*args)`` in the codec pool, then call ``on_done(error)`` on ``loop``.
 
@@ -131,7 +162,8 @@ def submit_to_codec_pool(
     posts ``on_done`` to the loop itself (``call_soon_threadsafe``), so the loop
     wakes once per job. ``fn``'s return value is discarded (it reports through
     its arguments); ``error`` is what it raised, or None. If ``loop`` has closed
-    by then, ``on_done`` is dropped.
+    by then, ``on_done`` is dropped. ``file_io=True`` runs it in the file I/O pool
+    (`get_file_io_pool`) instead.
     """
 
     def finished(cfut: Future[object]) -> None:
@@ -142,7 +174,7 @@ def submit_to_codec_pool(
             pass
 
     try:
-        cfut = _submit(fn, args)
+        cfut = _submit(fn, args, _file_io if file_io else _codec)
     except RuntimeError as exc:  # interpreter shutdown: report it like a failed job
         loop.call_soon(on_done, exc)
         return

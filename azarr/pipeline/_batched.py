@@ -40,7 +40,15 @@ from azarr.scheduler import ProgressTracker, bounded_map
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
 
-__all__ = ["RESERVE_MIN_BYTES", "BatchedWrites", "StopFlag", "iter_jobs", "iter_write_items", "read_batched"]
+__all__ = [
+    "RESERVE_MIN_BYTES",
+    "BatchedWrites",
+    "StopFlag",
+    "iter_jobs",
+    "iter_write_items",
+    "raw_rows",
+    "read_batched",
+]
 
 #: Jobs per codec thread a call is split into (>1 balances chunks of uneven cost).
 _JOBS_PER_THREAD = 4
@@ -92,8 +100,11 @@ class JobResult(NamedTuple):
     seconds: float
 
 
-async def _run_job(fn: Callable[..., JobResult], args: tuple[Any, ...], stop: StopFlag) -> JobResult:
-    """``fn(*args)`` in the codec pool; on cancellation, stop it at its next chunk and wait for it."""
+async def _run_job(
+    fn: Callable[..., JobResult], args: tuple[Any, ...], stop: StopFlag, *, file_io: bool = False
+) -> JobResult:
+    """``fn(*args)`` in the codec pool (``file_io``: the file I/O pool); on cancellation, stop
+    it at its next chunk and wait for it."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[BaseException | None] = loop.create_future()
     result: list[JobResult] = []
@@ -105,7 +116,7 @@ async def _run_job(fn: Callable[..., JobResult], args: tuple[Any, ...], stop: St
         if not done.done():
             done.set_result(error)
 
-    submit_to_codec_pool(body, (), loop, finished)
+    submit_to_codec_pool(body, (), loop, finished, file_io=file_io)
     try:
         error = await asyncio.shield(done)
     except asyncio.CancelledError:
@@ -133,25 +144,34 @@ async def _job_slot(pipeline: ChunkPipeline) -> AsyncIterator[None]:
 
 
 class _JobGate:
-    """How many of one call's jobs run at once.
+    """How many of one call's jobs run at once, and in which pool.
 
     Jobs of chunks of ``_PARALLEL_MIN_CHUNK_BYTES`` or more run on every codec thread
     (within the request budget): their decoding and encoding release the GIL. A small
     chunk's job is mostly Python holding the GIL, and two at once were 15-45 % slower
     than one (quiet host, 1.6-8 KB Blosc chunks, memory, tmpfs or cached files), so
-    such jobs run one at a time -- until a finished job shows that the store's calls
-    took ``_STORE_BOUND_SHARE`` of its time or more: system calls that run without the
-    GIL, such as creating files on a disk file system or a network one. Measured with
-    10,000 1.6 KB Blosc chunks: written to ext4 the store's share of a job was 0.81-0.99
-    and two jobs took 0.43-0.48 s against 0.57-0.62 s for one; on tmpfs the share was
-    0.59-0.73 and two jobs were slower (0.31 against 0.25 s); reads from the page
-    cache 0.3-0.59 (``benchmarks/README.md``). From then on the call's jobs run on every
-    codec thread.
+    such jobs run one at a time.
+
+    Once a finished job shows that the store's calls took ``_STORE_BOUND_SHARE`` of its
+    time or more -- system calls that run without the GIL: opening and reading files cold
+    from the disk, creating them on a disk or network file system -- the call's remaining
+    jobs run in the file I/O pool, up to ``file_io_threads`` at once (within the request
+    budget): threads blocked on the disk hold no core, so more of them than cores keep
+    the device busy (TensorStore's ``file_io_concurrency``). Measured with 10,000 1.6 KB
+    Blosc chunks: written to ext4 the store's share of a job was 0.81-0.99 and two jobs
+    took 0.43-0.48 s against 0.57-0.62 s for one; on tmpfs the share was 0.59-0.73 and
+    two jobs were slower (0.31 against 0.25 s); reads from the page cache 0.3-0.59
+    (``benchmarks/README.md``, which also has the cold reads).
     """
 
     def __init__(self, pipeline: ChunkPipeline) -> None:
-        self.threads = max(1, min(pipeline.io.budget.max_requests, int(config.get("codec_threads"))))
+        budget = pipeline.io.budget.max_requests
+        self.threads = max(1, min(budget, int(config.get("codec_threads"))))
+        #: Jobs at once once they are store-bound (and the `bounded_map` width of the call).
+        self.io_threads = max(self.threads, min(budget, int(config.get("file_io_threads"))))
         self.limit = self.threads if pipeline.codec.nbytes >= _PARALLEL_MIN_CHUNK_BYTES else 1
+        #: Jobs go to the file I/O pool (set by the first store-bound job).
+        self.file_io = False
         self._running = 0
         self._changed = asyncio.Condition()
 
@@ -170,9 +190,10 @@ class _JobGate:
 
     async def finished(self, result: JobResult) -> None:
         """Learn from a finished job whether its store's calls leave the GIL to the others."""
-        if self.limit < self.threads and result.store_seconds >= _STORE_BOUND_SHARE * result.seconds > 0:
+        if not self.file_io and result.store_seconds >= _STORE_BOUND_SHARE * result.seconds > 0:
             async with self._changed:
-                self.limit = self.threads
+                self.file_io = True
+                self.limit = self.io_threads
                 self._changed.notify_all()
 
 
@@ -198,12 +219,13 @@ async def read_batched(
 
     async def run(job: Sequence[ChunkProjection]) -> None:
         async with gate.slot(), _job_slot(pipeline):
-            result = await _run_job(_read_job, (pipeline, job, out, fields, fill, direct, stop), stop)
+            args = (pipeline, job, out, fields, fill, direct, stop)
+            result = await _run_job(_read_job, args, stop, file_io=gate.file_io)
         await gate.finished(result)
         tracker.advance_many(len(job), result.nbytes)
 
     jobs = iter_jobs(projections, nchunks, pipeline.codec.nbytes)
-    await bounded_map(run, jobs, gate.threads)
+    await bounded_map(run, jobs, gate.io_threads)
 
 
 def _read_job(
@@ -217,10 +239,13 @@ def _read_job(
 ) -> JobResult:
     """Read, decode and scatter each chunk of ``job`` (a codec thread)."""
     started = time.perf_counter()
-    chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, pipeline.codec.decode
+    codec = pipeline.codec
+    chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, codec.decode
     # No chunk-shaped region of ``out`` is contiguous, no fields: every chunk is decoded and
     # its selection copied out, with no per-chunk checks (``_decode_into``'s last step, inline).
     scatter = not direct and fields is None
+    # Uncompressed chunks a file store reads straight into their region of ``out``.
+    raw = codec.stores_raw and fields is None and pipeline.io.store.reads_into_buffers
     nbytes = 0
     with pipeline.io.blocking_batch() as store:
         get = store.get
@@ -228,6 +253,17 @@ def _read_job(
             if stop.stopped:
                 break
             key = chunk_key(projection.chunk_coords)
+            if raw and projection.is_complete_chunk:
+                rows = raw_rows(out, projection, codec.chunks, codec.order)
+                if rows is not None:
+                    found = store.readinto(key, rows, codec.nbytes)
+                    if found:
+                        nbytes += codec.nbytes
+                        continue
+                    if found is None:
+                        out[projection.out_selection] = fill
+                        continue
+                    # Another size than a chunk's: the general path below says what is wrong.
             data = get(key)
             if data is None:
                 out[projection.out_selection] = fill
@@ -240,6 +276,48 @@ def _read_job(
                 decode_into(data, key, out, projection, fields, direct)
             nbytes += len(data)
         return JobResult(nbytes, store.store_seconds, time.perf_counter() - started)
+
+
+#: Smallest contiguous run (bytes) of a chunk's region in the output worth a buffer of its
+#: own in `raw_rows`: below it, one row object per run costs more than the copy it saves.
+_MIN_RAW_ROW_BYTES = 2048
+
+
+def raw_rows(
+    out: np.ndarray[Any, Any], projection: ChunkProjection, chunks: tuple[int, ...], order: str
+) -> list[np.ndarray[Any, Any]] | None:
+    """The region of ``out`` a whole uncompressed chunk fills, as the contiguous runs a
+    file is read into in order (``preadv``): the region itself when it is contiguous, else
+    its rows (trailing dimensions merged while contiguous). None when the chunk is not
+    exactly a view of ``out`` in its stored order, or its runs are under
+    ``_MIN_RAW_ROW_BYTES``: the caller then reads and copies."""
+    selection = projection.out_selection
+    if not all(type(s) is slice for s in selection) or not all(
+        type(s) is slice and s.step in (None, 1) for s in projection.chunk_selection
+    ):
+        return None
+    region = out[selection]
+    if not isinstance(region, np.ndarray) or region.shape != chunks:  # 0-d: a scalar, no view
+        return None
+    if order == "F":
+        region = region.T  # the file holds the chunk in F order: its transpose in C order
+    if region.flags.c_contiguous:
+        return [region]
+    itemsize, shape, strides = region.itemsize, region.shape, region.strides
+    if strides[-1] != itemsize:
+        return None
+    run, axis = shape[-1] * itemsize, region.ndim - 1
+    while axis > 0 and strides[axis - 1] == run:  # merge contiguous trailing dimensions
+        axis -= 1
+        run *= shape[axis]
+    if run < _MIN_RAW_ROW_BYTES:
+        return None
+    rows = region.view()
+    try:
+        rows.shape = (-1, run // itemsize)  # a view, or AttributeError where it cannot be one
+    except AttributeError:
+        return None
+    return list(rows)
 
 
 # ------------------------------------------------------------------------ writes
@@ -268,7 +346,7 @@ class BatchedWrites:
         """Merge, encode and store the chunks of ``job`` in one codec-pool job."""
         async with self._gate.slot(), _job_slot(self.pipeline):
             args = (self.pipeline, job, self.values, self.fields, self.stop)
-            result = await _run_job(_write_job, args, self.stop)
+            result = await _run_job(_write_job, args, self.stop, file_io=self._gate.file_io)
         await self._gate.finished(result)
         self.tracker.advance_many(len(job), result.nbytes)
 

@@ -9,7 +9,7 @@ zarr-python 3's ``zarr.abc.store.Store`` with zarr-python 2's key rules.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeAlias
@@ -88,6 +88,20 @@ def validate_key(key: str, *, allow_empty: bool = False) -> str:
         Empty key, leading ``/`` (absolute), backslash, empty segment (``a//b``),
         ``.`` or ``..`` segment, or a NUL character. The message names the key.
     """
+    if (
+        type(key) is str
+        and key
+        and key[0] not in "/."
+        and key[-1] != "/"
+        and "//" not in key
+        and "/." not in key
+        and "\\" not in key
+        and "\x00" not in key
+    ):
+        # The common key (every chunk key of a read): no segment can be empty, "." or "..",
+        # as each would need a leading "/" or ".", a "//", a "/." or a trailing "/". Keys
+        # with a segment starting with "." (".zarray", "a/.zattrs") take the full check.
+        return key
     if not isinstance(key, str):
         raise InvalidKeyError(f"store key must be a str, got {type(key).__name__}: {key!r}")
     if key == "":
@@ -181,6 +195,11 @@ class Store(ABC):
     #: to the caller's buffer never changes what was stored. A subclass overriding
     #: ``_set_blocking`` loses it unless it declares it again.
     _set_blocking_takes_buffers: ClassVar[bool] = False
+    #: True when `readinto_blocking` reads a value straight into the caller's buffers (a
+    #: file store's ``preadv``); otherwise it reads ``bytes`` and copies them, which gains
+    #: a caller nothing over `get_blocking`. A subclass overriding ``_get`` or
+    #: ``_get_blocking`` loses it unless it declares it again.
+    reads_into_buffers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -193,6 +212,10 @@ class Store(ABC):
             cls.supports_blocking_io = False
         if "_set_blocking_takes_buffers" not in cls.__dict__ and "_set_blocking" in cls.__dict__:
             cls._set_blocking_takes_buffers = False
+        if "reads_into_buffers" not in cls.__dict__ and any(
+            name in cls.__dict__ for name in ("_get", "_get_blocking")
+        ):
+            cls.reads_into_buffers = False
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -539,6 +562,42 @@ class Store(ABC):
         validate_key(key)
         return self._get_blocking(key)
 
+    def readinto_blocking(self, key: str, buffers: Sequence[Any], nbytes: int) -> bool | None:
+        """The whole value at ``key`` read into ``buffers``, in order, without the event loop.
+
+        For readers that know a value's size and want its bytes in place (the chunk
+        pipeline reads an uncompressed chunk straight into the rows of the caller's output
+        array, as TensorStore's file driver reads into its chunk buffers): a file store
+        reads with ``preadv`` and no intermediate copy (`reads_into_buffers`).
+
+        Parameters
+        ----------
+        key : str
+            Store key (validated).
+        buffers : sequence of writable buffers
+            Contiguous buffers (``bytearray``, NumPy arrays, ...), filled one after
+            another in C order.
+        nbytes : int
+            Their sizes together: the size the caller expects the value to have.
+
+        Returns
+        -------
+        bool or None
+            True: the value is exactly ``nbytes`` long, and ``buffers`` hold it.
+            False: it has another length (what ``buffers`` hold is then unspecified; a
+            caller reads it with `get_blocking` to say what is wrong). None: no value.
+
+        Raises
+        ------
+        NotImplementedError
+            The store does not declare `supports_blocking_io`.
+        InvalidKeyError, StoreError
+            As `get`.
+        """
+        self._check_blocking(key)
+        validate_key(key)
+        return self._readinto_blocking(key, buffers, nbytes)
+
     def set_blocking(self, key: str, value: bytes | memoryview) -> None:
         """`set` (unconditional) without the event loop, for a worker thread.
 
@@ -592,6 +651,19 @@ class Store(ABC):
 
     def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
         raise NotImplementedError
+
+    def _readinto_blocking(self, key: str, buffers: Sequence[Any], nbytes: int) -> bool | None:
+        """`_get_blocking`, then the bytes copied into ``buffers`` (stores that read in place override it)."""
+        data = self._get_blocking(key)
+        if data is None:
+            return None
+        if len(data) != nbytes:
+            return False
+        source, done = memoryview(data), 0
+        for view in (memoryview(b).cast("B") for b in buffers):
+            view[:] = source[done : done + view.nbytes]
+            done += view.nbytes
+        return True
 
     def _delete_blocking(self, key: str) -> None:
         raise NotImplementedError
