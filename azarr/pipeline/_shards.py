@@ -318,13 +318,16 @@ class ShardedChunks:
 
     # ---------------------------------------------------------------- writes
     async def put(self, key: str, shard: bytes | None) -> None:
-        """Store a whole shard blind (one PUT), or delete it (None: no inner chunk stored)."""
+        """Store a whole shard blind (one PUT), or delete it (None: no inner chunk stored).
+
+        Reserves nothing in the byte budget: the caller holds the shard's bytes already (a
+        second reservation inside the first deadlocks once the callers' hold the budget).
+        """
         SHARD_INDEXES.discard(self.io.store.budget_key, key)
         if shard is None:
             await self.io.delete(key)
         else:
-            async with self.io.budget.reserve(len(shard)):
-                await self.io.set(key, shard)
+            await self.io.set(key, shard)
         SHARD_INDEXES.discard(self.io.store.budget_key, key)
 
     async def update(self, key: str, modify: Callable[[Parts | None], Awaitable[bytes | None]]) -> int:
