@@ -122,11 +122,12 @@ async def to_zarr_async(
         What to write. Dask-backed variables are written block by block.
     store : str, os.PathLike, Store or MutableMapping
         Where (a URL like ``"s3://bucket/x.zarr"``, a path, or a store).
-    mode : {"w-", "w", "a", "a-", "r+"}, optional
-        ``"w-"`` (the default) fails if something is there; ``"w"`` replaces the
-        group; ``"a"`` adds or overwrites variables; ``"a-"`` with ``append_dim``
-        also leaves variables without that dimension alone; ``"r+"`` writes into
-        existing arrays only. ``append_dim`` implies ``"a"``, ``region`` ``"r+"``.
+    mode : {None, "w-", "w", "a", "a-", "r+"}, optional
+        None (the default, as in xarray) means ``"a"`` with ``append_dim``, ``"r+"``
+        with ``region`` and ``"w-"`` otherwise. ``"w-"`` fails if something is
+        there; ``"w"`` replaces the group; ``"a"`` adds or overwrites variables;
+        ``"a-"`` with ``append_dim`` also leaves variables without that dimension
+        alone; ``"r+"`` writes into existing arrays only.
     group : str, optional
         Group path within the store (not for a DataTree).
     encoding : dict, optional
