@@ -225,6 +225,32 @@ async def test_a_read_cancelled_mid_body_closes_its_connection(attached: list[bo
     assert server.connections == 2 and attached[0]
 
 
+async def test_after_a_direct_body_the_next_head_is_read_in_small_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    firsts: list[int] = []  # bytes of each body that came with its head
+    original = _aiohttp._BodyInto.attach.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: Any, resp: Any, view: memoryview, filled: int) -> Any:
+        firsts.append(filled)
+        return original(cls, resp, view, filled)
+
+    monkeypatch.setattr(_aiohttp._BodyInto, "attach", classmethod(spy))
+    whole: Script = [(head(len(BODY)) + BODY, 0.0)]  # the whole response in one write
+    async with connected([whole]) as (server, url, session):
+        for _ in range(3):
+            assert bytes(await get(session, url) or b"") == BODY
+        async with session.get(url) as resp:  # a body aiohttp reads itself: default recv size again
+            transport = resp.connection.transport if resp.connection else None
+            assert transport is not None and transport.max_size == _aiohttp.HEAD_RECV_BYTES  # type: ignore[attr-defined]
+            body, view = await read_body(resp, None, what="get")
+            assert body == BODY and view is None
+            assert transport.max_size == type(transport).max_size  # type: ignore[attr-defined]
+    assert server.connections == 1
+    assert len(firsts) == 3 and firsts[0] > _aiohttp.HEAD_RECV_BYTES  # asyncio's default: 256 KiB
+    assert all(0 < n < _aiohttp.HEAD_RECV_BYTES for n in firsts[1:])
+
+
 def test_uvloop_transports_receive_directly(attached: list[bool]) -> None:
     uvloop = pytest.importorskip("uvloop")
 
