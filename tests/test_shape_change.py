@@ -1,0 +1,224 @@
+"""Crash-safe ``resize``/``append`` (azarr/core/_shape_change.py): the store is made ready
+before the new shape is published, so a writer stopped at any point never exposes old data.
+
+Stops are simulated here by a store that raises at the n-th write (every n, so every
+point between two requests is tried); tests/test_kill9.py kills real processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from util import RecordingStore
+
+import azarr
+from azarr.storage import ByteRange, Generation, LocalStore, MemoryStore, S3Store, Store
+
+SHAPE, CHUNKS, FILL = (40, 24), (8, 8), -1
+DATA = np.arange(1, 40 * 24 + 1, dtype="i4").reshape(SHAPE)
+
+
+class Stopped(Exception):
+    """The simulated end of a killed writer (no azarr error: nothing retries it)."""
+
+
+class StoppingStore(RecordingStore):
+    """Records every write and delete in order; raises `Stopped` at write number ``stop_at``."""
+
+    def __init__(self, inner: Store, stop_at: int | None = None) -> None:
+        super().__init__(inner)
+        self.log: list[tuple[str, str]] = []
+        self.stop_at = stop_at
+
+    def _record(self, op: str, key: str) -> None:
+        if self.stop_at is not None and len(self.log) == self.stop_at:
+            raise Stopped
+        self.log.append((op, key))
+
+    async def _set(self, key: str, value: bytes) -> None:
+        self._record("set", key)
+        await super()._set(key, value)
+
+    async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
+        self._record("set", key)
+        await super()._set_if(key, value, generation)
+
+    async def _delete(self, key: str) -> None:
+        self._record("delete", key)
+        await super()._delete(key)
+
+    async def _delete_if(self, key: str, generation: Generation) -> None:
+        self._record("delete", key)
+        await super()._delete_if(key, generation)
+
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        return await super()._get(key, byte_range)
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        async for key in super()._list_prefix(prefix):
+            yield key
+
+
+async def _filled(store: Store) -> azarr.AsyncArray:
+    arr = await azarr.create(SHAPE, chunks=CHUNKS, dtype="i4", store=store, fill_value=FILL, overwrite=True)
+    await arr.set_basic_selection(..., DATA)
+    return arr
+
+
+async def _plant_stale_shape(store: Store, shape: tuple[int, ...]) -> None:
+    """Publish a smaller shape without touching chunks: what a shrink killed between writing
+    ``.zarray`` and deleting leaves (zarr-python 2 and azarr before this change)."""
+    document = json.loads(await store.get(".zarray") or b"{}")
+    document["shape"] = list(shape)
+    await store.set(".zarray", json.dumps(document).encode())
+
+
+def _expected(shape: tuple[int, ...], kept: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    out = np.full(shape, FILL, dtype="i4")
+    region = tuple(slice(0, k) for k in kept)
+    out[region] = DATA[region]
+    return out
+
+
+@pytest.fixture(params=["memory", "local", pytest.param("seaweedfs", marks=pytest.mark.s3)])
+def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "memory":
+        return MemoryStore()
+    if request.param == "local":
+        return LocalStore(tmp_path / "a.zarr")
+    server = request.getfixturevalue("seaweedfs")
+    return S3Store(f"{server.create_bucket()}/a.zarr", storage_options=server.storage_options)
+
+
+async def test_grow_clears_what_a_killed_shrink_left(base_store: Store) -> None:
+    await _filled(base_store)
+    await _plant_stale_shape(base_store, (13, 24))  # chunks of rows 16.. and rows 13..15 of row 1
+    arr = await azarr.open_array(base_store, mode="r+")
+    await arr.resize(*SHAPE)
+    np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24)))
+    # on two axes at once, and through append
+    await arr.set_basic_selection(..., DATA)
+    await _plant_stale_shape(base_store, (13, 5))
+    arr = await azarr.open_array(base_store, mode="r+")
+    await arr.append(np.zeros((27, 5), dtype="i4") + 9)
+    got = await arr.get_basic_selection()
+    assert got.shape == (40, 5)
+    np.testing.assert_array_equal(got[:13], DATA[:13, :5])
+    assert (got[13:] == 9).all()
+    await arr.resize(*SHAPE)
+    got = await arr.get_basic_selection()
+    assert (got[:, 5:] == FILL).all(), "stale columns exposed by the grow"
+
+
+async def test_shrink_deletes_and_clears_before_publishing() -> None:
+    store = StoppingStore(MemoryStore())
+    await _filled(store)
+    store.log.clear()
+    arr = await azarr.open_array(store, mode="r+")
+    await arr.resize(13, 24)
+    assert store.log[-1] == ("set", ".zarray"), store.log
+    chunk_ops = store.log[:-1]
+    assert {op for op, _ in chunk_ops} == {"set", "delete"}
+    # the three chunks of row 1 cut at row 13 are rewritten; rows 2.. deleted
+    assert sorted(k for op, k in chunk_ops if op == "set") == ["1.0", "1.1", "1.2"]
+    assert len([k for op, k in chunk_ops if op == "delete"]) == 3 * 3
+    # the cut rows hold fill_value beyond the new edge: a later grow finds nothing to clear
+    store.log.clear()
+    await arr.resize(*SHAPE)
+    assert store.log == [("set", ".zarray")]
+    np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24)))
+
+
+@pytest.mark.parametrize("new_shape", [(13, 24), (40, 5), (3, 3), (0, 24)])
+async def test_shrink_stopped_at_any_write_never_exposes_old_data(new_shape: tuple[int, int]) -> None:
+    """Stop the shrink at each of its writes; run it again and grow back: the regrown region is
+    fill_value (stopped before publishing, the region being removed is old data or fill)."""
+    stop_at = 0
+    while True:
+        store = StoppingStore(MemoryStore())
+        await _filled(store)
+        store.log.clear()
+        store.stop_at = stop_at
+        arr = await azarr.open_array(store, mode="r+")
+        try:
+            await arr.resize(*new_shape)
+            finished = True
+        except Stopped:
+            finished = False
+        store.stop_at = None
+        reader = await azarr.open_array(store, mode="r+")
+        got = await reader.get_basic_selection()
+        if reader.shape == SHAPE:  # not published: the region being removed is old data or fill
+            kept = tuple(slice(0, n) for n in new_shape)
+            np.testing.assert_array_equal(got[kept], DATA[kept])
+            assert ((got == DATA) | (got == FILL)).all()
+        else:
+            assert reader.shape == new_shape
+            np.testing.assert_array_equal(got, DATA[: new_shape[0], : new_shape[1]])
+        await reader.resize(*new_shape)  # the shrink run again, then grown back
+        await reader.resize(*SHAPE)
+        np.testing.assert_array_equal(await reader.get_basic_selection(), _expected(SHAPE, new_shape))
+        if finished:
+            break
+        stop_at += 1
+    assert stop_at >= 2
+
+
+async def test_grow_stopped_at_any_write_never_exposes_old_data() -> None:
+    stop_at = 0
+    while True:
+        store = StoppingStore(MemoryStore())
+        await _filled(store)
+        await _plant_stale_shape(store, (13, 5))
+        store.log.clear()
+        store.stop_at = stop_at
+        arr = await azarr.open_array(store, mode="r+")
+        try:
+            await arr.resize(*SHAPE)
+            finished = True
+        except Stopped:
+            finished = False
+        store.stop_at = None
+        reader = await azarr.open_array(store, mode="r")
+        got = await reader.get_basic_selection()
+        assert reader.shape in {SHAPE, (13, 5)}
+        np.testing.assert_array_equal(got, _expected(reader.shape, (13, 5))[: got.shape[0], : got.shape[1]])
+        if finished:
+            assert store.log[-1] == ("set", ".zarray")
+            break
+        stop_at += 1
+    assert stop_at >= 2
+
+
+async def test_append_stopped_after_publishing_shows_fill_not_old_data() -> None:
+    """The window between claiming the rows and writing them: the claim was made on a clean region."""
+    store = StoppingStore(MemoryStore())
+    await _filled(store)
+    await _plant_stale_shape(store, (13, 24))
+    arr = await azarr.open_array(store, mode="r+")
+    store.log.clear()
+    # writes: the three cleared cut chunks, the deleted stale chunks, .zarray; then stop
+    store.stop_at = 3 + 9 + 1
+    with pytest.raises(Stopped):
+        await arr.append(np.full((20, 24), 5, dtype="i4"))
+    assert store.log[-1] == ("set", ".zarray")
+    store.stop_at = None
+    reader = await azarr.open_array(store, mode="r")
+    assert reader.shape == (33, 24)
+    np.testing.assert_array_equal(await reader.get_basic_selection(), _expected((33, 24), (13, 24)))
+
+
+async def test_append_to_a_clean_array_costs_no_extra_write() -> None:
+    store = StoppingStore(MemoryStore())
+    arr = await azarr.create((0, 24), chunks=CHUNKS, dtype="i4", store=store, fill_value=FILL)
+    for _ in range(3):
+        store.log.clear()
+        await arr.append(np.ones((12, 24), dtype="i4"))
+        # .zarray, then the chunks of the block: nothing cleared
+        assert store.log[0] == ("set", ".zarray") and all(op == "set" for op, _ in store.log)
+    assert (await arr.get_basic_selection() == 1).all()
