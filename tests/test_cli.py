@@ -284,6 +284,25 @@ def test_verify_finds_problems_exit_1(local: str) -> None:
     assert text.returncode == 1 and "PROBLEM t/3.1" not in text.stdout and "PROBLEM stray" in text.stdout
 
 
+def test_verify_against_source_finds_what_a_copy_lacks(local: str, tmp_path: Path) -> None:
+    dst = tmp_path / "copy.zarr"
+    ok("cp", local, str(dst))
+    report = ok_json("verify", str(dst), "--against", local)
+    assert report["ok"] and report["compared"] == 57 and report["against"] == local
+    (dst / "t" / "3.1").unlink()  # missing
+    (dst / "t" / "4.1").write_bytes((dst / "t" / "4.2").read_bytes())  # different bytes
+    (dst / "sub" / "b" / "9").write_bytes(b"x")  # extra (and outside the grid)
+    for args in (("verify", local, str(dst), "--json"), ("verify", str(dst), "--against", local, "--json")):
+        proc = run(*args)
+        assert proc.returncode == 1, proc.stderr
+        problems = {p["key"]: p["error"] for p in json.loads(proc.stdout)["problems"]}
+        assert problems["t/3.1"].startswith("missing") and problems["t/4.1"].startswith("differs")
+        assert problems["sub/b/9"].startswith("extra") or "outside the chunk grid" in problems["sub/b/9"]
+    text = run("verify", local, str(dst)).stdout
+    assert "PROBLEM t/3.1: missing" in text and f"compared with {local}" in text
+    assert "either as the first" in one_line_error(run("verify", local, str(dst), "--against", local), 2)
+
+
 # ---------------------------------------------------------------- bench
 def test_bench(local: str) -> None:
     result = ok_json("bench", local, "--seconds", "5")

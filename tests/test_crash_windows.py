@@ -7,7 +7,10 @@ point between two requests is tried); tests/test_kill9.py kills real processes.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -222,3 +225,102 @@ async def test_append_to_a_clean_array_costs_no_extra_write() -> None:
         # .zarray, then the chunks of the block: nothing cleared
         assert store.log[0] == ("set", ".zarray") and all(op == "set" for op, _ in store.log)
     assert (await arr.get_basic_selection() == 1).all()
+
+
+# ---------------------------------------------------------------- copy_store / azarr cp
+async def _hierarchy(store: Store) -> None:
+    root = await azarr.group(store=store)
+    await root.attrs.update(title="source")
+    t = await root.zeros("t", shape=(20, 12), chunks=(5, 4), dtype="i4")
+    await t.set_basic_selection(..., np.arange(240, dtype="i4").reshape(20, 12) + 1)
+    await t.attrs.update(units="K")
+    sub = await root.create_group("sub")
+    b = await sub.zeros("b", shape=(9,), chunks=(2,), dtype="f8")
+    await b.set_basic_selection(..., np.linspace(1, 2, 9))
+    await azarr.consolidate_metadata(store)
+
+
+def test_publication_waves_put_documents_last_deepest_first() -> None:
+    from azarr.api.copy import _publication_waves
+
+    keys = [".zattrs", ".zgroup", ".zmetadata", "t/.zarray", "t/.zattrs", "t/0.0", "sub/.zgroup",
+            "sub/b/.zarray", "sub/b/0", "sub/.zmetadata"]  # fmt: skip
+    assert _publication_waves(keys) == [
+        ["t/0.0", "sub/b/0"],
+        ["sub/b/.zarray"],
+        ["t/.zattrs"],
+        ["t/.zarray", "sub/.zgroup"],
+        [".zattrs"],
+        [".zgroup"],
+        ["sub/.zmetadata"],
+        [".zmetadata"],
+    ]
+
+
+async def test_copy_stopped_at_any_write_never_passes_for_complete() -> None:
+    """Stop ``copy_store`` at each of its writes: every node that opens has all its chunks and
+    members, the consolidated hierarchy opens only when whole, and the comparison with the
+    source finds every missing key."""
+    from azarr.cli._against import compare_stores
+
+    source = MemoryStore()
+    await _hierarchy(source)
+    total = len([k async for k in source.list_prefix("")])
+    for stop_at in range(total + 1):
+        dest = StoppingStore(MemoryStore(), stop_at=stop_at)
+        try:
+            await azarr.copy_store(source, dest)
+        except Stopped:
+            pass
+        dest.stop_at = None
+        copied = {k async for k in dest.list_prefix("")}
+        problems: list[str] = []
+        compared = await compare_stores(source, dest, "", lambda key, _text: problems.append(key))
+        assert compared == len(copied) and len(problems) == total - len(copied)
+        for node, doc in (("t", ".zarray"), ("sub/b", ".zarray"), ("sub", ".zgroup"), ("", ".zgroup")):
+            if f"{node}/{doc}".lstrip("/") not in copied:
+                continue
+            below = [k async for k in source.list_prefix(node)] if node else sorted(copied)
+            assert set(below) <= copied, f"{node or '/'} opens without {set(below) - copied}"
+        if ".zmetadata" in copied:
+            assert len(copied) == total
+        else:
+            with pytest.raises(azarr.errors.ConsolidatedMetadataNotFoundError):
+                await azarr.open_consolidated(dest)
+
+
+# ---------------------------------------------------------------- LocalStore temporary files
+def _temp(directory: Path, name: str, age: float) -> Path:
+    path = directory / f".{name}.azarr-tmp-{os.urandom(16).hex()}"
+    path.write_bytes(b"partial")
+    stamp = time.time() - age
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+async def test_abandoned_temp_files_are_swept_live_ones_never(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    old = _temp(root / "a", "k", 3600)
+    young = _temp(root / "a", "k", 5)
+    live = _temp(root / "a", "j", 3600)
+    nested = _temp(root / "b", "x", 3600)
+    with open(live, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as a writer still writing holds it
+        reader = LocalStore(root, read_only=True)
+        assert [k async for k in reader.list_prefix("")] == []
+        assert old.exists() and nested.exists(), "a read-only store removed files"
+        store = LocalStore(root)
+        await store.set("a/k", b"v")  # the first write into a/ sweeps it
+        assert not old.exists() and young.exists() and live.exists()
+        assert [k async for k in store.list_prefix("")] == ["a/k"]  # the listing sweeps b/
+        assert not nested.exists() and not (root / "b").exists(), "the emptied directory stays"
+        with azarr.config.set(local_temp_max_age=0):
+            assert [k async for k in store.list_dir("a")] == ["k"]
+            assert not young.exists() and live.exists()
+    with azarr.config.set(local_temp_max_age=0):
+        assert [k async for k in LocalStore(root).list_prefix("a")] == ["a/k"]
+    assert not live.exists()  # its writer is gone
+    with pytest.raises(ValueError, match="local_temp_max_age"):
+        azarr.config.set(local_temp_max_age=-1)
