@@ -275,7 +275,7 @@ async def test_copy_stopped_at_any_write_never_passes_for_complete() -> None:
         dest.stop_at = None
         copied = {k async for k in dest.list_prefix("")}
         problems: list[str] = []
-        compared = await compare_stores(source, dest, "", lambda key, _text: problems.append(key))
+        compared = await compare_stores(source, dest, "", lambda key, _text, seen=problems: seen.append(key))
         assert compared == len(copied) and len(problems) == total - len(copied)
         for node, doc in (("t", ".zarray"), ("sub/b", ".zarray"), ("sub", ".zgroup"), ("", ".zgroup")):
             if f"{node}/{doc}".lstrip("/") not in copied:
@@ -306,8 +306,9 @@ async def test_abandoned_temp_files_are_swept_live_ones_never(tmp_path: Path) ->
     young = _temp(root / "a", "k", 5)
     live = _temp(root / "a", "j", 3600)
     nested = _temp(root / "b", "x", 3600)
-    with open(live, "rb") as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as a writer still writing holds it
+    held = os.open(live, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a writer still writing holds it
         reader = LocalStore(root, read_only=True)
         assert [k async for k in reader.list_prefix("")] == []
         assert old.exists() and nested.exists(), "a read-only store removed files"
@@ -319,6 +320,8 @@ async def test_abandoned_temp_files_are_swept_live_ones_never(tmp_path: Path) ->
         with azarr.config.set(local_temp_max_age=0):
             assert [k async for k in store.list_dir("a")] == ["k"]
             assert not young.exists() and live.exists()
+    finally:
+        os.close(held)
     with azarr.config.set(local_temp_max_age=0):
         assert [k async for k in LocalStore(root).list_prefix("a")] == ["a/k"]
     assert not live.exists()  # its writer is gone
