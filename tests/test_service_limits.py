@@ -323,3 +323,62 @@ async def test_hostile_parameters_get_4xx_and_never_stall_the_loop(svc: ServiceP
         for path in ("/slice/d/%2e%2e/x", "/info/d/..%2f..%2fetc", "/slice/d/big/%2e%2e/%2e%2e/y"):
             async with session.get(path) as r:
                 assert r.status in (400, 404), (path, r.status, await r.text())
+
+
+# ---------------------------------------------------------------- the response machinery, in process
+async def _response_of(arr: azarr.AsyncArray, fmt: str, limits: Any, sel: Any = ...) -> Any:
+    from azarr import service
+
+    return await service.array_response(
+        service.SelectionPlan(arr, (sel,)), fmt, max_bytes=2**20, limits=limits
+    )
+
+
+async def test_a_stalled_client_releases_every_reservation_after_the_send_timeout() -> None:
+    from azarr import service
+
+    arr = await azarr.array(np.arange(2**20, dtype="<f4").reshape(1024, 1024), chunks=(64, 1024))
+    limits = service.ResponseLimits(1024 * 1024, send_timeout=0.2)
+    response = await _response_of(arr, "raw", limits)
+    assert limits.bytes_in_flight > 0  # the first slab, read before the response started
+    sent: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            if len(sent) == 3:
+                await asyncio.sleep(3600)  # the client stopped reading
+            sent.append(len(message["body"]))
+
+    await response({"type": "http"}, None, send)
+    assert sent == [service._limits.SEND_PIECE] * 3
+    assert limits.bytes_in_flight == 0 and limits.timed_out == 1
+
+
+async def test_responses_wait_for_the_budget_and_small_ones_do_not_queue_behind() -> None:
+    from azarr import service
+
+    arr = await azarr.array(np.arange(2**20, dtype="<f4").reshape(1024, 1024), chunks=(64, 1024))
+    limits = service.ResponseLimits(512 * 1024, send_timeout=None)  # slabs of 32 KiB, 448 KiB large share
+    responses = [await _response_of(arr, "raw", limits) for _ in range(14)]
+    assert limits.bytes_in_flight == 14 * 32 * 1024  # the large share is full
+    waiting = asyncio.ensure_future(_response_of(arr, "raw", limits))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # a fifteenth large response waits
+    small = await asyncio.wait_for(_response_of(arr, "json", limits, sel=5), 1)  # a probe does not
+    got: list[bytes] = []
+
+    async def collect(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            got.append(bytes(message["body"]))
+
+    await small({"type": "http"}, None, collect)
+    assert (
+        b"".join(got)
+        == b'{"shape":[1024],"dtype":"<f4","data":['
+        + b",".join(str(float(v)).encode() for v in range(5120, 6144))
+        + b"]}"
+    )
+    # The fourteen sent (concurrently, as their connections would) make room for the fifteenth.
+    await asyncio.gather(*(response({"type": "http"}, None, collect) for response in responses))
+    await (await asyncio.wait_for(waiting, 1))({"type": "http"}, None, collect)
+    assert limits.bytes_in_flight == 0

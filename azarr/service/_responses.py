@@ -209,7 +209,8 @@ async def _slab_parts(
 
 
 #: Bytes of array data encoded to JSON per piece of text (the encoding holds the GIL:
-#: small pieces keep the event loop answering), and a bound on the text of one piece.
+#: small pieces keep the event loop answering), and a bound on the text of one piece
+#: relative to them (reserved with the data).
 _JSON_BLOCK = 16 * 1024
 _JSON_TEXT_FACTOR = 8
 
@@ -240,24 +241,16 @@ def _json_text(data: np.ndarray[Any, Any]) -> Iterator[str]:
 
 
 async def _json_parts(
-    plan: SelectionPlan, data: np.ndarray[Any, Any], held: _Held, limits: ResponseLimits
+    plan: SelectionPlan, data: np.ndarray[Any, Any], held: _Held
 ) -> AsyncGenerator[bytes, None]:
-    """The JSON document, encoded a piece at a time (each piece's text reserved before it is made)."""
+    """The JSON document, encoded a piece at a time (``held`` covers the data and one piece of
+    text: a response never waits for the budget while it holds some of it)."""
     try:
         head = {"shape": list(plan.shape), "dtype": plan.dtype.str}
         yield json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"data":'
         # ``data`` of a single element comes 1-d from `SelectionPlan.read`: the value, not [value].
-        pieces = _json_text(data.reshape(plan.shape))
-        while True:
-            piece = _Held(limits, _JSON_BLOCK * _JSON_TEXT_FACTOR, small=True)
-            await piece.take()
-            try:
-                text = next(pieces, None)
-                if text is None:
-                    break
-                yield text.encode()
-            finally:
-                await piece.release()
+        for text in _json_text(data.reshape(plan.shape)):
+            yield text.encode()
         yield b"}"
     finally:
         await held.release()
@@ -318,9 +311,10 @@ async def array_response(
                 " ask for format=npy or format=raw"
             )
         to_json_data(np.zeros(1, plan.dtype))  # refuses dtypes JSON cannot carry, before any read
-        data, held = await _read_held(plan, None, _Held(limits, plan.nbytes, small))
+        nbytes = plan.nbytes + _JSON_BLOCK * _JSON_TEXT_FACTOR
+        data, held = await _read_held(plan, None, _Held(limits, nbytes, nbytes <= limits.small_bytes))
         return _bounded_body()(
-            _json_parts(plan, data, held, limits),
+            _json_parts(plan, data, held),
             limits,
             headers=extra,
             media_type="application/json",
