@@ -8,16 +8,15 @@ point between two requests is tried); tests/test_kill9.py kills real processes.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from util import RecordingStore
+from util import RecordingStore, plant_shape
 
 import azarr
 from azarr.storage import ByteRange, Generation, LocalStore, MemoryStore, S3Store, Store
@@ -74,11 +73,32 @@ async def _filled(store: Store) -> azarr.AsyncArray:
 
 
 async def _plant_stale_shape(store: Store, shape: tuple[int, ...]) -> None:
-    """Publish a smaller shape without touching chunks: what a shrink killed between writing
-    ``.zarray`` and deleting leaves (zarr-python 2 and azarr before this change)."""
-    document = json.loads(await store.get(".zarray") or b"{}")
-    document["shape"] = list(shape)
-    await store.set(".zarray", json.dumps(document).encode())
+    await plant_shape(store, ".zarray", shape)
+
+
+async def _each_stop(
+    prepare: Callable[[Store], Awaitable[None]], operation: Callable[[azarr.AsyncArray], Awaitable[Any]]
+) -> AsyncIterator[tuple[StoppingStore, bool]]:
+    r"""Run ``operation`` on a freshly ``prepare``\ d store stopped at its first, second, ... write,
+    until it finishes; yields the store and whether the operation finished, for checking."""
+    stop_at = 0
+    while True:
+        store = StoppingStore(MemoryStore())
+        await prepare(store)
+        store.log.clear()
+        store.stop_at = stop_at
+        arr = await azarr.open_array(store, mode="r+")
+        try:
+            await operation(arr)
+            finished = True
+        except Stopped:
+            finished = False
+        store.stop_at = None
+        yield store, finished
+        if finished:
+            assert stop_at >= 2, "the operation made fewer writes than expected"
+            return
+        stop_at += 1
 
 
 def _expected(shape: tuple[int, ...], kept: tuple[int, ...]) -> np.ndarray[Any, Any]:
@@ -141,19 +161,7 @@ async def test_shrink_deletes_and_clears_before_publishing() -> None:
 async def test_shrink_stopped_at_any_write_never_exposes_old_data(new_shape: tuple[int, int]) -> None:
     """Stop the shrink at each of its writes; run it again and grow back: the regrown region is
     fill_value (stopped before publishing, the region being removed is old data or fill)."""
-    stop_at = 0
-    while True:
-        store = StoppingStore(MemoryStore())
-        await _filled(store)
-        store.log.clear()
-        store.stop_at = stop_at
-        arr = await azarr.open_array(store, mode="r+")
-        try:
-            await arr.resize(*new_shape)
-            finished = True
-        except Stopped:
-            finished = False
-        store.stop_at = None
+    async for store, _ in _each_stop(_filled, lambda arr: arr.resize(*new_shape)):
         reader = await azarr.open_array(store, mode="r+")
         got = await reader.get_basic_selection()
         if reader.shape == SHAPE:  # not published: the region being removed is old data or fill
@@ -166,36 +174,20 @@ async def test_shrink_stopped_at_any_write_never_exposes_old_data(new_shape: tup
         await reader.resize(*new_shape)  # the shrink run again, then grown back
         await reader.resize(*SHAPE)
         np.testing.assert_array_equal(await reader.get_basic_selection(), _expected(SHAPE, new_shape))
-        if finished:
-            break
-        stop_at += 1
-    assert stop_at >= 2
 
 
 async def test_grow_stopped_at_any_write_never_exposes_old_data() -> None:
-    stop_at = 0
-    while True:
-        store = StoppingStore(MemoryStore())
+    async def prepare(store: Store) -> None:
         await _filled(store)
         await _plant_stale_shape(store, (13, 5))
-        store.log.clear()
-        store.stop_at = stop_at
-        arr = await azarr.open_array(store, mode="r+")
-        try:
-            await arr.resize(*SHAPE)
-            finished = True
-        except Stopped:
-            finished = False
-        store.stop_at = None
+
+    async for store, finished in _each_stop(prepare, lambda arr: arr.resize(*SHAPE)):
         reader = await azarr.open_array(store, mode="r")
         got = await reader.get_basic_selection()
         assert reader.shape in {SHAPE, (13, 5)}
         np.testing.assert_array_equal(got, _expected(reader.shape, (13, 5))[: got.shape[0], : got.shape[1]])
         if finished:
             assert store.log[-1] == ("set", ".zarray")
-            break
-        stop_at += 1
-    assert stop_at >= 2
 
 
 async def test_append_stopped_after_publishing_shows_fill_not_old_data() -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kill9_worker import pattern
+from util import plant_shape
 
 import azarr
 from azarr.storage import LocalStore, S3Store, Store
@@ -282,9 +283,7 @@ async def test_kill_grow(target: Target, fork_server: ForkServer, full: bool) ->
 
     async def setup(_trial: int) -> dict[str, Any]:
         await _reset_array(store, whole, chunks)
-        document = json.loads(await store.get("a/.zarray") or b"")
-        document["shape"] = list(small)
-        await store.set("a/.zarray", json.dumps(document).encode())
+        await plant_shape(store, "a/.zarray", small)
         return {"op": "resize", "store": target.spec("grow.zarr"), "shape": whole}
 
     async def check(_trial: int, during: bool) -> None:
@@ -308,9 +307,7 @@ async def test_kill_append(target: Target, fork_server: ForkServer, full: bool) 
 
     async def setup(_trial: int) -> dict[str, Any]:
         await _reset_array(store, whole, chunks)
-        document = json.loads(await store.get("a/.zarray") or b"")
-        document["shape"] = list(small)
-        await store.set("a/.zarray", json.dumps(document).encode())
+        await plant_shape(store, "a/.zarray", small)
         return {"op": "append", "store": target.spec("append.zarr"), "value": [[-7] * whole[1]] * rows}
 
     async def check(_trial: int, during: bool) -> None:
