@@ -382,3 +382,30 @@ async def test_responses_wait_for_the_budget_and_small_ones_do_not_queue_behind(
     await asyncio.gather(*(response({"type": "http"}, None, collect) for response in responses))
     await (await asyncio.wait_for(waiting, 1))({"type": "http"}, None, collect)
     assert limits.bytes_in_flight == 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.float32(1.5),
+        np.arange(10_000, dtype="i2"),  # 1-d, cut into pieces
+        np.linspace(0, 1, 3 * 40 * 700).reshape(3, 40, 700),  # rows larger than a piece
+        np.arange(6000, dtype="u1").reshape(3000, 2) % 7,  # many small rows per piece
+        np.where(np.arange(9000) % 3 == 0, np.nan, np.arange(9000.0)).reshape(30, 300),  # NaN -> null
+        (np.arange(5000) + 1j * np.arange(5000)).astype("c8"),
+        np.array(["ab", "ü", '"q"'] * 3000),
+        np.zeros((0, 5), dtype="f4"),
+    ],
+    ids=lambda d: f"{np.asarray(d).dtype}{np.shape(d)}",
+)
+def test_json_in_pieces_is_the_document_json_dumps_makes(data: Any) -> None:
+    import json
+
+    from azarr.service import to_json_data
+    from azarr.service._responses import _json_text
+
+    data = np.asarray(data)
+    pieces = list(_json_text(data))
+    whole = json.dumps(to_json_data(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    assert "".join(pieces) == whole
+    assert len(pieces) > 1 or data.nbytes <= 16 * 1024
