@@ -23,6 +23,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,6 @@ FILL = 0  # the pattern is > 0 and written values < 0: three kinds of element te
 KINDS = ["local", pytest.param("seaweedfs", marks=pytest.mark.s3)]
 # Per store: full shape, chunks, and the shape a shrink cuts to (rows cut inside a chunk).
 SIZES = {"local": ((64, 64), (4, 4), (10, 64)), "s3": ((32, 32), (4, 4), (10, 32))}
-RESULTS: dict[str, dict[str, int]] = {}
 
 
 # ---------------------------------------------------------------- the fork server
@@ -180,11 +180,12 @@ async def _trials(
     check: Callable[[int, bool], Awaitable[None]],
     *,
     seed: int,
+    found: Counter[str],
     watching: bool = True,
 ) -> dict[str, int]:
     """Calibrate the operation's duration, then runs killed after a random delay within it
     until ``trials`` kills landed before the operation ended. ``check(trial, during)`` checks the invariant (``during``: while the child runs,
-    called over and over when ``watching``)."""
+    called over and over when ``watching``), and counts what it found after each run in ``found``."""
     rng = random.Random(seed)
     # A whole run (the shortest of two in the full variant: the first child of a fork server
     # may run cold); this machine's load varies, so a run ending before its kill shortens it.
@@ -215,8 +216,8 @@ async def _trials(
         stats["reads_during"] += reads
         await check(trial, False)
         trial += 1
-    RESULTS[name] = stats
-    print(f"kill -9 {name}: {stats}")  # the figures docs/consistency.md quotes (pytest -s)
+    # The figures docs/consistency.md quotes (pytest -s).
+    print(f"kill -9 {name}: {stats | dict(sorted(found.items()))}")
     assert stats["killed"] == trials, f"too few kills landed inside the operation: {stats}"
     return stats
 
@@ -262,6 +263,7 @@ async def test_kill_shrink(target: Target, fork_server: ForkServer, full: bool) 
             np.testing.assert_array_equal(got, kept)
         if during:
             return
+        found["left the old shape" if shape == whole else "left the new shape"] += 1
         # the shrink run to its end, then the array grown back: no old data reappears
         arr = await azarr.open_array(store, mode="r+", path="a")
         await arr.resize(*small)
@@ -269,9 +271,12 @@ async def test_kill_shrink(target: Target, fork_server: ForkServer, full: bool) 
         got = await arr.get_basic_selection()
         np.testing.assert_array_equal(got[: small[0], : small[1]], kept)
         assert (got[small[0] :] == FILL).all(), "stale rows exposed by the regrow"
-        await _swept(target, "shrink.zarr")
+        found["temporary files swept"] += await _swept(target, "shrink.zarr")
 
-    await _trials(f"shrink-{target.kind}", fork_server, _count(target, full), setup, check, seed=1)
+    found: Counter[str] = Counter()
+    await _trials(
+        f"shrink-{target.kind}", fork_server, _count(target, full), setup, check, seed=1, found=found
+    )
 
 
 @_trials_param()
@@ -294,9 +299,11 @@ async def test_kill_grow(target: Target, fork_server: ForkServer, full: bool) ->
         else:
             assert shape == tuple(small)
         if not during:
-            await _swept(target, "grow.zarr")
+            found["left the old shape" if shape != whole else "left the new shape"] += 1
+            found["temporary files swept"] += await _swept(target, "grow.zarr")
 
-    await _trials(f"grow-{target.kind}", fork_server, _count(target, full), setup, check, seed=2)
+    found: Counter[str] = Counter()
+    await _trials(f"grow-{target.kind}", fork_server, _count(target, full), setup, check, seed=2, found=found)
 
 
 @_trials_param()
@@ -316,9 +323,14 @@ async def test_kill_append(target: Target, fork_server: ForkServer, full: bool) 
         assert shape in (tuple(small), tuple(whole))
         assert ((got[small[0] :] == -7) | (got[small[0] :] == FILL)).all(), "stale rows exposed"
         if not during:
-            await _swept(target, "append.zarr")
+            found["left the old shape" if shape != whole else "left the new shape"] += 1
+            found["left rows of fill_value"] += shape == whole and bool((got[small[0] :] == FILL).any())
+            found["temporary files swept"] += await _swept(target, "append.zarr")
 
-    await _trials(f"append-{target.kind}", fork_server, _count(target, full), setup, check, seed=3)
+    found: Counter[str] = Counter()
+    await _trials(
+        f"append-{target.kind}", fork_server, _count(target, full), setup, check, seed=3, found=found
+    )
 
 
 @_trials_param()
@@ -329,7 +341,6 @@ async def test_kill_write(target: Target, fork_server: ForkServer, full: bool) -
     sel = tuple(slice(*r) for r in region)
     inside = np.zeros(whole, dtype=bool)
     inside[sel] = True
-    left: list[int] = []
 
     async def setup(_trial: int) -> dict[str, Any]:
         await _reset_array(store, whole, chunks)
@@ -347,17 +358,19 @@ async def test_kill_write(target: Target, fork_server: ForkServer, full: bool) -
                 old, new = data[block][mask], -data[block][mask]
                 assert (part == old).all() or (part == new).all(), f"chunk at {r},{c} is torn"
         if not during:
-            left.append(await _swept(target, "write.zarr"))
+            found["left a part written"] += bool((got[inside] < 0).any() and (got[inside] > 0).any())
+            found["temporary files swept"] += await _swept(target, "write.zarr")
 
-    await _trials(f"write-{target.kind}", fork_server, _count(target, full), setup, check, seed=4)
-    RESULTS[f"write-{target.kind}"]["temp_files_swept"] = sum(left)
+    found: Counter[str] = Counter()
+    await _trials(
+        f"write-{target.kind}", fork_server, _count(target, full), setup, check, seed=4, found=found
+    )
 
 
 @_trials_param()
 async def test_kill_attrs_update(target: Target, fork_server: ForkServer, full: bool) -> None:
     store = target.store("attrs.zarr")
     updates, pad = (150, 20_000) if target.kind == "local" else (40, 20_000)
-    left: list[int] = []
 
     async def setup(_trial: int) -> dict[str, Any]:
         arr = await azarr.create((4,), chunks=(2,), dtype="i4", store=store, path="a", overwrite=True)
@@ -370,10 +383,12 @@ async def test_kill_attrs_update(target: Target, fork_server: ForkServer, full: 
         assert attrs["keep"] is True and 0 <= attrs["n"] <= updates
         assert attrs["n"] == 0 or attrs["pad"] == "x" * pad
         if not during:
-            left.append(await _swept(target, "attrs.zarr"))
+            found["temporary files swept"] += await _swept(target, "attrs.zarr")
 
-    await _trials(f"attrs-{target.kind}", fork_server, _count(target, full), setup, check, seed=5)
-    RESULTS[f"attrs-{target.kind}"]["temp_files_swept"] = sum(left)
+    found: Counter[str] = Counter()
+    await _trials(
+        f"attrs-{target.kind}", fork_server, _count(target, full), setup, check, seed=5, found=found
+    )
 
 
 async def _source_hierarchy(store: Store, whole: tuple[int, int], chunks: tuple[int, int]) -> None:
@@ -402,7 +417,7 @@ async def test_kill_cp(target: Target, fork_server: ForkServer, full: bool) -> N
     source = target.store("src.zarr")
     await _source_hierarchy(source, whole, chunks)
     src_keys = {k: await source.get(k) async for k in source.list_prefix("")}
-    clean = {"partial": 0, "complete": 0}
+    found: Counter[str] = Counter()
 
     def dest_name(trial: int) -> str:
         return f"dst-{trial + 1}.zarr"
@@ -422,7 +437,7 @@ async def test_kill_cp(target: Target, fork_server: ForkServer, full: bool) -> N
         assert verified == complete, (
             f"verify said {verified} of a copy with {len(copied)}/{len(src_keys)} keys"
         )
-        clean["complete" if complete else "partial"] += 1
+        found["complete copies (verify ok)" if complete else "partial copies (verify failed)"] += 1
         try:
             await azarr.open_consolidated(dest)
             opens = True
@@ -431,9 +446,15 @@ async def test_kill_cp(target: Target, fork_server: ForkServer, full: bool) -> N
         assert opens == complete, "a partial copy opens as a consolidated hierarchy"
         if ".zgroup" in copied:  # the root opens: every array and group below is whole
             assert set(src_keys) - set(copied) <= {".zmetadata"}
-        await _swept(target, dest_name(trial))
+        found["temporary files swept"] += await _swept(target, dest_name(trial))
 
-    stats = await _trials(
-        f"cp-{target.kind}", fork_server, _count(target, full), setup, check, seed=6, watching=False
+    await _trials(
+        f"cp-{target.kind}",
+        fork_server,
+        _count(target, full),
+        setup,
+        check,
+        seed=6,
+        found=found,
+        watching=False,
     )
-    stats.update({f"{k}_copies": v for k, v in clean.items()})
