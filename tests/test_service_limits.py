@@ -231,6 +231,26 @@ async def test_one_client_past_its_limit_gets_429(svc: ServiceProcess) -> None:
     assert svc.health()["rejected"] == before + 1
 
 
+async def test_a_client_at_its_limit_on_keep_alive_connections_is_never_refused(svc: ServiceProcess) -> None:
+    """Eight connections from one address, each sending its next request as soon as it has
+    the answer: a request leaves the count before its response ends, so none gets 429."""
+    before = svc.health()["rejected"]
+    connector = aiohttp.TCPConnector(local_addr=("127.0.1.11", 0), limit=8)
+    async with aiohttp.ClientSession(svc.url, connector=connector) as session:
+
+        async def worker() -> list[int]:
+            statuses = []
+            for _ in range(25):
+                async with session.get("/slice/d/small", params={"sel": "0:2,0:2", "format": "raw"}) as r:
+                    await r.read()
+                    statuses.append(r.status)
+            return statuses
+
+        results = await asyncio.gather(*(worker() for _ in range(8)))
+    assert {s for statuses in results for s in statuses} == {200}
+    assert svc.health()["rejected"] == before
+
+
 # ---------------------------------------------------------------- hostile parameters
 HUGE = "9" * 4000  # under Python's 4,300-digit limit for int(): a valid, enormous integer
 SELECTIONS = [

@@ -3,7 +3,7 @@
 One client opening hundreds of connections would otherwise take every slot of the
 store's request budget and the whole response budget (`ResponseLimits`), and every
 other client would wait behind it. Requests are counted from when they arrive until
-their response has been sent; a client is its IP address unless ``key`` says
+the last part of their response is handed to the server; a client is its IP address unless ``key`` says
 otherwise (behind a reverse proxy: the forwarded address the proxy sets).
 """
 
@@ -80,14 +80,30 @@ class ClientLimitMiddleware:
             await _send_429(send, self.max_requests, self.retry_after)
             return
         self._active[who] = active + 1
+        counted = True
+
+        def leave() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                left = self._active[who] - 1
+                if left:
+                    self._active[who] = left
+                else:
+                    del self._active[who]
+
+        async def counting_send(message: MutableMapping[str, Any]) -> None:
+            # The request leaves the count *before* the end of its response goes out: a client
+            # that sends its next request on the same connection as soon as it has the answer
+            # must find it gone (the application returns a moment after the server sent it).
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                leave()
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, counting_send)
         finally:
-            left = self._active[who] - 1
-            if left:
-                self._active[who] = left
-            else:
-                del self._active[who]
+            leave()
 
 
 async def _send_429(send: Send, limit: int, retry_after: float) -> None:
