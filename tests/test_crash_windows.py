@@ -2,7 +2,10 @@
 before the new shape is published, so a writer stopped at any point never exposes old data.
 
 Stops are simulated here by a store that raises at the n-th write (every n, so every
-point between two requests is tried); tests/test_kill9.py kills real processes.
+point between two requests is tried); tests/test_kill9.py kills real processes. Each
+runs on both formats and on every chunk key encoding (`LAYOUTS`): v2 ``1.0`` and
+``1/0``, v3 ``c/1/0`` and v3's ``v2`` encoding ``1.0``, the metadata document being
+``.zarray`` or ``zarr.json``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import fcntl
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,36 @@ from azarr.storage import ByteRange, Generation, LocalStore, MemoryStore, S3Stor
 
 SHAPE, CHUNKS, FILL = (40, 24), (8, 8), -1
 DATA = np.arange(1, 40 * 24 + 1, dtype="i4").reshape(SHAPE)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How an array is stored: its format and chunk key encoding."""
+
+    name: str
+    create: dict[str, Any]
+    document: str  # the metadata document's key
+    separator: str
+    prefix: str = ""
+
+    def key(self, *coords: int) -> str:
+        return self.prefix + self.separator.join(map(str, coords))
+
+
+LAYOUTS = {
+    layout.name: layout
+    for layout in (
+        Layout("v2", {"zarr_format": 2}, ".zarray", "."),
+        Layout("v2-nested", {"zarr_format": 2, "dimension_separator": "/"}, ".zarray", "/"),
+        Layout("v3", {"zarr_format": 3}, "zarr.json", "/", "c/"),
+        Layout("v3-v2keys", {"zarr_format": 3, "chunk_key_encoding": {"name": "v2"}}, "zarr.json", "."),
+    )
+}
+
+
+@pytest.fixture(params=list(LAYOUTS))
+def layout(request: pytest.FixtureRequest) -> Layout:
+    return LAYOUTS[request.param]
 
 
 class Stopped(Exception):
@@ -66,14 +100,12 @@ class StoppingStore(RecordingStore):
             yield key
 
 
-async def _filled(store: Store) -> azarr.AsyncArray:
-    arr = await azarr.create(SHAPE, chunks=CHUNKS, dtype="i4", store=store, fill_value=FILL, overwrite=True)
+async def _filled(store: Store, layout: Layout) -> azarr.AsyncArray:
+    arr = await azarr.create(
+        SHAPE, chunks=CHUNKS, dtype="i4", store=store, fill_value=FILL, overwrite=True, **layout.create
+    )
     await arr.set_basic_selection(..., DATA)
     return arr
-
-
-async def _plant_stale_shape(store: Store, shape: tuple[int, ...]) -> None:
-    await plant_shape(store, ".zarray", shape)
 
 
 async def _each_stop(
@@ -108,7 +140,7 @@ def _expected(shape: tuple[int, ...], kept: tuple[int, ...]) -> np.ndarray[Any, 
     return out
 
 
-@pytest.fixture(params=["memory", "local", pytest.param("seaweedfs", marks=pytest.mark.s3)])
+@pytest.fixture
 def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     if request.param == "memory":
         return MemoryStore()
@@ -118,15 +150,23 @@ def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return S3Store(f"{server.create_bucket()}/a.zarr", storage_options=server.storage_options)
 
 
-async def test_grow_clears_what_a_killed_shrink_left(base_store: Store) -> None:
-    await _filled(base_store)
-    await _plant_stale_shape(base_store, (13, 24))  # chunks of rows 16.. and rows 13..15 of row 1
+@pytest.mark.parametrize(
+    ("base_store", "layout"),
+    [
+        *((kind, name) for kind in ("memory", "local") for name in LAYOUTS),
+        *(pytest.param("seaweedfs", name, marks=pytest.mark.s3) for name in ("v2", "v3")),
+    ],
+    indirect=True,
+)
+async def test_grow_clears_what_a_killed_shrink_left(base_store: Store, layout: Layout) -> None:
+    await _filled(base_store, layout)
+    await plant_shape(base_store, layout.document, (13, 24))  # chunks of rows 16.., rows 13..15 of row 1
     arr = await azarr.open_array(base_store, mode="r+")
     await arr.resize(*SHAPE)
     np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24)))
     # on two axes at once, and through append
     await arr.set_basic_selection(..., DATA)
-    await _plant_stale_shape(base_store, (13, 5))
+    await plant_shape(base_store, layout.document, (13, 5))
     arr = await azarr.open_array(base_store, mode="r+")
     await arr.append(np.zeros((27, 5), dtype="i4") + 9)
     got = await arr.get_basic_selection()
@@ -138,30 +178,47 @@ async def test_grow_clears_what_a_killed_shrink_left(base_store: Store) -> None:
     assert (got[:, 5:] == FILL).all(), "stale columns exposed by the grow"
 
 
-async def test_shrink_deletes_and_clears_before_publishing() -> None:
+async def test_shrink_deletes_and_clears_before_publishing(layout: Layout) -> None:
     store = StoppingStore(MemoryStore())
-    await _filled(store)
+    await _filled(store, layout)
     store.log.clear()
     arr = await azarr.open_array(store, mode="r+")
     await arr.resize(13, 24)
-    assert store.log[-1] == ("set", ".zarray"), store.log
+    assert store.log[-1] == ("set", layout.document), store.log
     chunk_ops = store.log[:-1]
     assert {op for op, _ in chunk_ops} == {"set", "delete"}
     # the three chunks of row 1 cut at row 13 are rewritten; rows 2.. deleted
-    assert sorted(k for op, k in chunk_ops if op == "set") == ["1.0", "1.1", "1.2"]
-    assert len([k for op, k in chunk_ops if op == "delete"]) == 3 * 3
+    assert sorted(k for op, k in chunk_ops if op == "set") == [layout.key(1, c) for c in range(3)]
+    deleted = sorted(k for op, k in chunk_ops if op == "delete")
+    assert deleted == sorted(layout.key(r, c) for r in range(2, 5) for c in range(3))
     # the cut rows hold fill_value beyond the new edge: a later grow finds nothing to clear
     store.log.clear()
     await arr.resize(*SHAPE)
-    assert store.log == [("set", ".zarray")]
+    assert store.log == [("set", layout.document)]
     np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24)))
 
 
-@pytest.mark.parametrize("new_shape", [(13, 24), (40, 5), (3, 3), (0, 24)])
-async def test_shrink_stopped_at_any_write_never_exposes_old_data(new_shape: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    ("layout_name", "new_shape"),
+    [
+        *((name, shape) for name in ("v2", "v3") for shape in [(13, 24), (40, 5), (3, 3), (0, 24)]),
+        ("v2-nested", (13, 5)),
+        ("v3-v2keys", (13, 5)),
+    ],
+)
+async def test_shrink_stopped_at_any_write_never_exposes_old_data(
+    layout_name: str, new_shape: tuple[int, int]
+) -> None:
     """Stop the shrink at each of its writes; run it again and grow back: the regrown region is
     fill_value (stopped before publishing, the region being removed is old data or fill)."""
-    async for store, _ in _each_stop(_filled, lambda arr: arr.resize(*new_shape)):
+    layout = LAYOUTS[layout_name]
+
+    async def prepare(store: Store) -> None:
+        await _filled(store, layout)
+
+    async for store, finished in _each_stop(prepare, lambda arr: arr.resize(*new_shape)):
+        if finished:
+            assert store.log[-1] == ("set", layout.document)
         reader = await azarr.open_array(store, mode="r+")
         got = await reader.get_basic_selection()
         if reader.shape == SHAPE:  # not published: the region being removed is old data or fill
@@ -176,10 +233,10 @@ async def test_shrink_stopped_at_any_write_never_exposes_old_data(new_shape: tup
         np.testing.assert_array_equal(await reader.get_basic_selection(), _expected(SHAPE, new_shape))
 
 
-async def test_grow_stopped_at_any_write_never_exposes_old_data() -> None:
+async def test_grow_stopped_at_any_write_never_exposes_old_data(layout: Layout) -> None:
     async def prepare(store: Store) -> None:
-        await _filled(store)
-        await _plant_stale_shape(store, (13, 5))
+        await _filled(store, layout)
+        await plant_shape(store, layout.document, (13, 5))
 
     async for store, finished in _each_stop(prepare, lambda arr: arr.resize(*SHAPE)):
         reader = await azarr.open_array(store, mode="r")
@@ -187,35 +244,37 @@ async def test_grow_stopped_at_any_write_never_exposes_old_data() -> None:
         assert reader.shape in {SHAPE, (13, 5)}
         np.testing.assert_array_equal(got, _expected(reader.shape, (13, 5))[: got.shape[0], : got.shape[1]])
         if finished:
-            assert store.log[-1] == ("set", ".zarray")
+            assert store.log[-1] == ("set", layout.document)
 
 
-async def test_append_stopped_after_publishing_shows_fill_not_old_data() -> None:
+async def test_append_stopped_after_publishing_shows_fill_not_old_data(layout: Layout) -> None:
     """The window between claiming the rows and writing them: the claim was made on a clean region."""
     store = StoppingStore(MemoryStore())
-    await _filled(store)
-    await _plant_stale_shape(store, (13, 24))
+    await _filled(store, layout)
+    await plant_shape(store, layout.document, (13, 24))
     arr = await azarr.open_array(store, mode="r+")
     store.log.clear()
     # writes: the three cleared cut chunks, the deleted stale chunks, .zarray; then stop
     store.stop_at = 3 + 9 + 1
     with pytest.raises(Stopped):
         await arr.append(np.full((20, 24), 5, dtype="i4"))
-    assert store.log[-1] == ("set", ".zarray")
+    assert store.log[-1] == ("set", layout.document)
     store.stop_at = None
     reader = await azarr.open_array(store, mode="r")
     assert reader.shape == (33, 24)
     np.testing.assert_array_equal(await reader.get_basic_selection(), _expected((33, 24), (13, 24)))
 
 
-async def test_append_to_a_clean_array_costs_no_extra_write() -> None:
+async def test_append_to_a_clean_array_costs_no_extra_write(layout: Layout) -> None:
     store = StoppingStore(MemoryStore())
-    arr = await azarr.create((0, 24), chunks=CHUNKS, dtype="i4", store=store, fill_value=FILL)
+    arr = await azarr.create(
+        (0, 24), chunks=CHUNKS, dtype="i4", store=store, fill_value=FILL, **layout.create
+    )
     for _ in range(3):
         store.log.clear()
         await arr.append(np.ones((12, 24), dtype="i4"))
-        # .zarray, then the chunks of the block: nothing cleared
-        assert store.log[0] == ("set", ".zarray") and all(op == "set" for op, _ in store.log)
+        # the metadata document, then the chunks of the block: nothing cleared
+        assert store.log[0] == ("set", layout.document) and all(op == "set" for op, _ in store.log)
     assert (await arr.get_basic_selection() == 1).all()
 
 

@@ -1,6 +1,7 @@
 """Crash-safe shape changes (``resize``, ``append``): the store is made ready, then the shape published.
 
-A reader trusts ``.zarray``: every element inside the published shape is either
+A reader trusts the array's metadata document (``.zarray``, or ``zarr.json`` in Zarr
+v3; "the document" below): every element inside the published shape is either
 data written there or ``fill_value``. So what lies *outside* the shape must never
 become visible by surprise, whenever a writer is killed:
 
@@ -18,10 +19,13 @@ become visible by surprise, whenever a writer is killed:
 
 Concurrent writers: the exposed region may hold a concurrent ``append``'s block as
 soon as that appender has published its own, larger shape. So a chunk is cleared
-only under a generation read *before* ``.zarray`` is checked again unchanged, and
+only under a generation read *before* the document is checked again unchanged, and
 written conditionally on that generation (`Store.set` ``if_generation_match``);
-the new shape is then written conditionally on the ``.zarray`` generation read
-first. Any change in between starts the round again from the new ``.zarray``.
+the new shape is then written conditionally on the document's generation read
+first. Any change in between starts the round again from the new document.
+Both formats alike: chunks are found and named by the array's own chunk key
+encoding (v2 ``0.0``/``0/0``; v3 ``c/0/0``, or ``0.0`` under the ``v2`` encoding),
+and a v3 ``zarr.json`` keeps its attributes, dimension names and extensions.
 See ``docs/consistency.md``, "Crash windows".
 """
 
@@ -36,9 +40,8 @@ import numpy as np
 
 from azarr import config
 from azarr.codecs._pool import run_in_codec_pool
-from azarr.core._paths import node_key
 from azarr.errors import ArrayNotFoundError, PreconditionFailedError
-from azarr.metadata import ZARRAY, ArrayMetadata
+from azarr.metadata import AnyArrayMetadata
 from azarr.scheduler import bounded_map
 
 if TYPE_CHECKING:
@@ -53,7 +56,7 @@ _BATCH_CHUNKS = 256
 
 
 class _Changed(Exception):
-    """``.zarray`` or a chunk changed under the round: start it again."""
+    """The metadata document or a chunk changed under the round: start it again."""
 
 
 class _Delete:
@@ -65,12 +68,12 @@ _DELETE = _Delete()
 
 async def change_shape(
     array: AsyncArray,
-    change: Callable[[ArrayMetadata], ArrayMetadata],
+    change: Callable[[AnyArrayMetadata], AnyArrayMetadata],
     *,
     idempotent: bool = True,
     listing: bool = True,
-) -> ArrayMetadata:
-    """Apply ``change`` to the stored ``.zarray``, making the store ready for the new shape first.
+) -> AnyArrayMetadata:
+    """Apply ``change`` to the stored ``.zarray`` or ``zarr.json``, making the store ready for the new shape first.
 
     Parameters
     ----------
@@ -89,28 +92,28 @@ async def change_shape(
 
     Returns
     -------
-    ArrayMetadata
+    ArrayMetadata or ArrayV3Metadata
         The metadata written.
 
     Raises
     ------
     ArrayNotFoundError
-        ``.zarray`` is gone.
+        The metadata document is gone.
     PreconditionFailedError
-        Other writers changed ``.zarray`` or the chunks on each of
+        Other writers changed the metadata document or the chunks on each of
         ``conditional_write_attempts`` rounds.
     ConsistencyUnsupportedError
         ``require_consistency`` on a store without conditional writes.
     """
     io = array._io
-    key = node_key(array.path, ZARRAY)
+    key = array._metadata_key
     conditional = io.check_consistency(key)
     attempts = int(config.get("conditional_write_attempts"))
     for _ in range(attempts):
         raw, generation = await io.get_with_generation(key)
         if raw is None:
             raise ArrayNotFoundError(f"no array at path {array.path!r} in {io.url} ({key!r} is missing)")
-        current = ArrayMetadata.from_json(raw, key=key)
+        current = array._parse_metadata(raw)
         new = change(current)
         if current.replace(shape=array.shape) != array.metadata:
             array._use_metadata(current)  # replaced by another writer: clear with its encoding
@@ -191,7 +194,7 @@ async def _clear_batch(
     key: str,
 ) -> None:
     """Read a batch of chunks, clear what lies outside ``keep``, and write the changed ones back
-    conditionally, once ``.zarray`` is seen unchanged after the reads (see the module)."""
+    conditionally, once the metadata document is seen unchanged after the reads (see the module)."""
     io, codec = array._io, array._codec
     pipeline = array._pipeline
 
@@ -216,7 +219,7 @@ async def _clear_batch(
         return
     # Every generation above was read before this check: a chunk holding a concurrent
     # appender's block was written after that appender published its shape, so either
-    # .zarray differs now, or the chunk changes after our read and its write below fails.
+    # the document differs now, or the chunk changes after our read and its write below fails.
     if await io.get(key) != raw:
         raise _Changed
 

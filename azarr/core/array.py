@@ -899,7 +899,6 @@ class AsyncArray(Node):
         calls never undo each other (see ``docs/consistency.md``).
         """
         key = self._metadata_key
-        parse = ArrayV3Metadata.from_json if self._zarr_format == 3 else ArrayMetadata.from_json
         written: list[AnyArrayMetadata] = []
 
         def modify(raw: bytes | None) -> bytes:
@@ -908,13 +907,25 @@ class AsyncArray(Node):
                     f"no array at path {self._path!r} in {self.store.url} ({key!r} is missing)"
                 )
             # v3: the stored document's attributes and extensions come along unchanged.
-            updated = change(parse(raw, key=key))
+            updated = change(self._parse_metadata(raw))
             written[:] = [updated]
             return updated.to_json()
 
         await self._io.update(key, modify, idempotent=idempotent)
         self._use_metadata(written[0])
         return written[0]
+
+    def _parse_metadata(self, raw: bytes) -> AnyArrayMetadata:
+        """The stored ``.zarray`` or ``zarr.json`` (this array's format) as metadata.
+
+        Raises
+        ------
+        MetadataError
+            An invalid document (names its key).
+        """
+        if self._zarr_format == 3:
+            return ArrayV3Metadata.from_json(raw, key=self._metadata_key)
+        return ArrayMetadata.from_json(raw, key=self._metadata_key)
 
     # ---------------------------------------------------------------- accessors
     @property
