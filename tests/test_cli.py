@@ -301,6 +301,14 @@ def test_verify_against_source_finds_what_a_copy_lacks(local: str, tmp_path: Pat
     text = run("verify", local, str(dst)).stdout
     assert "PROBLEM t/3.1: missing" in text and f"compared with {local}" in text
     assert "either as the first" in one_line_error(run("verify", local, str(dst), "--against", local), 2)
+    # A copy stopped before the groups' documents (azarr cp writes them last) fails without SRC too.
+    (dst / ".zgroup").unlink()
+    (dst / "sub" / ".zgroup").unlink()
+    problems = {
+        p["key"]: p["error"] for p in json.loads(run("verify", str(dst), "--json").stdout)["problems"]
+    }
+    assert problems[".zgroup"].startswith("missing:") and "but its group '/' is not" in problems[".zgroup"]
+    assert problems["sub/.zgroup"].startswith("missing: 'sub/b' is stored but its group 'sub' is not")
 
 
 # ---------------------------------------------------------------- bench

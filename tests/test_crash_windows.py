@@ -279,8 +279,8 @@ async def test_append_to_a_clean_array_costs_no_extra_write(layout: Layout) -> N
 
 
 # ---------------------------------------------------------------- copy_store / azarr cp
-async def _hierarchy(store: Store) -> None:
-    root = await azarr.group(store=store)
+async def _hierarchy(store: Store, zarr_format: int = 2) -> None:
+    root = await azarr.group(store=store, zarr_format=zarr_format)
     await root.attrs.update(title="source")
     t = await root.zeros("t", shape=(20, 12), chunks=(5, 4), dtype="i4")
     await t.set_basic_selection(..., np.arange(240, dtype="i4").reshape(20, 12) + 1)
@@ -288,7 +288,10 @@ async def _hierarchy(store: Store) -> None:
     sub = await root.create_group("sub")
     b = await sub.zeros("b", shape=(9,), chunks=(2,), dtype="f8")
     await b.set_basic_selection(..., np.linspace(1, 2, 9))
-    await azarr.consolidate_metadata(store)
+    # listed after the root's zarr.json: a copy in listing order publishes v3's root before it
+    zeta = await root.zeros("zeta", shape=(6,), chunks=(4,), dtype="u1")
+    await zeta.set_basic_selection(..., np.arange(1, 7, dtype="u1"))
+    await azarr.consolidate_metadata(store)  # v3: inline, in the root's zarr.json
 
 
 def test_publication_waves_put_documents_last_deepest_first() -> None:
@@ -308,16 +311,39 @@ def test_publication_waves_put_documents_last_deepest_first() -> None:
     ]
 
 
-async def test_copy_stopped_at_any_write_never_passes_for_complete() -> None:
+def test_publication_waves_of_zarr_v3_put_each_zarr_json_last_the_root_s_at_the_end() -> None:
+    """A v3 node is its ``zarr.json`` (attributes inside); the root's holds the inline
+    consolidated metadata: it is the last key written."""
+    from azarr.api.copy import _publication_waves
+
+    keys = ["zarr.json", "t/zarr.json", "t/c/0/0", "t/c/3/2", "sub/zarr.json", "sub/b/zarr.json",
+            "sub/b/c/0", "v/zarr.json", "v/1.0"]  # fmt: skip
+    assert _publication_waves(keys) == [
+        ["t/c/0/0", "t/c/3/2", "sub/b/c/0", "v/1.0"],
+        ["sub/b/zarr.json"],
+        ["t/zarr.json", "sub/zarr.json", "v/zarr.json"],
+        ["zarr.json"],
+    ]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+async def test_copy_stopped_at_any_write_never_passes_for_complete(zarr_format: int) -> None:
     """Stop ``copy_store`` at each of its writes: every node that opens has all its chunks and
-    members, the consolidated hierarchy opens only when whole, and the comparison with the
-    source finds every missing key."""
+    members, the consolidated hierarchy opens only when whole, the comparison with the
+    source finds every missing key, and ``verify`` without the source fails too."""
     from azarr.cli._against import compare_stores
+    from azarr.cli._verify import Report, check_hierarchy
 
     source = MemoryStore()
-    await _hierarchy(source)
-    total = len([k async for k in source.list_prefix("")])
-    for stop_at in range(total + 1):
+    await _hierarchy(source, zarr_format)
+    src_keys = {k async for k in source.list_prefix("")}
+    if zarr_format == 2:
+        documents = {"t": ".zarray", "sub/b": ".zarray", "zeta": ".zarray", "sub": ".zgroup", "": ".zgroup"}
+        consolidated = ".zmetadata"
+    else:
+        documents = dict.fromkeys(("t", "sub/b", "zeta", "sub", ""), "zarr.json")
+        consolidated = "zarr.json"  # the root's, with the hierarchy's metadata inline
+    for stop_at in range(len(src_keys) + 1):
         dest = StoppingStore(MemoryStore(), stop_at=stop_at)
         try:
             await azarr.copy_store(source, dest)
@@ -327,16 +353,22 @@ async def test_copy_stopped_at_any_write_never_passes_for_complete() -> None:
         copied = {k async for k in dest.list_prefix("")}
         problems: list[str] = []
         compared = await compare_stores(source, dest, "", lambda key, _text, seen=problems: seen.append(key))
-        assert compared == len(copied) and len(problems) == total - len(copied)
-        for node, doc in (("t", ".zarray"), ("sub/b", ".zarray"), ("sub", ".zgroup"), ("", ".zgroup")):
+        assert compared == len(copied) and len(problems) == len(src_keys - copied)
+        for node, doc in documents.items():
             if f"{node}/{doc}".lstrip("/") not in copied:
                 continue
-            below = [k async for k in source.list_prefix(node)] if node else sorted(copied)
-            assert set(below) <= copied, f"{node or '/'} opens without {set(below) - copied}"
-        if ".zmetadata" in copied:
-            assert len(copied) == total
+            below = {k for k in src_keys if k.startswith(f"{node}/")} if node else src_keys - {".zmetadata"}
+            assert below <= copied, f"{node or '/'} opens without {below - copied}"
+        # azarr verify DST, without the source: only a copy lacking nothing but .zmetadata passes
+        report = Report()
+        await check_hierarchy(dest, "", report)
+        verified = bool(copied) and not report.problems  # (no key at all is a problem of its own)
+        assert verified == (src_keys - copied <= {".zmetadata"}), (src_keys - copied, report.problems)
+        if consolidated in copied:
+            assert copied == src_keys
+            assert [k async for k in (await azarr.open_consolidated(dest)).array_keys()] == ["t", "zeta"]
         else:
-            with pytest.raises(azarr.errors.ConsolidatedMetadataNotFoundError):
+            with pytest.raises((azarr.errors.ConsolidatedMetadataNotFoundError, azarr.errors.GroupNotFoundError)):
                 await azarr.open_consolidated(dest)
 
 

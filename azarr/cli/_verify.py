@@ -6,7 +6,8 @@
    hold exactly the documents stored beside it, or it is stale);
 2. every other key is a chunk of an array: under an array's directory, named by
    its chunk key encoding (v2: the separator; v3: ``c/1/0`` or ``1.0``...) with one
-   in-grid integer per dimension;
+   in-grid integer per dimension; and every node's parents up to PATH are groups
+   (a copy stopped part-way lacks them: ``azarr cp`` writes them last);
 3. ``--decode``: every stored chunk is read and decoded, which checks it
    decompresses to exactly the chunk's size (the codec pipeline refuses anything else);
    a shard of a sharded Zarr v3 array is read whole, its index checked (checksum, every
@@ -147,6 +148,32 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
                 report.broken.add(directory)
 
 
+def _check_parents(root: str, keys: list[str], report: Report) -> None:
+    """Every node below ``root`` must sit in groups up to ``root``: a group whose document is
+    missing while its members are there is what a copy stopped part-way leaves (``azarr cp``
+    writes each group's document after everything below it, the root's last), so a partial
+    copy never verifies clean. Zarr v3 has no implicit groups; zarr-python 2 writes every
+    parent's ``.zgroup`` when it creates a node."""
+    documents: dict[str, str] = {}  # node directory -> its document's name
+    for key in keys:
+        directory, name = _split(key)
+        if name in (ZARRAY, ZGROUP, ZARR_JSON):
+            documents.setdefault(directory, name)
+    missing: set[str] = set()
+    for node, name in sorted(documents.items()):
+        parent = node
+        while parent != root:
+            parent = parent.rpartition("/")[0]
+            if parent in documents or parent in missing or not parent.startswith(root):
+                break
+            missing.add(parent)
+            report.problem(
+                f"{parent}/{ZARR_JSON if name == ZARR_JSON else ZGROUP}".lstrip("/"),
+                f"missing: {node!r} is stored but its group {parent or '/'!r} is not "
+                "(a copy stopped before it was written?)",
+            )
+
+
 async def _check_consolidated(store: Store, key: str, keys: list[str], report: Report) -> None:
     """Compare ``.zmetadata`` with the documents stored beside it: a stale copy misleads readers."""
     io = StoreIO(store)
@@ -242,6 +269,19 @@ def _check_chunk_keys(keys: list[str], report: Report) -> list[tuple[AsyncArray,
     return chunks
 
 
+async def check_hierarchy(
+    store: Store, path: str, report: Report
+) -> tuple[list[str], list[tuple[AsyncArray, tuple[int, ...], str]]]:
+    """Steps 1 and 2 of the module on the hierarchy at ``path``: problems go to ``report``.
+
+    Returns the keys listed and the chunks found (array, grid coordinates, key).
+    """
+    keys = sorted(await StoreIO(store).list_prefix(path))
+    await _check_documents(store, keys, report)
+    _check_parents(path, keys, report)
+    return keys, _check_chunk_keys(keys, report)
+
+
 async def _decode_all(
     store: Store,
     chunks: list[tuple[AsyncArray, tuple[int, ...], str]],
@@ -315,10 +355,8 @@ async def verify(
             raise click.UsageError("give SRC either as the first of two URLs or as --against, not both")
         url, against = copy, url
     store = session.store(url)
-    keys = sorted(await StoreIO(store).list_prefix(path.strip("/")))
     report = Report()
-    await _check_documents(store, keys, report)
-    chunks = _check_chunk_keys(keys, report)
+    keys, chunks = await check_hierarchy(store, path.strip("/"), report)
     if against is not None:
         report.against = display_url(against)
         show = False if session.quiet or session.json else progress
