@@ -1,5 +1,5 @@
 """``kill -9`` at random points of resize (shrink and grow), append, write, attribute updates
-and ``azarr cp``, on a local directory and on SeaweedFS.
+and ``azarr cp``, on Zarr v2 and v3 arrays, on a local directory and on SeaweedFS.
 
 Each trial resets the data, starts the operation in a real child process
 (`kill9_worker`: forked from a server that imported azarr once), sends ``SIGKILL``
@@ -9,8 +9,9 @@ operation runs (a reader polls the array from this process meanwhile) -- and no
 partial copy verifies clean. LocalStore temporary files the killed writers left
 must all be swept by the next listing.
 
-The default run makes ``TRIALS`` kills per operation and store (about 20 s in all);
-the slow-marked variant the 20 of issue #28 (``pytest -m slow tests/test_kill9.py``).
+The default run makes ``TRIALS`` kill per operation and format on a local directory
+(about 20 s in all); the slow-marked variants run on SeaweedFS too, and make the 20 kills
+of issue #28 (``pytest -m slow tests/test_kill9.py``).
 """
 
 from __future__ import annotations
@@ -39,10 +40,15 @@ from azarr.storage import LocalStore, S3Store, Store
 
 HERE = Path(__file__).resolve().parent
 # Kills per operation in the default run, per store (the slow-marked variant: 20 each).
-TRIALS = {"local": 2, "s3": 1}
+TRIALS = {"local": 1, "s3": 1}
 FULL_TRIALS = 20
 FILL = 0  # the pattern is > 0 and written values < 0: three kinds of element tell apart
-KINDS = ["local", pytest.param("seaweedfs", marks=pytest.mark.s3)]
+# Store and format; SeaweedFS only in the slow run (about 5 s a test, 50 s in all).
+KINDS = [
+    "local-v2",
+    "local-v3",
+    *(pytest.param(f"seaweedfs-v{f}", marks=[pytest.mark.s3, pytest.mark.slow]) for f in (2, 3)),
+]
 # Per store: full shape, chunks, and the shape a shrink cuts to (rows cut inside a chunk).
 SIZES = {"local": ((64, 64), (4, 4), (10, 64)), "s3": ((32, 32), (4, 4), (10, 32))}
 
@@ -131,9 +137,18 @@ class Target:
 
     kind: str
     root: str
+    zarr_format: int
     options: dict[str, Any] = field(default_factory=dict)
     url: str = ""
     cli_options: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-v{self.zarr_format}"
+
+    def document(self, path: str) -> str:
+        """The key of the metadata document of the node at ``path``."""
+        return f"{path}/{'zarr.json' if self.zarr_format == 3 else '.zarray'}".lstrip("/")
 
     def spec(self, name: str) -> dict[str, Any]:
         return {"kind": self.kind, "root": f"{self.root}/{name}", "storage_options": self.options}
@@ -149,12 +164,13 @@ class Target:
 
 @pytest.fixture(params=KINDS)
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    if request.param == "local":
-        return Target("local", str(tmp_path), url=str(tmp_path))
+    kind, _, version = request.param.partition("-v")
+    if kind == "local":
+        return Target("local", str(tmp_path), int(version), url=str(tmp_path))
     server = request.getfixturevalue("seaweedfs")
     bucket = server.create_bucket()
     cli = ["--endpoint-url", server.endpoint_url, "-S", f"key={server.key}", "-S", f"secret={server.secret}"]
-    return Target("s3", bucket, server.storage_options, f"s3://{bucket}", cli)
+    return Target("s3", bucket, int(version), server.storage_options, f"s3://{bucket}", cli)
 
 
 def _temp_files(target: Target) -> list[Path]:
@@ -230,9 +246,18 @@ def _count(target: Target, full: bool) -> int:
     return FULL_TRIALS if full else TRIALS[target.kind]
 
 
-async def _reset_array(store: Store, shape: tuple[int, int], chunks: tuple[int, int]) -> azarr.AsyncArray:
+async def _reset_array(
+    target: Target, store: Store, shape: tuple[int, int], chunks: tuple[int, int]
+) -> azarr.AsyncArray:
     arr = await azarr.create(
-        shape, chunks=chunks, dtype="i4", fill_value=FILL, store=store, path="a", overwrite=True
+        shape,
+        chunks=chunks,
+        dtype="i4",
+        fill_value=FILL,
+        store=store,
+        path="a",
+        overwrite=True,
+        zarr_format=target.zarr_format,
     )
     await arr.set_basic_selection(..., pattern(shape))
     return arr
@@ -250,7 +275,7 @@ async def test_kill_shrink(target: Target, fork_server: ForkServer, full: bool) 
     kept = data[: small[0], : small[1]]
 
     async def setup(_trial: int) -> dict[str, Any]:
-        await _reset_array(store, whole, chunks)
+        await _reset_array(target, store, whole, chunks)
         return {"op": "resize", "store": target.spec("shrink.zarr"), "shape": small}
 
     async def check(_trial: int, during: bool) -> None:
@@ -275,7 +300,7 @@ async def test_kill_shrink(target: Target, fork_server: ForkServer, full: bool) 
 
     found: Counter[str] = Counter()
     await _trials(
-        f"shrink-{target.kind}", fork_server, _count(target, full), setup, check, seed=1, found=found
+        f"shrink-{target.name}", fork_server, _count(target, full), setup, check, seed=1, found=found
     )
 
 
@@ -287,8 +312,8 @@ async def test_kill_grow(target: Target, fork_server: ForkServer, full: bool) ->
     store, data = target.store("grow.zarr"), pattern(whole)
 
     async def setup(_trial: int) -> dict[str, Any]:
-        await _reset_array(store, whole, chunks)
-        await plant_shape(store, "a/.zarray", small)
+        await _reset_array(target, store, whole, chunks)
+        await plant_shape(store, target.document("a"), small)
         return {"op": "resize", "store": target.spec("grow.zarr"), "shape": whole}
 
     async def check(_trial: int, during: bool) -> None:
@@ -303,7 +328,7 @@ async def test_kill_grow(target: Target, fork_server: ForkServer, full: bool) ->
             found["temporary files swept"] += await _swept(target, "grow.zarr")
 
     found: Counter[str] = Counter()
-    await _trials(f"grow-{target.kind}", fork_server, _count(target, full), setup, check, seed=2, found=found)
+    await _trials(f"grow-{target.name}", fork_server, _count(target, full), setup, check, seed=2, found=found)
 
 
 @_trials_param()
@@ -313,8 +338,8 @@ async def test_kill_append(target: Target, fork_server: ForkServer, full: bool) 
     rows = whole[0] - small[0]
 
     async def setup(_trial: int) -> dict[str, Any]:
-        await _reset_array(store, whole, chunks)
-        await plant_shape(store, "a/.zarray", small)
+        await _reset_array(target, store, whole, chunks)
+        await plant_shape(store, target.document("a"), small)
         return {"op": "append", "store": target.spec("append.zarr"), "value": [[-7] * whole[1]] * rows}
 
     async def check(_trial: int, during: bool) -> None:
@@ -329,7 +354,7 @@ async def test_kill_append(target: Target, fork_server: ForkServer, full: bool) 
 
     found: Counter[str] = Counter()
     await _trials(
-        f"append-{target.kind}", fork_server, _count(target, full), setup, check, seed=3, found=found
+        f"append-{target.name}", fork_server, _count(target, full), setup, check, seed=3, found=found
     )
 
 
@@ -343,7 +368,7 @@ async def test_kill_write(target: Target, fork_server: ForkServer, full: bool) -
     inside[sel] = True
 
     async def setup(_trial: int) -> dict[str, Any]:
-        await _reset_array(store, whole, chunks)
+        await _reset_array(target, store, whole, chunks)
         return {"op": "write", "store": target.spec("write.zarr"), "region": region}
 
     async def check(_trial: int, during: bool) -> None:
@@ -363,7 +388,7 @@ async def test_kill_write(target: Target, fork_server: ForkServer, full: bool) -
 
     found: Counter[str] = Counter()
     await _trials(
-        f"write-{target.kind}", fork_server, _count(target, full), setup, check, seed=4, found=found
+        f"write-{target.name}", fork_server, _count(target, full), setup, check, seed=4, found=found
     )
 
 
@@ -373,13 +398,25 @@ async def test_kill_attrs_update(target: Target, fork_server: ForkServer, full: 
     updates, pad = (150, 20_000) if target.kind == "local" else (40, 20_000)
 
     async def setup(_trial: int) -> dict[str, Any]:
-        arr = await azarr.create((4,), chunks=(2,), dtype="i4", store=store, path="a", overwrite=True)
+        arr = await azarr.create(
+            (4,),
+            chunks=(2,),
+            dtype="i4",
+            store=store,
+            path="a",
+            overwrite=True,
+            zarr_format=target.zarr_format,
+        )
         await arr.attrs.put({"n": 0, "keep": True})
         return {"op": "attrs", "store": target.spec("attrs.zarr"), "updates": updates, "pad": pad}
 
     async def check(_trial: int, during: bool) -> None:
-        raw = await store.get("a/.zattrs")
-        attrs = json.loads(raw or b"")  # a whole document, never part of one
+        if target.zarr_format == 3:  # the attributes live in zarr.json, beside the shape
+            document = json.loads(await store.get("a/zarr.json") or b"")  # a whole one, never a part
+            assert document["shape"] == [4] and document["node_type"] == "array"
+            attrs = document["attributes"]
+        else:
+            attrs = json.loads(await store.get("a/.zattrs") or b"")  # a whole document, never part of one
         assert attrs["keep"] is True and 0 <= attrs["n"] <= updates
         assert attrs["n"] == 0 or attrs["pad"] == "x" * pad
         if not during:
@@ -387,19 +424,21 @@ async def test_kill_attrs_update(target: Target, fork_server: ForkServer, full: 
 
     found: Counter[str] = Counter()
     await _trials(
-        f"attrs-{target.kind}", fork_server, _count(target, full), setup, check, seed=5, found=found
+        f"attrs-{target.name}", fork_server, _count(target, full), setup, check, seed=5, found=found
     )
 
 
-async def _source_hierarchy(store: Store, whole: tuple[int, int], chunks: tuple[int, int]) -> None:
-    root = await azarr.group(store=store, overwrite=True)
+async def _source_hierarchy(
+    target: Target, store: Store, whole: tuple[int, int], chunks: tuple[int, int]
+) -> None:
+    root = await azarr.group(store=store, overwrite=True, zarr_format=target.zarr_format)
     await root.attrs.update(title="source")
     t = await root.create_dataset("t", shape=whole, chunks=chunks, dtype="i4")
     await t.set_basic_selection(..., pattern(whole))
     sub = await root.create_group("sub")
     b = await sub.create_dataset("b", shape=(40,), chunks=(3,), dtype="f8")
     await b.set_basic_selection(..., np.linspace(0, 1, 40))
-    await azarr.consolidate_metadata(store)
+    await azarr.consolidate_metadata(store)  # v3: inline, in the root's zarr.json
 
 
 def _verify(*argv: str) -> int:
@@ -415,7 +454,7 @@ def _verify(*argv: str) -> int:
 async def test_kill_cp(target: Target, fork_server: ForkServer, full: bool) -> None:
     whole, chunks, _ = SIZES[target.kind]
     source = target.store("src.zarr")
-    await _source_hierarchy(source, whole, chunks)
+    await _source_hierarchy(target, source, whole, chunks)
     src_keys = {k: await source.get(k) async for k in source.list_prefix("")}
     found: Counter[str] = Counter()
 
@@ -437,19 +476,23 @@ async def test_kill_cp(target: Target, fork_server: ForkServer, full: bool) -> N
         assert verified == complete, (
             f"verify said {verified} of a copy with {len(copied)}/{len(src_keys)} keys"
         )
+        # without the source: only a copy lacking nothing but v2's .zmetadata passes
+        alone = await asyncio.to_thread(_verify, "verify", dst, *target.cli_options) == 0
+        assert alone == (set(src_keys) - set(copied) <= {".zmetadata"}), f"verify DST said {alone}"
         found["complete copies (verify ok)" if complete else "partial copies (verify failed)"] += 1
         try:
             await azarr.open_consolidated(dest)
             opens = True
-        except azarr.errors.ConsolidatedMetadataNotFoundError:
+        except (azarr.errors.ConsolidatedMetadataNotFoundError, azarr.errors.GroupNotFoundError):
             opens = False
         assert opens == complete, "a partial copy opens as a consolidated hierarchy"
-        if ".zgroup" in copied:  # the root opens: every array and group below is whole
+        root = ".zgroup" if target.zarr_format == 2 else "zarr.json"
+        if root in copied:  # the root opens: every array and group below is whole
             assert set(src_keys) - set(copied) <= {".zmetadata"}
         found["temporary files swept"] += await _swept(target, dest_name(trial))
 
     await _trials(
-        f"cp-{target.kind}",
+        f"cp-{target.name}",
         fork_server,
         _count(target, full),
         setup,
