@@ -368,7 +368,9 @@ async def test_copy_stopped_at_any_write_never_passes_for_complete(zarr_format: 
             assert copied == src_keys
             assert [k async for k in (await azarr.open_consolidated(dest)).array_keys()] == ["t", "zeta"]
         else:
-            with pytest.raises((azarr.errors.ConsolidatedMetadataNotFoundError, azarr.errors.GroupNotFoundError)):
+            with pytest.raises(
+                (azarr.errors.ConsolidatedMetadataNotFoundError, azarr.errors.GroupNotFoundError)
+            ):
                 await azarr.open_consolidated(dest)
 
 

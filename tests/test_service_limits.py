@@ -311,7 +311,9 @@ def _hostile_requests(rng: random.Random, n: int) -> Iterator[tuple[str, dict[st
 
 
 @pytest.mark.parametrize("combinations", [60, pytest.param(1000, marks=pytest.mark.slow)])
-async def test_hostile_parameters_get_4xx_and_never_stall_the_loop(svc: ServiceProcess, combinations: int) -> None:
+async def test_hostile_parameters_get_4xx_and_never_stall_the_loop(
+    svc: ServiceProcess, combinations: int
+) -> None:
     svc.health(reset=True)  # the stall measurement starts after start-up
     statuses: dict[int, int] = {}
     slowest = (0.0, "")
