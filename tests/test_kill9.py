@@ -186,9 +186,10 @@ async def _swept(target: Target, name: str) -> int:
 
 # ---------------------------------------------------------------- trials
 async def _trials(
-    name: str,
+    operation: str,
+    target: Target,
+    full: bool,
     fork_server: ForkServer,
-    trials: int,
     setup: Callable[[int], Awaitable[dict[str, Any]]],
     check: Callable[[int, bool], Awaitable[None]],
     *,
@@ -197,8 +198,10 @@ async def _trials(
     watching: bool = True,
 ) -> dict[str, int]:
     """Calibrate the operation's duration, then runs killed after a random delay within it
-    until ``trials`` kills landed before the operation ended. ``check(trial, during)`` checks the invariant (``during``: while the child runs,
-    called over and over when ``watching``), and counts what it found after each run in ``found``."""
+    until `_count` kills landed before the operation ended. ``check(trial, during)`` checks
+    the invariant (``during``: while the child runs, called over and over when
+    ``watching``), and counts what it found after each run in ``found``."""
+    name, trials = f"{operation}-{target.name}", _count(target, full)
     rng = random.Random(seed)
     # A whole run (the shortest of two in the full variant: the first child of a fork server
     # may run cold); this machine's load varies, so a run ending before its kill shortens it.
@@ -308,9 +311,7 @@ async def test_kill_shrink(target: Target, fork_server: ForkServer, full: bool) 
         found["temporary files swept"] += await _swept(target, "shrink.zarr")
 
     found: Counter[str] = Counter()
-    await _trials(
-        f"shrink-{target.name}", fork_server, _count(target, full), setup, check, seed=1, found=found
-    )
+    await _trials("shrink", target, full, fork_server, setup, check, seed=1, found=found)
 
 
 @_trials_param("local-v3")
@@ -337,7 +338,7 @@ async def test_kill_grow(target: Target, fork_server: ForkServer, full: bool) ->
             found["temporary files swept"] += await _swept(target, "grow.zarr")
 
     found: Counter[str] = Counter()
-    await _trials(f"grow-{target.name}", fork_server, _count(target, full), setup, check, seed=2, found=found)
+    await _trials("grow", target, full, fork_server, setup, check, seed=2, found=found)
 
 
 @_trials_param("local-v3")
@@ -362,9 +363,7 @@ async def test_kill_append(target: Target, fork_server: ForkServer, full: bool) 
             found["temporary files swept"] += await _swept(target, "append.zarr")
 
     found: Counter[str] = Counter()
-    await _trials(
-        f"append-{target.name}", fork_server, _count(target, full), setup, check, seed=3, found=found
-    )
+    await _trials("append", target, full, fork_server, setup, check, seed=3, found=found)
 
 
 @_trials_param("local-v3")
@@ -396,9 +395,7 @@ async def test_kill_write(target: Target, fork_server: ForkServer, full: bool) -
             found["temporary files swept"] += await _swept(target, "write.zarr")
 
     found: Counter[str] = Counter()
-    await _trials(
-        f"write-{target.name}", fork_server, _count(target, full), setup, check, seed=4, found=found
-    )
+    await _trials("write", target, full, fork_server, setup, check, seed=4, found=found)
 
 
 @_trials_param("local-v3")
@@ -432,9 +429,7 @@ async def test_kill_attrs_update(target: Target, fork_server: ForkServer, full: 
             found["temporary files swept"] += await _swept(target, "attrs.zarr")
 
     found: Counter[str] = Counter()
-    await _trials(
-        f"attrs-{target.name}", fork_server, _count(target, full), setup, check, seed=5, found=found
-    )
+    await _trials("attrs", target, full, fork_server, setup, check, seed=5, found=found)
 
 
 async def _source_hierarchy(
@@ -501,9 +496,10 @@ async def test_kill_cp(target: Target, fork_server: ForkServer, full: bool) -> N
         found["temporary files swept"] += await _swept(target, dest_name(trial))
 
     await _trials(
-        f"cp-{target.name}",
+        "cp",
+        target,
+        full,
         fork_server,
-        _count(target, full),
         setup,
         check,
         seed=6,
