@@ -5,7 +5,8 @@ Stops are simulated here by a store that raises at the n-th write (every n, so e
 point between two requests is tried); tests/test_kill9.py kills real processes. Each
 runs on both formats and on every chunk key encoding (`LAYOUTS`): v2 ``1.0`` and
 ``1/0``, v3 ``c/1/0`` and v3's ``v2`` encoding ``1.0``, the metadata document being
-``.zarray`` or ``zarr.json``.
+``.zarray`` or ``zarr.json``; and on a sharded v3 array, whose stored objects are
+shards of 2 x 2 inner chunks.
 """
 
 from __future__ import annotations
@@ -40,7 +41,16 @@ class Layout:
     prefix: str = ""
 
     def key(self, *coords: int) -> str:
+        """The key of the stored object (chunk or shard) at grid ``coords``."""
         return self.prefix + self.separator.join(map(str, coords))
+
+    @property
+    def unit(self) -> tuple[int, ...]:
+        """Shape of the stored objects: shards of a sharded array, else chunks."""
+        return tuple(self.create.get("shards", CHUNKS))
+
+    def grid(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(-(-n // u) for n, u in zip(shape, self.unit, strict=True))
 
 
 LAYOUTS = {
@@ -50,6 +60,7 @@ LAYOUTS = {
         Layout("v2-nested", {"zarr_format": 2, "dimension_separator": "/"}, ".zarray", "/"),
         Layout("v3", {"zarr_format": 3}, "zarr.json", "/", "c/"),
         Layout("v3-v2keys", {"zarr_format": 3, "chunk_key_encoding": {"name": "v2"}}, "zarr.json", "."),
+        Layout("v3-sharded", {"zarr_format": 3, "shards": (16, 16)}, "zarr.json", "/", "c/"),
     )
 }
 
@@ -187,10 +198,12 @@ async def test_shrink_deletes_and_clears_before_publishing(layout: Layout) -> No
     assert store.log[-1] == ("set", layout.document), store.log
     chunk_ops = store.log[:-1]
     assert {op for op, _ in chunk_ops} == {"set", "delete"}
-    # the three chunks of row 1 cut at row 13 are rewritten; rows 2.. deleted
-    assert sorted(k for op, k in chunk_ops if op == "set") == [layout.key(1, c) for c in range(3)]
+    # the chunks (or shards) of the row cut at row 13 are rewritten; the rows below deleted
+    rows, columns = layout.grid(SHAPE)
+    cut = 13 // layout.unit[0]
+    assert sorted(k for op, k in chunk_ops if op == "set") == [layout.key(cut, c) for c in range(columns)]
     deleted = sorted(k for op, k in chunk_ops if op == "delete")
-    assert deleted == sorted(layout.key(r, c) for r in range(2, 5) for c in range(3))
+    assert deleted == sorted(layout.key(r, c) for r in range(cut + 1, rows) for c in range(columns))
     # the cut rows hold fill_value beyond the new edge: a later grow finds nothing to clear
     store.log.clear()
     await arr.resize(*SHAPE)
@@ -204,6 +217,8 @@ async def test_shrink_deletes_and_clears_before_publishing(layout: Layout) -> No
         *((name, shape) for name in ("v2", "v3") for shape in [(13, 24), (40, 5), (3, 3), (0, 24)]),
         ("v2-nested", (13, 5)),
         ("v3-v2keys", (13, 5)),
+        # shards cut by the new edge keep their inner chunks inside it, cleared where cut
+        *(("v3-sharded", shape) for shape in [(13, 24), (13, 5), (3, 3), (20, 20)]),
     ],
 )
 async def test_shrink_stopped_at_any_write_never_exposes_old_data(
@@ -254,8 +269,9 @@ async def test_append_stopped_after_publishing_shows_fill_not_old_data(layout: L
     await plant_shape(store, layout.document, (13, 24))
     arr = await azarr.open_array(store, mode="r+")
     store.log.clear()
-    # writes: the three cleared cut chunks, the deleted stale chunks, .zarray; then stop
-    store.stop_at = 3 + 9 + 1
+    # writes: the cleared cut chunks (or shards), the deleted stale ones, .zarray; then stop
+    rows, columns = layout.grid(SHAPE)
+    store.stop_at = rows * columns - (13 // layout.unit[0]) * columns + 1
     with pytest.raises(Stopped):
         await arr.append(np.full((20, 24), 5, dtype="i4"))
     assert store.log[-1] == ("set", layout.document)
@@ -291,6 +307,9 @@ async def _hierarchy(store: Store, zarr_format: int = 2) -> None:
     # listed after the root's zarr.json: a copy in listing order publishes v3's root before it
     zeta = await root.zeros("zeta", shape=(6,), chunks=(4,), dtype="u1")
     await zeta.set_basic_selection(..., np.arange(1, 7, dtype="u1"))
+    if zarr_format == 3:  # shards are copied as chunks are: before any zarr.json
+        sharded = await root.zeros("sh", shape=(10, 6), chunks=(2, 3), shards=(4, 6), dtype="i2")
+        await sharded.set_basic_selection(..., np.arange(60, dtype="i2").reshape(10, 6))
     await azarr.consolidate_metadata(store)  # v3: inline, in the root's zarr.json
 
 
@@ -341,7 +360,7 @@ async def test_copy_stopped_at_any_write_never_passes_for_complete(zarr_format: 
         documents = {"t": ".zarray", "sub/b": ".zarray", "zeta": ".zarray", "sub": ".zgroup", "": ".zgroup"}
         consolidated = ".zmetadata"
     else:
-        documents = dict.fromkeys(("t", "sub/b", "zeta", "sub", ""), "zarr.json")
+        documents = dict.fromkeys(("t", "sub/b", "zeta", "sh", "sub", ""), "zarr.json")
         consolidated = "zarr.json"  # the root's, with the hierarchy's metadata inline
     for stop_at in range(len(src_keys) + 1):
         dest = StoppingStore(MemoryStore(), stop_at=stop_at)
@@ -366,7 +385,8 @@ async def test_copy_stopped_at_any_write_never_passes_for_complete(zarr_format: 
         assert verified == (src_keys - copied <= {".zmetadata"}), (src_keys - copied, report.problems)
         if consolidated in copied:
             assert copied == src_keys
-            assert [k async for k in (await azarr.open_consolidated(dest)).array_keys()] == ["t", "zeta"]
+            arrays = [k async for k in (await azarr.open_consolidated(dest)).array_keys()]
+            assert arrays == ["t", "zeta"] if zarr_format == 2 else ["sh", "t", "zeta"]
         else:
             with pytest.raises(
                 (azarr.errors.ConsolidatedMetadataNotFoundError, azarr.errors.GroupNotFoundError)

@@ -26,6 +26,13 @@ first. Any change in between starts the round again from the new document.
 Both formats alike: chunks are found and named by the array's own chunk key
 encoding (v2 ``0.0``/``0/0``; v3 ``c/0/0``, or ``0.0`` under the ``v2`` encoding),
 and a v3 ``zarr.json`` keeps its attributes, dimension names and extensions.
+
+Sharded arrays: the stored objects are shards, so shards are what is listed, deleted
+and rewritten (one conditional PUT each); a shard cut by the new edge is rewritten
+without its inner chunks wholly outside, and with those cut by the edge cleared. Its
+index then no longer names data outside the shape, so a later grow cannot expose any.
+A shard index cached for a rewritten shard is stale by generation: its next read fails
+its pin and reads the shard again (`azarr.pipeline._shards`).
 See ``docs/consistency.md``, "Crash windows".
 """
 
@@ -47,6 +54,7 @@ from azarr.scheduler import bounded_map
 if TYPE_CHECKING:
     from azarr.codecs import ChunkCodec
     from azarr.core.array import AsyncArray
+    from azarr.pipeline._shards import ShardedChunks
     from azarr.storage import Generation
 
 #: Bytes of decoded chunks one round of clearing holds at once (chunks are cleared in batches).
@@ -145,7 +153,7 @@ async def _prepare(
     listing: bool,
 ) -> None:
     """Delete and clear what lies outside ``min(old, new)`` on every axis that changes."""
-    chunks = array.chunks
+    chunks = array.shards or array.chunks  # of the stored objects: shards of a sharded array
     keep = tuple(min(o, n) for o, n in zip(old, new, strict=True))
     changing = [i for i, (o, n) in enumerate(zip(old, new, strict=True)) if o != n]
     grid = tuple(math.ceil(n / c) for n, c in zip(new, chunks, strict=True))
@@ -166,7 +174,9 @@ async def _prepare(
         await bounded_map(array._io.delete, beyond, array._budget.max_requests)
     else:
         candidates = [(c, array._chunk_key(c)) for c in _exposed_chunks(keep, grid, chunks, changing)]
-    batch = max(1, min(_BATCH_CHUNKS, _BATCH_BYTES // max(1, array._codec.nbytes)))
+    shards = array._pipeline.shards
+    nbytes = array._codec.nbytes * (1 if shards is None else shards.count)
+    batch = max(1, min(_BATCH_CHUNKS, _BATCH_BYTES // max(1, nbytes)))
     for start in range(0, len(candidates), batch):
         await _clear_batch(array, candidates[start : start + batch], keep, changing, raw, key)
 
@@ -197,6 +207,8 @@ async def _clear_batch(
     conditionally, once the metadata document is seen unchanged after the reads (see the module)."""
     io, codec = array._io, array._codec
     pipeline = array._pipeline
+    shards = pipeline.shards
+    size = codec.chunks if shards is None else shards.shard_shape
 
     async def plan(
         item: tuple[tuple[int, ...], str],
@@ -205,13 +217,15 @@ async def _clear_batch(
         data, generation = await io.get_with_generation(chunk_key)
         if data is None:
             return None
-        origin = [c * n for c, n in zip(coords, codec.chunks, strict=True)]
-        cuts = {i: keep[i] - origin[i] for i in changing if origin[i] + codec.chunks[i] > keep[i]}
+        cuts = _cuts(coords, size, keep, changing)
         if any(cut <= 0 for cut in cuts.values()):
             return chunk_key, generation, _DELETE  # wholly outside: nothing of it stays
-        cleared = await run_in_codec_pool(
-            _cleared, codec, data, chunk_key, cuts, pipeline.fill_value, pipeline.write_empty_chunks
-        )
+        fill = (pipeline.fill_value, pipeline.write_empty_chunks)
+        if shards is None:
+            cleared = await run_in_codec_pool(_cleared, codec, data, chunk_key, cuts, *fill)
+        else:
+            where = (coords, keep, changing)
+            cleared = await run_in_codec_pool(_cleared_shard, shards, codec, data, chunk_key, *where, *fill)
         return None if cleared is None else (chunk_key, generation, cleared)
 
     actions = [a for a in await bounded_map(plan, items, io.budget.max_requests) if a is not None]
@@ -239,8 +253,64 @@ async def _clear_batch(
     await bounded_map(apply, actions, io.budget.max_requests)
 
 
+def _cuts(
+    coords: tuple[int, ...], size: tuple[int, ...], keep: tuple[int, ...], changing: list[int]
+) -> dict[int, int]:
+    """Where ``keep`` cuts the object of ``size`` at grid ``coords``, per changing axis that
+    reaches outside it (the position from which on it is outside; <= 0: wholly outside)."""
+    origin = [c * n for c, n in zip(coords, size, strict=True)]
+    return {i: keep[i] - origin[i] for i in changing if origin[i] + size[i] > keep[i]}
+
+
+def _cleared_shard(
+    shards: ShardedChunks,
+    codec: ChunkCodec,
+    data: bytes,
+    key: str,
+    shard: tuple[int, ...],
+    keep: tuple[int, ...],
+    changing: list[int],
+    fill_value: Any,
+    write_empty_chunks: bool,
+) -> bytes | _Delete | None:
+    """Shard ``key`` without the inner chunks wholly outside ``keep``, and those cut by it
+    cleared (`_cleared`); None if nothing changes, `_DELETE` if no inner chunk is left
+    (runs in the codec pool).
+
+    Raises
+    ------
+    ShardIndexError
+        The stored shard's index is corrupt (nothing is written).
+    """
+    parts: list[bytes | memoryview | None] = list(shards.split(data, key))
+    changed = False
+    for local, part in enumerate(parts):
+        if part is None:
+            continue
+        cuts = _cuts(shards.inner_coords(shard, local), codec.chunks, keep, changing)
+        if not cuts:
+            continue
+        if any(cut <= 0 for cut in cuts.values()):
+            cleared: bytes | _Delete | None = _DELETE
+        else:
+            label = shards.label(key, shard, local)
+            cleared = _cleared(codec, part, label, cuts, fill_value, write_empty_chunks)
+        if cleared is not None:
+            parts[local] = None if isinstance(cleared, _Delete) else cleared
+            changed = True
+    if not changed:
+        return None
+    assembled = shards.spec.assemble(parts)
+    return _DELETE if assembled is None else assembled
+
+
 def _cleared(
-    codec: ChunkCodec, data: bytes, key: str, cuts: dict[int, int], fill_value: Any, write_empty_chunks: bool
+    codec: ChunkCodec,
+    data: bytes | memoryview,
+    key: str,
+    cuts: dict[int, int],
+    fill_value: Any,
+    write_empty_chunks: bool,
 ) -> bytes | _Delete | None:
     """The chunk with ``fill_value`` from position ``cuts[axis]`` on along each axis; None if
     it is so already, `_DELETE` if nothing else is left (runs in the codec pool)."""

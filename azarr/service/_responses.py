@@ -271,7 +271,7 @@ async def array_response(
     ----------
     plan : SelectionPlan
         The validated selection.
-    format : {"json", "npy", "raw"}
+    format : {"npy", "json", "raw"}
         ``json``: ``{"shape", "dtype", "data"}``, encoded and sent a piece at a time
         (small results; no ``Content-Length``); ``npy``: a ``.npy`` file, streamed;
         ``raw``: the C-order little-endian bytes, streamed, shape and dtype in headers.
