@@ -116,6 +116,9 @@ _DEFAULTS: dict[str, Any] = {
     # Zarr format of nodes created without zarr_format= (2 or 3). Opening finds the
     # format of what exists, whatever this says.
     "zarr_format": 2,
+    # Seconds after which a LocalStore temporary file no writer holds counts as
+    # abandoned by a killed writer, and is removed (azarr/storage/_sweep.py).
+    "local_temp_max_age": 600.0,
 }
 
 # Settings that must be integers >= 1.
@@ -237,7 +240,10 @@ def set(**settings: Any) -> Any:
         file's or Icechunk repository's own scheme; or a list of schemes and URL prefixes
         references and virtual chunks may name).
         ``zarr_format`` (2 or 3: the format of new arrays and groups created without
-        ``zarr_format=``; default 2).
+        ``zarr_format=``; default 2),
+        ``local_temp_max_age`` (seconds, default 600: a `LocalStore` temporary file
+        older than this that no live writer holds is removed by the next write into its
+        directory or a listing passing it).
         Budgets are fixed when a store is first used; change a live store's with
         `azarr.scheduler.set_budget`.
 
@@ -254,7 +260,8 @@ def set(**settings: Any) -> Any:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
         if name == "zarr_format" and value not in (2, 3):
             raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
-        if name in ("buffer_pool_bytes", "shard_index_cache_bytes") and int(value) < 0:
+        nonnegative = ("buffer_pool_bytes", "shard_index_cache_bytes", "local_temp_max_age")
+        if name in nonnegative and float(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
         if name == "adaptive_latency_tolerance" and value is not None and float(value) <= 1:
             raise ValueError(f"azarr setting {name!r} must be > 1 or None, got {value!r}")

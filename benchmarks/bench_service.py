@@ -170,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_write(server, bucket))
         proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
         options = dict(server.storage_options, endpoint_url=proxy.url)
-        service = ServiceProcess({"d": {"url": f"s3://{bucket}/svc.zarr", "storage_options": options}})
+        # The clients all come from 127.0.0.1, so the per-client limit is raised to their number.
+        service = ServiceProcess(
+            {"d": {"url": f"s3://{bucket}/svc.zarr", "storage_options": options}},
+            env={"AZARR_CLIENT_REQUESTS": str(clients)},
+        )
         rss_start = service.rss()
         kinds = []
         for kind in ("1-element", "1-chunk", "16-chunk"):

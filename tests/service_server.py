@@ -31,6 +31,9 @@ class ServiceProcess:
         ``AZARR_DEADLINE``: seconds per request before a 504.
     max_bytes : int, optional
         ``AZARR_MAX_BYTES``: bytes of a streamed result the service holds at once.
+    env : dict, optional
+        More environment variables (``AZARR_RESPONSE_BUDGET``, ``AZARR_SEND_TIMEOUT``,
+        ``AZARR_CLIENT_REQUESTS``...).
     """
 
     def __init__(
@@ -40,9 +43,10 @@ class ServiceProcess:
         config: dict[str, Any] | None = None,
         deadline: float = 30.0,
         max_bytes: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
-        env = dict(os.environ)
+        extra, env = env or {}, dict(os.environ)
         env.update(
             AZARR_DATASETS=json.dumps(datasets),
             AZARR_CONFIG=json.dumps(config or {}),
@@ -51,6 +55,7 @@ class ServiceProcess:
         )
         if max_bytes is not None:
             env["AZARR_MAX_BYTES"] = str(max_bytes)
+        env.update(extra)
         fd, log = tempfile.mkstemp(prefix="azarr-service-", suffix=".log")
         self.log_path = Path(log)
         argv = [
@@ -87,9 +92,11 @@ class ServiceProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def health(self) -> dict[str, Any]:
-        """The service's ``/health`` counters (requests in flight, cancelled, loop tasks)."""
-        with urllib.request.urlopen(self.url + "/health", timeout=5) as response:
+    def health(self, *, reset: bool = False) -> dict[str, Any]:
+        """The service's ``/health`` counters (requests in flight, cancelled, loop tasks, the
+        longest event-loop stall; ``reset`` starts a new stall measurement)."""
+        query = "?reset=true" if reset else ""
+        with urllib.request.urlopen(self.url + "/health" + query, timeout=5) as response:
             result: dict[str, Any] = json.loads(response.read())
             return result
 

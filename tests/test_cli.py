@@ -284,6 +284,42 @@ def test_verify_finds_problems_exit_1(local: str) -> None:
     assert text.returncode == 1 and "PROBLEM t/3.1" not in text.stdout and "PROBLEM stray" in text.stdout
 
 
+def test_verify_against_source_finds_what_a_copy_lacks(local: str, tmp_path: Path) -> None:
+    # In-process (click's runner: the same command objects, minus ~0.5-2 s of start-up a run).
+    from click.testing import CliRunner
+
+    from azarr.cli import cli
+
+    def invoke(*args: str, code: int) -> str:
+        result = CliRunner().invoke(cli, list(args))
+        assert result.exit_code == code, (args, result.stdout, result.stderr)
+        return result.stderr if code == 2 else result.stdout
+
+    def verify(*args: str, code: int = 1) -> str:
+        return invoke("verify", *args, code=code)
+
+    dst = tmp_path / "copy.zarr"
+    invoke("cp", local, str(dst), code=0)
+    report = json.loads(verify(str(dst), "--against", local, "--json", code=0))
+    assert report["ok"] and report["compared"] == 57 and report["against"] == local
+    (dst / "t" / "3.1").unlink()  # missing
+    (dst / "t" / "4.1").write_bytes((dst / "t" / "4.2").read_bytes())  # different bytes
+    (dst / "sub" / "b" / "9").write_bytes(b"x")  # extra (and outside the grid)
+    for args in ((local, str(dst), "--json"), (str(dst), "--against", local, "--json")):
+        problems = {p["key"]: p["error"] for p in json.loads(verify(*args))["problems"]}
+        assert problems["t/3.1"].startswith("missing") and problems["t/4.1"].startswith("differs")
+        assert problems["sub/b/9"].startswith("extra") or "outside the chunk grid" in problems["sub/b/9"]
+    text = verify(local, str(dst))
+    assert "PROBLEM t/3.1: missing" in text and f"compared with {local}" in text
+    assert "either as the first" in verify(local, str(dst), "--against", local, code=2)
+    # A copy stopped before the groups' documents (azarr cp writes them last) fails without SRC too.
+    (dst / ".zgroup").unlink()
+    (dst / "sub" / ".zgroup").unlink()
+    problems = {p["key"]: p["error"] for p in json.loads(verify(str(dst), "--json"))["problems"]}
+    assert problems[".zgroup"].startswith("missing:") and "but its group '/' is not" in problems[".zgroup"]
+    assert problems["sub/.zgroup"].startswith("missing: 'sub/b' is stored but its group 'sub' is not")
+
+
 # ---------------------------------------------------------------- bench
 def test_bench(local: str) -> None:
     result = ok_json("bench", local, "--seconds", "5")

@@ -297,7 +297,11 @@ def delayed_svc(bucket: str, seaweedfs: Any) -> Iterator[ServiceProcess]:
 
     with DelayProxy.start(seaweedfs.endpoint_url, delay_ms=20) as delay:
         options = dict(seaweedfs.storage_options, endpoint_url=delay.url)
-        server = ServiceProcess({"d": {"url": f"s3://{bucket}/data.zarr", "storage_options": options}})
+        # Its clients all come from 127.0.0.1: the per-client limit would turn most away.
+        server = ServiceProcess(
+            {"d": {"url": f"s3://{bucket}/data.zarr", "storage_options": options}},
+            env={"AZARR_CLIENT_REQUESTS": "1000"},
+        )
         yield server
         server.stop()
 

@@ -263,6 +263,28 @@ def test_cli_verify_finds_v3_problems(v3_tree: str) -> None:
     assert "'late/zarr.json' is not in its consolidated_metadata" in problems["zarr.json"]
 
 
+def test_cli_cp_then_verify_src_dst_finds_what_a_v3_copy_lacks(v3_tree: str, tmp_path: Path) -> None:
+    dst = tmp_path / "copy.zarr"
+    _cli("cp", v3_tree, str(dst))
+    assert _cli("verify", v3_tree, str(dst)).splitlines()[-1] == (
+        f"4 metadata documents, 2 arrays (Zarr v3), 2 groups, 9 chunks, 13 keys compared with {v3_tree}: ok"
+    )
+    (dst / "a" / "c" / "1" / "2").unlink()  # missing
+    (dst / "a" / "c" / "0" / "1").write_bytes((dst / "a" / "c" / "0" / "0").read_bytes())  # differs, decodes
+    (dst / "g" / "zarr.json").unlink()  # a copy stopped before the group's document
+    (dst / "zarr.json").unlink()  # ... and the root's, which holds the consolidated metadata
+    report = json.loads(_cli("verify", v3_tree, str(dst), "--json", code=1))
+    problems = {p["key"]: p["error"] for p in report["problems"]}
+    assert problems.keys() == {"a/c/1/2", "a/c/0/1", "g/zarr.json", "zarr.json"}
+    assert problems["a/c/1/2"].startswith("missing") and problems["a/c/0/1"].startswith("differs")
+    # without the source, the groups missing above their members still fail it
+    report = json.loads(_cli("verify", str(dst), "--json", code=1))
+    assert {p["key"]: p["error"][:8] for p in report["problems"]} == {
+        "zarr.json": "missing:",
+        "g/zarr.json": "missing:",
+    }
+
+
 # ------------------------------------------------------------------ partial reads, checksums
 
 

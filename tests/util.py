@@ -147,3 +147,13 @@ def proxied_store_pair(kind: str, request: pytest.FixtureRequest, subpath: str) 
     direct = cls(f"{bucket}/{subpath}", storage_options=server.storage_options)
     proxied = cls(f"{bucket}/{subpath}", storage_options=proxy.storage_options(server.storage_options))
     return direct, proxied, proxy
+
+
+async def plant_shape(store: Store, key: str, shape: tuple[int, ...]) -> None:
+    """Write ``shape`` into the ``.zarray`` at ``key`` and touch no chunk: what a shrink killed
+    between writing ``.zarray`` and deleting leaves (zarr-python 2, and azarr before issue #28)."""
+    import json
+
+    document = json.loads(await store.get(key) or b"{}")
+    document["shape"] = list(shape)
+    await store.set(key, json.dumps(document).encode())

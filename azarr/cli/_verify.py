@@ -6,12 +6,15 @@
    hold exactly the documents stored beside it, or it is stale);
 2. every other key is a chunk of an array: under an array's directory, named by
    its chunk key encoding (v2: the separator; v3: ``c/1/0`` or ``1.0``...) with one
-   in-grid integer per dimension;
+   in-grid integer per dimension; and every node's parents up to PATH are groups
+   (a copy stopped part-way lacks them: ``azarr cp`` writes them last);
 3. ``--decode``: every stored chunk is read and decoded, which checks it
    decompresses to exactly the chunk's size (the codec pipeline refuses anything else);
    a shard of a sharded Zarr v3 array is read whole, its index checked (checksum, every
    range inside the shard, no overlaps) and every inner chunk decoded;
-4. ``--digest``: each array's zarr-python 2 compatible ``hexdigest``.
+4. ``--digest``: each array's zarr-python 2 compatible ``hexdigest``;
+5. ``--against SRC`` (or ``azarr verify SRC DST``): every key of SRC is in DST with
+   the same bytes, and DST has no other (`azarr.cli._against`): a partial copy fails.
 
 Problems are collected, not raised: the report lists all of them and the exit status is 1.
 """
@@ -26,6 +29,7 @@ import click
 
 import azarr
 from azarr import AsyncArray
+from azarr.cli._against import compare_stores
 from azarr.cli._app import CommandFailed, Session, command
 from azarr.cli._format import display_url
 from azarr.cli._progress import progress_bar
@@ -56,6 +60,8 @@ class Report:
     chunks: int = 0
     decoded: int | None = None
     digests: dict[str, str] | None = None
+    against: str | None = None
+    compared: int | None = None
     problems: list[dict[str, str]] = field(default_factory=list)
 
     def problem(self, key: str, error: BaseException | str) -> None:
@@ -76,6 +82,8 @@ class Report:
             "chunks": self.chunks,
             "decoded": self.decoded,
             "digests": self.digests,
+            "against": self.against,
+            "compared": self.compared,
             "problems": self.problems,
         }
 
@@ -85,6 +93,8 @@ class Report:
         decoded = "" if self.decoded is None else f", {self.decoded} decoded"
         formats = sorted({arr.zarr_format for arr in self.arrays.values()})
         kinds = f" (Zarr {' and '.join(f'v{f}' for f in formats)})" if formats else ""
+        if self.against is not None:
+            decoded += f", {self.compared} keys compared with {self.against}"
         lines.append(
             f"{self.documents} metadata documents, {len(self.arrays)} arrays{kinds}, {len(self.groups)} groups, "
             f"{self.chunks} chunks{decoded}: "
@@ -136,6 +146,32 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
             report.problem(key, exc)
             if name in (ZARRAY, ZARR_JSON):  # (a broken group's chunks-looking keys say so too)
                 report.broken.add(directory)
+
+
+def _check_parents(root: str, keys: list[str], report: Report) -> None:
+    """Every node below ``root`` must sit in groups up to ``root``: a group whose document is
+    missing while its members are there is what a copy stopped part-way leaves (``azarr cp``
+    writes each group's document after everything below it, the root's last), so a partial
+    copy never verifies clean. Zarr v3 has no implicit groups; zarr-python 2 writes every
+    parent's ``.zgroup`` when it creates a node."""
+    documents: dict[str, str] = {}  # node directory -> its document's name
+    for key in keys:
+        directory, name = _split(key)
+        if name in (ZARRAY, ZGROUP, ZARR_JSON):
+            documents.setdefault(directory, name)
+    missing: set[str] = set()
+    for node, name in sorted(documents.items()):
+        parent = node
+        while parent != root:
+            parent = parent.rpartition("/")[0]
+            if parent in documents or parent in missing or not parent.startswith(root):
+                break
+            missing.add(parent)
+            report.problem(
+                f"{parent}/{ZARR_JSON if name == ZARR_JSON else ZGROUP}".lstrip("/"),
+                f"missing: {node!r} is stored but its group {parent or '/'!r} is not "
+                "(a copy stopped before it was written?)",
+            )
 
 
 async def _check_consolidated(store: Store, key: str, keys: list[str], report: Report) -> None:
@@ -233,6 +269,19 @@ def _check_chunk_keys(keys: list[str], report: Report) -> list[tuple[AsyncArray,
     return chunks
 
 
+async def check_hierarchy(
+    store: Store, path: str, report: Report
+) -> tuple[list[str], list[tuple[AsyncArray, tuple[int, ...], str]]]:
+    """Steps 1 and 2 of the module on the hierarchy at ``path``: problems go to ``report``.
+
+    Returns the keys listed and the chunks found (array, grid coordinates, key).
+    """
+    keys = sorted(await StoreIO(store).list_prefix(path))
+    await _check_documents(store, keys, report)
+    _check_parents(path, keys, report)
+    return keys, _check_chunk_keys(keys, report)
+
+
 async def _decode_all(
     store: Store,
     chunks: list[tuple[AsyncArray, tuple[int, ...], str]],
@@ -276,22 +325,45 @@ async def _decode_all(
 
 @command("verify")
 @click.argument("url")
+@click.argument("copy", required=False, metavar="[DST]")
+@click.option(
+    "--against",
+    metavar="SRC",
+    help="Also check URL is a whole copy of SRC: no key missing, different or extra.",
+)
 @click.option("--path", default="", help="Check only the hierarchy below this path.")
 @click.option("--decode", is_flag=True, help="Read and decode every stored chunk.")
 @click.option("--digest", is_flag=True, help="Print each array's sha1 hexdigest (zarr-python 2 compatible).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar for --decode.")
 async def verify(
-    session: Session, url: str, path: str, decode: bool, digest: bool, progress: bool | None
+    session: Session,
+    url: str,
+    copy: str | None,
+    against: str | None,
+    path: str,
+    decode: bool,
+    digest: bool,
+    progress: bool | None,
 ) -> None:
     """Check a hierarchy: metadata parses, every key is a chunk of an array, chunks decode.
 
-    Exit status 1 when any problem is found; every problem is listed with its key.
+    With two URLs (SRC DST) or --against SRC, also check the hierarchy is a whole copy of
+    SRC. Exit status 1 when any problem is found; every problem is listed with its key.
     """
+    if copy is not None:
+        if against is not None:
+            raise click.UsageError("give SRC either as the first of two URLs or as --against, not both")
+        url, against = copy, url
     store = session.store(url)
-    keys = sorted(await StoreIO(store).list_prefix(path.strip("/")))
     report = Report()
-    await _check_documents(store, keys, report)
-    chunks = _check_chunk_keys(keys, report)
+    keys, chunks = await check_hierarchy(store, path.strip("/"), report)
+    if against is not None:
+        report.against = display_url(against)
+        show = False if session.quiet or session.json else progress
+        with progress_bar("compare", show=show) as callback:
+            report.compared = await compare_stores(
+                session.store(against), store, path.strip("/"), report.problem, callback
+            )
     if decode:
         show = False if session.quiet or session.json else progress
         with progress_bar("decode", show=show) as callback:

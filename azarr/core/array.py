@@ -36,6 +36,7 @@ from azarr.core._array_ops import (
 from azarr.core._formats import Document, NodeDocuments, ZarrFormat, metadata_key, read_node
 from azarr.core._node import Node
 from azarr.core._paths import node_key, normalize_path
+from azarr.core._shape_change import change_shape
 from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
 from azarr.indexing import (
@@ -800,7 +801,11 @@ class AsyncArray(Node):
 
         Zarr-python 2 ``Array.resize``: data in chunks that stay keeps its
         place; growing exposes ``fill_value`` in new chunks. Accepts
-        ``resize(10, 20)`` and ``resize((10, 20))``.
+        ``resize(10, 20)`` and ``resize((10, 20))``. Unlike zarr-python 2, the
+        store is prepared before the new shape is written: a shrink deletes
+        (and clears the cut edge chunks) first, a grow clears stale data in the
+        region it exposes first, so a resize killed at any point never shows old
+        data as new elements (``docs/consistency.md``, "Crash windows").
 
         Raises
         ------
@@ -819,22 +824,9 @@ class AsyncArray(Node):
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
-        old_shape: list[tuple[int, ...]] = []
-
-        def reshape(current: ArrayMetadata) -> ArrayMetadata:
-            old_shape[:] = [current.shape]
-            return current.replace(shape=new_shape)
-
-        new_metadata = await self._update_metadata(reshape)
-        if all(n >= o for n, o in zip(new_shape, old_shape[0], strict=True)):
-            return  # grown on every axis: no chunk can be outside (saves listing every chunk key)
-        grid = new_metadata.cdata_shape
-        stale = [
-            key
-            async for coords, key in self._stored_chunk_coords()
-            if any(c >= n for c, n in zip(coords, grid, strict=True))
-        ]
-        await bounded_map(self._io.delete, stale, self._budget.max_requests)
+        # Chunks beyond the new shape are deleted, and stale data in a newly exposed
+        # region cleared, before the shape is written (crash-safe: docs/consistency.md).
+        await change_shape(self, lambda current: current.replace(shape=new_shape))
 
     @rechecks_metadata
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
@@ -884,7 +876,7 @@ class AsyncArray(Node):
         # Not idempotent: after an ambiguous failure, equal bytes in the store may be
         # another appender's claim on the same offset; rather claim again (a gap of
         # fill_value) than share its block.
-        new_metadata = await self._update_metadata(grow, idempotent=False)
+        new_metadata = await change_shape(self, grow, idempotent=False, listing=False)
         start = offset[0]
         selection = tuple(
             slice(start, start + data.shape[axis]) if i == axis else slice(None) for i in range(self.ndim)
@@ -907,7 +899,6 @@ class AsyncArray(Node):
         calls never undo each other (see ``docs/consistency.md``).
         """
         key = self._metadata_key
-        parse = ArrayV3Metadata.from_json if self._zarr_format == 3 else ArrayMetadata.from_json
         written: list[AnyArrayMetadata] = []
 
         def modify(raw: bytes | None) -> bytes:
@@ -916,13 +907,25 @@ class AsyncArray(Node):
                     f"no array at path {self._path!r} in {self.store.url} ({key!r} is missing)"
                 )
             # v3: the stored document's attributes and extensions come along unchanged.
-            updated = change(parse(raw, key=key))
+            updated = change(self._parse_metadata(raw))
             written[:] = [updated]
             return updated.to_json()
 
         await self._io.update(key, modify, idempotent=idempotent)
         self._use_metadata(written[0])
         return written[0]
+
+    def _parse_metadata(self, raw: bytes) -> AnyArrayMetadata:
+        """The stored ``.zarray`` or ``zarr.json`` (this array's format) as metadata.
+
+        Raises
+        ------
+        MetadataError
+            An invalid document (names its key).
+        """
+        if self._zarr_format == 3:
+            return ArrayV3Metadata.from_json(raw, key=self._metadata_key)
+        return ArrayMetadata.from_json(raw, key=self._metadata_key)
 
     # ---------------------------------------------------------------- accessors
     @property

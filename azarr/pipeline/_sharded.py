@@ -68,11 +68,6 @@ def _groups(
         yield from groups.items()
 
 
-def _label(key: str, shards: ShardedChunks, shard: tuple[int, ...], local: int) -> str:
-    """How an inner chunk is named in errors: the shard's key and the inner chunk's place."""
-    return f"{key} (inner chunk {shards.inner_coords(shard, local)})"
-
-
 async def read_sharded(
     pipeline: ChunkPipeline,
     shards: ShardedChunks,
@@ -122,9 +117,9 @@ async def read_sharded(
                 out[projection.out_selection] = fill
                 tracker.advance(0)
             elif buffer is not None:
-                stored.append((data, _label(key, shards, shard, local), projection))
+                stored.append((data, shards.label(key, shard, local), projection))
             else:
-                job = (data, _label(key, shards, shard, local), out, projection, fields, direct)
+                job = (data, shards.label(key, shard, local), out, projection, fields, direct)
                 if not codec.try_submit(decode, job, nbytes):
                     await codec.submit(decode, job, nbytes)
                 tracker.advance(len(data))
@@ -185,7 +180,7 @@ async def write_sharded(
         for local, p in members:
             # An inner chunk covered whole is encoded from the values alone: its stored bytes are not decoded.
             stored = None if old is None or (p.is_complete_chunk and fields is None) else old[local]
-            items.append((local, _label(key, shards, shard, local), p, stored))
+            items.append((local, shards.label(key, shard, local), p, stored))
         jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
         results = await asyncio.gather(*(codec.run(encode, job, weight=len(job) * nbytes) for job in jobs))
         parts: list[bytes | memoryview | None] = [None] * shards.count if old is None else list(old)

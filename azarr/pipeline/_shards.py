@@ -312,9 +312,24 @@ class ShardedChunks:
         body, generation = await self._read(key, None)
         if body is None:
             return None, None
+        return self.split(body, key), generation
+
+    def split(self, body: bytes, key: str) -> Parts:
+        """Every inner chunk's stored bytes (views of ``body``, None where not stored) of the
+        whole shard ``body`` stored at ``key``.
+
+        Raises
+        ------
+        ShardIndexError
+            The index is corrupt or hostile (checked against the shard's size).
+        """
         index = self.spec.index_of_shard(body, self.count, key=key, bound=self.bound)
         view = memoryview(body)
-        return [_cut(view, index.range_of(i)) for i in range(self.count)], generation
+        return [_cut(view, index.range_of(i)) for i in range(self.count)]
+
+    def label(self, key: str, shard: Sequence[int], local: int) -> str:
+        """How an inner chunk is named in errors: the shard's key and the inner chunk's place."""
+        return f"{key} (inner chunk {self.inner_coords(shard, local)})"
 
     # ---------------------------------------------------------------- writes
     async def put(self, key: str, shard: bytes | None) -> None:

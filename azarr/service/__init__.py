@@ -9,13 +9,15 @@ The pieces a data service needs to be right by default:
     datasets.add("era5", "s3://bucket/era5.zarr")
     app = FastAPI(lifespan=datasets.lifespan)
     app.add_middleware(service.CancelOnDisconnectMiddleware, deadline=30)  # abandoned -> cancelled
+    app.add_middleware(service.ClientLimitMiddleware, max_requests=16)     # one client cannot hog it
     service.install_error_handlers(app)                      # 400/404/503/504 from azarr errors
+    limits = service.ResponseLimits(256 * 2**20, send_timeout=30)  # all responses' bytes in flight
 
     @app.get("/slice/{name}/{path:path}")
     async def slice_(name: str, path: str, sel: str = "", format: str = "npy"):
         arr = await datasets.array(name, path)
         plan = service.SelectionPlan(arr, azarr.indexing.parse_selection(sel))
-        return await service.array_response(plan, format)   # streamed in bounded slabs
+        return await service.array_response(plan, format, limits=limits)  # bounded, streamed
 
 | name | what it does |
 | --- | --- |
@@ -24,11 +26,14 @@ The pieces a data service needs to be right by default:
 | `deadline` | a tighter deadline around one block -> 504 |
 | `http_error_for`, `install_error_handlers` | one table from azarr errors to HTTP statuses |
 | `SelectionPlan`, `array_response` | selections validated before reading; ``.npy`` and raw bytes streamed in bounded slabs; JSON for small results |
+| `ResponseLimits` | one byte budget across all responses in flight, a send timeout for clients that stop reading |
+| `ClientLimitMiddleware` | requests in flight per client -> 429 beyond |
 
 Only `install_error_handlers` and `array_response` import Starlette (installed with
 FastAPI); the rest is plain asyncio and ASGI.
 """
 
+from azarr.service._clients import DEFAULT_MAX_CLIENT_REQUESTS, ClientLimitMiddleware, client_address
 from azarr.service._datasets import Datasets
 from azarr.service._disconnect import CancelOnDisconnectMiddleware, deadline
 from azarr.service._errors import (
@@ -41,6 +46,14 @@ from azarr.service._errors import (
     UnsupportedFormatError,
     http_error_for,
     install_error_handlers,
+)
+from azarr.service._limits import (
+    DEFAULT_RESPONSE_BUDGET,
+    DEFAULT_SEND_TIMEOUT,
+    DEFAULT_SMALL_BYTES,
+    ResponseLimits,
+    SendTimeoutError,
+    default_limits,
 )
 from azarr.service._plan import SelectionPlan
 from azarr.service._responses import (
@@ -57,20 +70,29 @@ from azarr.service._responses import (
 __all__ = [
     "DEFAULT_JSON_MAX_BYTES",
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_CLIENT_REQUESTS",
+    "DEFAULT_RESPONSE_BUDGET",
     "DEFAULT_RETRY_AFTER",
+    "DEFAULT_SEND_TIMEOUT",
+    "DEFAULT_SMALL_BYTES",
     "FORMATS",
     "CancelOnDisconnectMiddleware",
+    "ClientLimitMiddleware",
     "Datasets",
     "DeadlineExceededError",
     "HTTPError",
+    "ResponseLimits",
     "ResponseTooLargeError",
     "SelectionPlan",
+    "SendTimeoutError",
     "ServiceError",
     "UnknownDatasetError",
     "UnsupportedFormatError",
     "array_headers",
     "array_response",
+    "client_address",
     "deadline",
+    "default_limits",
     "http_error_for",
     "install_error_handlers",
     "little_endian",

@@ -4,7 +4,7 @@ The statuses follow what a client of a data service can act on:
 
 | error | status | why |
 | --- | --- | --- |
-| ``SelectionError`` (bad text, out of bounds, ...) | 400 | the client's request is wrong |
+| ``SelectionError`` (bad text, out of bounds, ...), ``InvalidKeyError`` (a path with ``..``, ...) | 400 | the client's request is wrong |
 | ``UnknownDatasetError``, ``ArrayNotFoundError``, ``GroupNotFoundError``, ``NodeNotFoundError`` | 404 | no such dataset / node |
 | ``ResponseTooLargeError`` | 413 | ask for a streamed format |
 | ``ThrottledError``, ``RetriesExhaustedError`` caused by throttling | 503 | the bucket keeps throttling; ``Retry-After`` tells when to come back |
@@ -24,6 +24,7 @@ from azarr.errors import (
     ArrayNotFoundError,
     AzarrError,
     GroupNotFoundError,
+    InvalidKeyError,
     NodeNotFoundError,
     RetriesExhaustedError,
     StoreError,
@@ -114,7 +115,7 @@ def http_error_for(exc: BaseException, *, retry_after: float = DEFAULT_RETRY_AFT
         failed and why, not where the service keeps its data) and headers.
     """
     detail = public_detail(exc)
-    if isinstance(exc, SelectionError | UnsupportedFormatError):
+    if isinstance(exc, SelectionError | UnsupportedFormatError | InvalidKeyError):
         return HTTPError(400, detail)
     if isinstance(exc, UnknownDatasetError | ArrayNotFoundError | GroupNotFoundError | NodeNotFoundError):
         return HTTPError(404, detail)

@@ -5,24 +5,33 @@ Streamed responses carry ``Content-Length`` and the headers ``X-Array-Shape``
 little-endian, e.g. ``"<f4"``). The first slab is read before the response
 starts, so a bad selection or a failing store still gets its own status; a
 failure later cuts the body short, which ``Content-Length`` lets the client see.
-While one slab is sent the next is read. Slabs are a quarter of ``max_bytes``:
-the slab being sent, the next one being read and the server's copies of unsent
-bytes (h11 joins a body chunk into one ``bytes``; the transport buffers what the
-socket did not take) stay within ``max_bytes``, whatever the size of the result.
+While one slab is sent the next is read. Slabs are a quarter of ``max_bytes``
+(and at most a sixteenth of the shared budget): the slab being sent and the next
+one being read stay within ``max_bytes``, whatever the size of the result.
+
+Every body byte is reserved in one `ResponseLimits` budget shared by all
+responses, from before it is produced until the server has accepted it, and is
+handed to the server in small pieces under a send timeout (`azarr.service._limits`):
+memory stays bounded however many clients ask, and whether or not they read.
+JSON is encoded a block at a time, so a large JSON answer never holds the event
+loop (``json.dumps`` of millions of numbers takes seconds, all under the GIL).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
+import json
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from azarr.service._errors import ResponseTooLargeError, UnsupportedFormatError
+from azarr.service._limits import ResponseLimits, default_limits
 from azarr.service._plan import SelectionPlan
 
 if TYPE_CHECKING:
@@ -98,29 +107,153 @@ def _as_bytes(data: np.ndarray[Any, Any], dtype: np.dtype[Any]) -> memoryview:
     return wire.reshape(-1).view(np.uint8).data if wire.size else memoryview(b"")
 
 
-async def _stream(
+@functools.cache
+def _bounded_body() -> Callable[..., Response]:
+    """`_BoundedBody`, made on first use: Starlette is imported only by a service."""
+    from starlette.responses import StreamingResponse
+
+    class _BoundedBody(StreamingResponse):
+        """A response whose body parts are sent through `ResponseLimits.send_body`
+        (pieces, a send timeout) while their producer holds budget reservations."""
+
+        def __init__(
+            self,
+            parts: AsyncGenerator[bytes | memoryview, None],
+            limits: ResponseLimits,
+            *,
+            headers: dict[str, str],
+            media_type: str,
+            what: str,
+        ) -> None:
+            super().__init__(parts, headers=headers, media_type=media_type)
+            self._parts, self._limits, self._what = parts, limits, what
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            try:
+                start = {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+                await send(start)
+                await self._limits.send_body(send, self._parts, what=self._what)
+            finally:
+                await self._parts.aclose()  # releases what the producer still holds
+
+    return _BoundedBody
+
+
+class _Held:
+    """A reservation entered by hand (it outlives the block that took it: read ahead, handed on)."""
+
+    def __init__(self, limits: ResponseLimits, nbytes: int, small: bool) -> None:
+        self._reservation = limits.reserve(nbytes, small=small)
+        self._held = False
+
+    async def take(self) -> _Held:
+        await self._reservation.__aenter__()
+        self._held = True
+        return self
+
+    async def release(self) -> None:
+        if self._held:
+            self._held = False
+            await self._reservation.__aexit__(None, None, None)
+
+
+async def _read_held(plan: SelectionPlan, slab: Any, held: _Held) -> tuple[np.ndarray[Any, Any], _Held]:
+    """Reserve, then read one slab; the reservation goes with the result (released on failure)."""
+    await held.take()
+    try:
+        return await plan.read(slab), held
+    except BaseException:
+        await held.release()
+        raise
+
+
+async def _slab_parts(
     plan: SelectionPlan,
     slabs: Iterator[tuple[Any, ...]],
-    first: np.ndarray[Any, Any],
+    first: tuple[np.ndarray[Any, Any], _Held],
     header: bytes,
     dtype: np.dtype[Any],
-) -> AsyncIterator[bytes | memoryview]:
+    reserve: Callable[[], _Held],
+) -> AsyncGenerator[bytes | memoryview, None]:
+    """``header``, then every slab's bytes; the next slab is read while one is sent, and each
+    slab's reservation is released once the sender asks for what follows it."""
     if header:
         yield header
-    current = first
-    pending: asyncio.Future[np.ndarray[Any, Any]] | None = None
+    # Every reference to a slab goes with its reservation (a slab kept alive by a name in
+    # this frame would be memory the budget no longer counts).
+    current: np.ndarray[Any, Any] | None
+    current, held = first
+    del first
+    pending: asyncio.Future[tuple[np.ndarray[Any, Any], _Held]] | None = None
     try:
         for slab in slabs:
-            pending = asyncio.ensure_future(plan.read(slab))  # read the next while this one is sent
+            pending = asyncio.ensure_future(_read_held(plan, slab, reserve()))
             yield _as_bytes(current, dtype)
-            current = await pending
+            current = None
+            await held.release()  # resumed: every piece of it was accepted by the server
+            current, held = await pending
             pending = None
         yield _as_bytes(current, dtype)
+        current = None
     finally:
+        await held.release()
         if pending is not None:
             pending.cancel()
             with contextlib.suppress(BaseException):
-                await pending
+                _, extra = await pending
+                await extra.release()  # it finished reading before the cancel reached it
+
+
+#: Bytes of array data encoded to JSON per piece of text (the encoding holds the GIL:
+#: small pieces keep the event loop answering), and a bound on the text of one piece
+#: relative to them (reserved with the data).
+_JSON_BLOCK = 16 * 1024
+_JSON_TEXT_FACTOR = 8
+
+
+def _json_text(data: np.ndarray[Any, Any]) -> Iterator[str]:
+    """``json.dumps(to_json_data(data))`` in pieces of about `_JSON_BLOCK` bytes of ``data``."""
+    if data.ndim == 0 or data.nbytes <= _JSON_BLOCK:
+        yield json.dumps(to_json_data(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return
+    yield "["
+    row = data.nbytes // len(data) if len(data) else 0
+    if data.ndim > 1 and row > _JSON_BLOCK:
+        for i in range(len(data)):
+            if i:
+                yield ","
+            yield from _json_text(data[i])
+    else:
+        step = max(1, _JSON_BLOCK // max(1, row))
+        for start in range(0, len(data), step):
+            text = json.dumps(
+                to_json_data(data[start : start + step]),
+                ensure_ascii=False,
+                allow_nan=False,
+                separators=(",", ":"),
+            )
+            yield ("," if start else "") + text[1:-1]
+    yield "]"
+
+
+async def _json_parts(
+    plan: SelectionPlan, data: np.ndarray[Any, Any], held: _Held
+) -> AsyncGenerator[bytes, None]:
+    """The JSON document, encoded a piece at a time (``held`` covers the data and one piece of
+    text: a response never waits for the budget while it holds some of it)."""
+    try:
+        head = {"shape": list(plan.shape), "dtype": plan.dtype.str}
+        yield json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"data":'
+        # ``data`` of a single element comes 1-d from `SelectionPlan.read`: the value, not [value].
+        for text in _json_text(data.reshape(plan.shape)):
+            yield text.encode()
+        yield b"}"
+    finally:
+        await held.release()
 
 
 async def array_response(
@@ -130,28 +263,34 @@ async def array_response(
     max_bytes: int = DEFAULT_MAX_BYTES,
     json_max_bytes: int = DEFAULT_JSON_MAX_BYTES,
     headers: dict[str, str] | None = None,
+    limits: ResponseLimits | None = None,
 ) -> Response:
-    """Read ``plan`` into a response of ``format``.
+    """Read ``plan`` into a response of ``format``, within ``limits``.
 
     Parameters
     ----------
     plan : SelectionPlan
         The validated selection.
     format : {"npy", "json", "raw"}
-        ``json``: ``{"shape", "dtype", "data"}`` built in memory (small results);
-        ``npy``: a ``.npy`` file, streamed; ``raw``: the C-order little-endian bytes,
-        streamed, shape and dtype in headers.
+        ``json``: ``{"shape", "dtype", "data"}``, encoded and sent a piece at a time
+        (small results; no ``Content-Length``); ``npy``: a ``.npy`` file, streamed;
+        ``raw``: the C-order little-endian bytes, streamed, shape and dtype in headers.
     max_bytes : int
-        Bytes of result held in memory at once by a streamed response.
+        Bytes of result one streamed response holds at most (slabs of a quarter of
+        this, and at most `ResponseLimits.slab_bytes`).
     json_max_bytes : int
         Largest result (array bytes) answered as JSON.
     headers : dict, optional
         Extra response headers.
+    limits : ResponseLimits, optional
+        The byte budget shared by every response in flight and the send timeout
+        (default: the process-wide `default_limits`). Every byte of a body is
+        reserved there from before it is produced until the server accepted it.
 
     Returns
     -------
     starlette.responses.Response
-        ``JSONResponse`` or ``StreamingResponse``.
+        A streaming response.
 
     Raises
     ------
@@ -160,27 +299,47 @@ async def array_response(
     ResponseTooLargeError
         JSON asked for a result larger than ``json_max_bytes``.
     """
-    from starlette.responses import JSONResponse, StreamingResponse
-
     if format not in FORMATS:
         raise UnsupportedFormatError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    limits = limits or default_limits()
     extra = dict(headers or {})
+    small = plan.nbytes <= limits.small_bytes
     if format == "json":
         if plan.nbytes > json_max_bytes:
             raise ResponseTooLargeError(
                 f"the selection is {plan.nbytes} bytes, above the JSON limit of {json_max_bytes};"
                 " ask for format=npy or format=raw"
             )
-        data = await plan.read()
-        body = {"shape": list(plan.shape), "dtype": plan.dtype.str, "data": to_json_data(data)}
-        return JSONResponse(body, headers=extra)
+        to_json_data(np.zeros(1, plan.dtype))  # refuses dtypes JSON cannot carry, before any read
+        nbytes = plan.nbytes + _JSON_BLOCK * _JSON_TEXT_FACTOR
+        data, held = await _read_held(plan, None, _Held(limits, nbytes, nbytes <= limits.small_bytes))
+        return _bounded_body()(
+            _json_parts(plan, data, held),
+            limits,
+            headers=extra,
+            media_type="application/json",
+            what=f"JSON response of {plan.nbytes} array bytes",
+        )
     if plan.dtype.hasobject:
         raise UnsupportedFormatError(f"dtype {plan.dtype} has Python objects; ask for format=json")
     dtype = little_endian(plan.dtype)
     header = npy_header(plan.shape, dtype) if format == "npy" else b""
-    slabs = plan.slabs(max(1, max_bytes // 4))
-    first = await plan.read(next(slabs))
+    slab_bytes = max(1, min(max_bytes // 4, limits.slab_bytes))
+    # A slab of another byte order is copied once more when it is sent (_as_bytes).
+    copies = 1 if dtype == plan.dtype else 2
+
+    def reserve() -> _Held:
+        return _Held(limits, min(slab_bytes, plan.nbytes) * copies, small)
+
+    slabs = plan.slabs(slab_bytes)
+    first = await _read_held(plan, next(slabs), reserve())
     extra.update(array_headers(plan.shape, dtype))
     extra["Content-Length"] = str(len(header) + math.prod(plan.shape) * dtype.itemsize)
     media = "application/x-npy" if format == "npy" else "application/octet-stream"
-    return StreamingResponse(_stream(plan, slabs, first, header, dtype), media_type=media, headers=extra)
+    return _bounded_body()(
+        _slab_parts(plan, slabs, first, header, dtype, reserve),
+        limits,
+        headers=extra,
+        media_type=media,
+        what=f"{format} response of {plan.nbytes} bytes",
+    )

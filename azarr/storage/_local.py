@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from azarr import config
 from azarr.errors import PermissionDeniedError, PreconditionFailedError, StoreError
 from azarr.storage._base import ByteRange, Generation, Store
 from azarr.storage._spec import StoreSpec
+from azarr.storage._sweep import mark_live, sweep
 
 _T = TypeVar("_T")
 
@@ -139,6 +141,11 @@ class LocalStore(Store):
       new value, never part of one, and a crashed process never leaves a torn value.
       (Durability across power loss would additionally need ``fsync``; not done, as in
       zarr-python 2.) Temporary files never appear in listings.
+    * Temporary files a killed writer left behind are removed by the next write into
+      their directory (the first one this store makes there) and by listings that pass
+      them, once older than ``azarr.config`` ``local_temp_max_age`` (600 s); a live
+      writer's file is never removed, whatever its age (it holds a lock on it).
+      Read-only stores remove nothing.
     * A key ``a/0/0`` (``dimension_separator="/"``) is the file ``root/a/0/0``.
     * Deleting a key removes directories left empty up to (not including) ``root``,
       so listings match object stores, where a "directory" exists only while keys
@@ -177,6 +184,8 @@ class LocalStore(Store):
         self.confine_reads = confine_reads
         # Directories (as strings) found inside the root by _confine; see there.
         self._confined_dirs: set[str] = set()
+        # Directories (as strings) swept of abandoned temporary files once; see _sweep_dir.
+        self._swept_dirs: set[str] = set()
         # Whether the last file the read hot path read was small (_read_whole's ``small``).
         # Shared by threads without a lock: a stale value only costs one fstat or one copy.
         self._small_files = False
@@ -286,7 +295,8 @@ class LocalStore(Store):
         """Write ``value`` to a new temporary file beside ``path``, then put it in place.
 
         ``commit(tmp, path)`` puts it in place (default ``os.replace``). On any error the
-        temporary file is removed and ``path`` keeps its old value. ``value`` is written
+        temporary file is removed and ``path`` keeps its old value. The first write into a
+        directory sweeps it of temporary files that killed writers left (`_sweep_dir`). ``value`` is written
         from its own memory (``os.write``, no copy), so it must not change until this returns.
         No ``fsync``, as in zarr-python 2's ``DirectoryStore``.
         """
@@ -294,17 +304,22 @@ class LocalStore(Store):
         fd, tmp = self._open_tmp(parent, name)
         try:
             try:
+                # Locked until renamed (closing releases it): a sweeper never takes a
+                # live writer's file, only those of writers that died (azarr/storage/_sweep.py).
+                mark_live(fd)
                 _write_all(fd, value)
+                if commit is None:
+                    os.replace(tmp, path)
+                else:
+                    commit(tmp, path)
             finally:
                 os.close(fd)
-            if commit is None:
-                os.replace(tmp, path)
-            else:
-                commit(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        if parent not in self._swept_dirs:
+            self._sweep_dir(parent)
 
     def _open_tmp(self, parent: str, name: str) -> tuple[int, str]:
         """A new temporary file in ``parent`` for the key file ``name``: its descriptor and path.
@@ -444,10 +459,16 @@ class LocalStore(Store):
             if not isinstance(exc, FileNotFoundError | NotADirectoryError):
                 raise exc
 
+        temps: list[str] = []
         for dirpath, _dirnames, filenames in os.walk(base, onerror=onerror):
             rel = os.path.relpath(dirpath, self.root)
             head = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            keys.extend(head + name for name in filenames if not _is_tmp(name))
+            for name in filenames:
+                if _is_tmp(name):
+                    temps.append(os.path.join(dirpath, name))
+                else:
+                    keys.append(head + name)
+        self._sweep(temps)  # a listing passes them anyway: the abandoned ones go
         keys.sort()
         return keys
 
@@ -455,9 +476,31 @@ class LocalStore(Store):
         base = self._path(prefix[:-1]) if prefix else self.root
         try:
             with os.scandir(base) as it:
-                return sorted(e.name for e in it if not _is_tmp(e.name))
+                entries = list(it)
         except (FileNotFoundError, NotADirectoryError):
             return []
+        self._sweep([e.path for e in entries if _is_tmp(e.name)])
+        return sorted(e.name for e in entries if not _is_tmp(e.name))
+
+    def _sweep_dir(self, directory: str) -> None:
+        """Remove abandoned temporary files in ``directory`` (once per store and directory)."""
+        if len(self._swept_dirs) >= _CONFINED_DIRS_MAX:
+            self._swept_dirs.clear()
+        self._swept_dirs.add(directory)
+        try:
+            with os.scandir(directory) as it:
+                temps = [e.path for e in it if _is_tmp(e.name)]
+        except OSError:
+            return
+        self._sweep(temps)
+
+    def _sweep(self, temps: list[str]) -> None:
+        """Remove those of ``temps`` (paths of temporary files) that killed writers abandoned,
+        older than ``local_temp_max_age``; and directories that leaves empty."""
+        if not temps or self.read_only:
+            return
+        for path in sweep(temps, float(config.get("local_temp_max_age"))):
+            self._prune(Path(path).parent)
 
     def _rmtree(self, prefix: str) -> None:
         if not prefix:

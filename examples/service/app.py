@@ -14,7 +14,13 @@ Serve your own hierarchies: ``AZARR_DATASETS`` is a JSON object of
 Other settings: ``AZARR_REFRESH_INTERVAL`` (seconds between metadata refreshes,
 default 300), ``AZARR_DEADLINE`` (seconds per request before a 504, default 30),
 ``AZARR_CONFIG`` (JSON of `azarr.config.set` settings, e.g. retries),
-``AZARR_MAX_BYTES`` (bytes of a streamed result held in memory, default 32 MiB).
+``AZARR_MAX_BYTES`` (bytes of one streamed result held in memory, default 32 MiB),
+``AZARR_RESPONSE_BUDGET`` (bytes of response bodies in flight across all requests,
+default 256 MiB), ``AZARR_SEND_TIMEOUT`` (seconds a client may stop reading before
+its response is ended, default 30), ``AZARR_CLIENT_REQUESTS`` (requests in flight per
+client IP before 429, default 16), ``AZARR_MAX_RESULT_BYTES`` (largest result one
+request may ask for, default 1 GiB: a short list of repeated indices can ask for
+gigabytes). See docs/recipes.md, "Limits".
 
 Endpoints
 ---------
@@ -28,7 +34,9 @@ Endpoints
                                            the axes before them (``lead=0`` for the demo's 3-D
                                            ``temperature``)
 ``POST /refresh/{name}``                   re-read the dataset's metadata now
-``GET /health``                            requests in flight, cancelled, event-loop tasks
+``GET /health``                            requests in flight, cancelled, event-loop tasks,
+                                           response budget, the longest event-loop stall
+                                           (``?reset=true`` starts a new measurement)
 
 A dataset whose root is an array (``AZARR_DATASETS`` pointing at a ``.zarray``) has no
 ``{path}``: ``/info/{name}``, ``/slice/{name}?sel=...``, ``/tile/{name}/{z}/{y}/{x}.png``.
@@ -40,6 +48,7 @@ import asyncio
 import io
 import json
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -52,7 +61,41 @@ from azarr.indexing import parse_selection
 
 TILE = 256
 MAX_BYTES = int(os.environ.get("AZARR_MAX_BYTES", service.DEFAULT_MAX_BYTES))
-MAX_TILE_STEP = 64  # a tile reads at most TILE * 64 rows/cols: bounded work per request
+MAX_ZOOM = 6  # a tile reads at most TILE * 2**6 rows/cols: bounded work per request
+LIMITS = service.ResponseLimits(
+    int(os.environ.get("AZARR_RESPONSE_BUDGET", service.DEFAULT_RESPONSE_BUDGET)),
+    send_timeout=float(os.environ.get("AZARR_SEND_TIMEOUT", service.DEFAULT_SEND_TIMEOUT)),
+)
+MAX_RESULT_BYTES = int(os.environ.get("AZARR_MAX_RESULT_BYTES", 2**30))
+CLIENT_REQUESTS = int(os.environ.get("AZARR_CLIENT_REQUESTS", service.DEFAULT_MAX_CLIENT_REQUESTS))
+
+
+class LoopLag:
+    """A heartbeat that measures how late the event loop wakes it: the longest stall seen.
+
+    ``max`` is the wall-clock lateness; ``busy_max`` the part of it the loop's thread
+    spent on the CPU (its own work: a handler computing on the loop), which leaves out
+    time the operating system gave to other processes on a busy machine.
+    """
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval = interval
+        self.max = self.busy_max = 0.0
+
+    def reset(self) -> None:
+        self.max = self.busy_max = 0.0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start, cpu = loop.time(), time.thread_time()
+            await asyncio.sleep(self.interval)
+            late = loop.time() - start - self.interval
+            self.max = max(self.max, late)
+            self.busy_max = max(self.busy_max, min(late, time.thread_time() - cpu))
+
+
+loop_lag = LoopLag()
 
 
 async def _demo_store() -> azarr.MemoryStore:
@@ -85,8 +128,12 @@ configured = _configure(datasets)
 async def lifespan(app: FastAPI) -> Any:
     if not configured:
         datasets.add("demo", await _demo_store())
-    async with datasets.lifespan(app):
-        yield
+    heartbeat = asyncio.ensure_future(loop_lag.run())
+    try:
+        async with datasets.lifespan(app):
+            yield
+    finally:
+        heartbeat.cancel()
 
 
 api = FastAPI(title="azarr array service", lifespan=lifespan)
@@ -155,7 +202,11 @@ async def slice_(
 ) -> Response:
     arr = await datasets.array(name, path)
     plan = service.SelectionPlan(arr, parse_selection(sel))
-    return await service.array_response(plan, format, max_bytes=MAX_BYTES)
+    if plan.nbytes > MAX_RESULT_BYTES:  # "[0,0,0,...]" asks for the same rows over and over
+        raise service.ResponseTooLargeError(
+            f"the selection is {plan.nbytes} bytes, above this service's limit of {MAX_RESULT_BYTES}"
+        )
+    return await service.array_response(plan, format, max_bytes=MAX_BYTES, limits=LIMITS)
 
 
 @api.get("/timeseries/{name}")
@@ -169,7 +220,7 @@ async def timeseries(
         raise service.UnsupportedFormatError(
             f"'at' must give one index for each of the {arr.ndim - 1} axes after axis 0; got {at!r}"
         )
-    return await service.array_response(plan, "json")
+    return await service.array_response(plan, "json", limits=LIMITS)
 
 
 @api.get("/tile/{name}/{z}/{y}/{x}.png")
@@ -184,10 +235,15 @@ async def tile(
     vmin: float | None = None,
     vmax: float | None = None,
 ) -> Response:
+    # Every parameter is checked before it is used in any computation: 2**z for a z of
+    # 4,000,000,000 alone held the event loop for 16 s.
+    if not 0 <= z <= MAX_ZOOM:
+        raise service.UnsupportedFormatError(f"zoom {z} is out of range 0..{MAX_ZOOM}")
     arr = await datasets.array(name, path)
-    step = 2**z
-    if not z >= 0 or step > MAX_TILE_STEP or arr.ndim < 2:
-        raise service.UnsupportedFormatError(f"zoom {z} is out of range 0..{MAX_TILE_STEP.bit_length() - 1}")
+    if arr.ndim < 2:
+        raise service.UnsupportedFormatError(
+            f"{path or 'the root array'} has {arr.ndim} dimensions; tiles need 2 or more"
+        )
     leading = parse_selection(lead) if lead else ()
     if len(leading) != arr.ndim - 2 or not all(isinstance(i, int) for i in leading):
         what = f"{path or 'the root array'} is {arr.ndim}-d: a tile shows its last two axes"
@@ -199,8 +255,13 @@ async def tile(
             f"before them (e.g. ?lead={example}); got {lead!r}"
         )
     rows, cols = arr.shape[-2:]
+    if not (0 <= y < rows and 0 <= x < cols):  # cheap bounds first: y and x may have 4,000 digits
+        raise azarr.errors.ArrayNotFoundError(
+            f"tile {z}/{y}/{x} is outside the {rows}x{cols} grid of {path!r}"
+        )
+    step = 2**z
     r0, c0 = y * TILE * step, x * TILE * step
-    if y < 0 or x < 0 or r0 >= rows or c0 >= cols:
+    if r0 >= rows or c0 >= cols:
         raise azarr.errors.ArrayNotFoundError(
             f"tile {z}/{y}/{x} is outside the {rows}x{cols} grid of {path!r}"
         )
@@ -240,18 +301,25 @@ async def refresh(name: str) -> dict[str, Any]:
     return {"dataset": name, "age": datasets.age(name)}
 
 
-# The middleware wraps the whole app (outside FastAPI) so /health can read its counters.
-app = service.CancelOnDisconnectMiddleware(api, deadline=float(os.environ.get("AZARR_DEADLINE", "30")))
+# The middleware wraps the whole app (outside FastAPI) so /health can read its counters;
+# the per-client limit outermost, so a request counts until its response has been sent.
+cancelling = service.CancelOnDisconnectMiddleware(api, deadline=float(os.environ.get("AZARR_DEADLINE", "30")))
+app = service.ClientLimitMiddleware(cancelling, max_requests=CLIENT_REQUESTS)
 
 
 @api.get("/health")
-async def health() -> JSONResponse:
-    return JSONResponse(
-        {
-            "ok": True,
-            "active_requests": app.active - 1,  # not counting this one
-            "cancelled": app.cancelled,
-            "timed_out": app.timed_out,
-            "tasks": len(asyncio.all_tasks()),
-        }
-    )
+async def health(reset: bool = False) -> JSONResponse:
+    body = {
+        "ok": True,
+        "active_requests": cancelling.active - 1,  # not counting this one
+        "cancelled": cancelling.cancelled,
+        "timed_out": cancelling.timed_out,
+        "rejected": app.rejected,
+        "tasks": len(asyncio.all_tasks()),
+        "responses": LIMITS.as_dict(),
+        "loop_lag_max_ms": round(loop_lag.max * 1000, 1),
+        "loop_busy_max_ms": round(loop_lag.busy_max * 1000, 1),
+    }
+    if reset:
+        loop_lag.reset()
+    return JSONResponse(body)
