@@ -116,6 +116,14 @@ _DEFAULTS: dict[str, Any] = {
     # Zarr format of nodes created without zarr_format= (2 or 3). Opening finds the
     # format of what exists, whatever this says.
     "zarr_format": 2,
+    # Concurrent reads of one chunk (same store spec and key) share one fetch and one
+    # decode, from any array, task, thread or loop (azarr/scheduler/_shared.py).
+    "collapse_reads": True,
+    # Bytes of decoded chunks the process's chunk cache keeps (0: no cache, the default),
+    # and when a cached chunk is checked against the store before use: True (always),
+    # False (never), "open" (if cached before the array was opened) or seconds of trust.
+    "chunk_cache_bytes": 0,
+    "chunk_cache_recheck": True,
 }
 
 # Settings that must be integers >= 1.
@@ -238,6 +246,11 @@ def set(**settings: Any) -> Any:
         references and virtual chunks may name).
         ``zarr_format`` (2 or 3: the format of new arrays and groups created without
         ``zarr_format=``; default 2).
+        ``collapse_reads`` (bool, default True: concurrent reads of one chunk share one
+        fetch and decode), ``chunk_cache_bytes`` (bytes of decoded chunks the process's
+        `azarr.scheduler.ChunkCache` keeps; default 0, no cache) and
+        ``chunk_cache_recheck`` (its ``recheck_cached_data``: True, False, ``"open"`` or
+        seconds; default True).
         Budgets are fixed when a store is first used; change a live store's with
         `azarr.scheduler.set_budget`.
 
@@ -254,7 +267,7 @@ def set(**settings: Any) -> Any:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
         if name == "zarr_format" and value not in (2, 3):
             raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
-        if name in ("buffer_pool_bytes", "shard_index_cache_bytes") and int(value) < 0:
+        if name in ("buffer_pool_bytes", "shard_index_cache_bytes", "chunk_cache_bytes") and int(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
         if name == "adaptive_latency_tolerance" and value is not None and float(value) <= 1:
             raise ValueError(f"azarr setting {name!r} must be > 1 or None, got {value!r}")

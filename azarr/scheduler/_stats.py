@@ -72,6 +72,13 @@ class StoreStats:
         Requests coalescing saved: ranges read less the requests that read them.
     latency : list of int
         Request counts per latency bucket (see `LATENCY_BUCKETS`, seconds).
+    collapsed : int
+        Chunk reads answered by another reader's fetch of the same chunk, in flight at
+        the time (request collapsing, `azarr.scheduler._shared`).
+    cache_hits, cache_misses, cache_evictions, cache_revalidated : int
+        Chunk reads answered by a decoded-chunk cache (`azarr.scheduler.ChunkCache`),
+        reads that missed it, entries of this store evicted to make room, and hits
+        checked against the store first (``recheck_cached_data``; also in ``cache_hits``).
     """
 
     def __init__(self) -> None:
@@ -90,6 +97,11 @@ class StoreStats:
             self.hedged = 0
             self.conflicts = 0
             self.throttled = 0
+            self.collapsed = 0
+            self.cache_hits = 0
+            self.cache_misses = 0
+            self.cache_evictions = 0
+            self.cache_revalidated = 0
             self.concurrency_limit_min = self.concurrency_limit
             self.shard_index_hits = 0
             self.shard_index_misses = 0
@@ -179,6 +191,18 @@ class StoreStats:
             self.coalesced_requests += coalesced
             self.requests_saved += ranges - requests
 
+    def count_shared(
+        self, *, collapsed: int = 0, hits: int = 0, misses: int = 0, evictions: int = 0, revalidated: int = 0
+    ) -> None:
+        """Count chunk reads shared with another reader's fetch, or answered (or not) by a
+        decoded-chunk cache, and cache entries evicted."""
+        with self._lock:
+            self.collapsed += collapsed
+            self.cache_hits += hits
+            self.cache_misses += misses
+            self.cache_evictions += evictions
+            self.cache_revalidated += revalidated
+
     def count_hedge(self) -> None:
         """Count one hedged backup request."""
         with self._lock:
@@ -211,6 +235,11 @@ class StoreStats:
                 "shard_index_misses": self.shard_index_misses,
                 "coalesced_requests": self.coalesced_requests,
                 "requests_saved": self.requests_saved,
+                "collapsed": self.collapsed,
+                "cache_hits": self.cache_hits,
+                "cache_misses": self.cache_misses,
+                "cache_evictions": self.cache_evictions,
+                "cache_revalidated": self.cache_revalidated,
                 "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
             }
 
@@ -245,3 +274,8 @@ def stats_for(store: Store) -> StoreStats:
         if stats is None:
             stats = _stats[key] = StoreStats()
         return stats
+
+
+def stats_of_spec(spec: StoreSpec) -> StoreStats | None:
+    """The counters of the store spec ``spec``, if a store of it was ever used."""
+    return _stats.get(spec)
