@@ -59,9 +59,9 @@ class GatedStore(MemoryStore):
 
 
 async def make_store() -> GatedStore:
-    data: dict[str, bytes] = {}
-    await azarr.array(DATA, chunks=CHUNKS, store=MemoryStore(data), path="a")
-    return GatedStore(data)
+    store = GatedStore({})
+    await azarr.array(DATA, chunks=CHUNKS, store=store, path="a")
+    return store
 
 
 async def until(condition: Any, what: str) -> None:

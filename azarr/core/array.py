@@ -21,7 +21,7 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
-from azarr import config
+from azarr import config, telemetry
 from azarr.codecs import ChunkCodec
 from azarr.core._array_ops import (
     RecheckPolicy,
@@ -668,6 +668,19 @@ class AsyncArray(Node):
             out_dtype = out_dtype.base
         out_shape: tuple[int, ...] = tuple(indexer.shape) + sub
         result_shape: tuple[int, ...] = tuple(indexer.result_shape) + sub
+        with telemetry.operation("read", self, indexer.nchunks, result_shape):
+            return await self._read_into(indexer, out, fields, progress, out_dtype, out_shape, result_shape)
+
+    async def _read_into(
+        self,
+        indexer: Any,
+        out: Any,
+        fields: Fields,
+        progress: ProgressCallback | None,
+        out_dtype: np.dtype[Any],
+        out_shape: tuple[int, ...],
+        result_shape: tuple[int, ...],
+    ) -> np.ndarray[Any, Any]:
         if out is None and indexer.nchunks == 1 and out_shape == result_shape:
             return await self._pipeline.read_one(
                 next(iter(indexer)), result_shape, out_dtype, fields=fields, progress=progress
@@ -812,9 +825,15 @@ class AsyncArray(Node):
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
-        await self._pipeline.write(
-            indexer, indexer.nchunks, values, fields=fields, progress=progress, edges_conditional=appending
-        )
+        with telemetry.operation("write", self, indexer.nchunks, tuple(indexer.result_shape)):
+            await self._pipeline.write(
+                indexer,
+                indexer.nchunks,
+                values,
+                fields=fields,
+                progress=progress,
+                edges_conditional=appending,
+            )
 
     # ---------------------------------------------------------------- shape changes
     @rechecks_metadata

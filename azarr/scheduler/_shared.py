@@ -290,11 +290,13 @@ class ChunkCache:
         return time.monotonic() - entry.cached_at > float(recheck)
 
     def hit(self, *, revalidated: bool = False) -> None:
+        """Count a read answered from the cache (``revalidated``: after a check)."""
         with self._lock:
             self.hits += 1
             self.revalidated += revalidated
 
     def miss(self) -> None:
+        """Count a read the cache could not answer."""
         with self._lock:
             self.misses += 1
 

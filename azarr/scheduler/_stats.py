@@ -6,10 +6,11 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from azarr.storage import Store, StoreSpec
+from azarr.storage._redact import redact_url
 
 logger = logging.getLogger("azarr.stats")
 
@@ -81,8 +82,10 @@ class StoreStats:
         checked against the store first (``recheck_cached_data``; also in ``cache_hits``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, url: str = "") -> None:
         self._lock = threading.Lock()
+        #: The store's URL without credentials (telemetry's ``azarr.store`` attribute).
+        self.url = url
         self.concurrency_limit: int | None = None
         self.reset()
 
@@ -132,6 +135,9 @@ class StoreStats:
             self.latency[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
             if not (failed or throttled):
                 self._remember((seconds,))
+        observer = _request_observer
+        if observer is not None:
+            observer(self, seconds)
 
     def record_many(self, latencies: list[float], *, read: int = 0, written: int = 0) -> None:
         """Count finished successful attempts, one per entry of ``latencies`` (seconds), that
@@ -149,6 +155,10 @@ class StoreStats:
             for seconds in latencies:
                 histogram[bucket(buckets, seconds)] += 1
             self._remember(latencies)
+        observer = _request_observer
+        if observer is not None:
+            for seconds in latencies:
+                observer(self, seconds)
 
     def _remember(self, latencies: Sequence[float]) -> None:
         """Add successful latencies to the bounded window of recent ones that the hedging
@@ -248,6 +258,16 @@ class StoreStats:
         logger.log(level, "store stats %s: %s", store.url if store else "", self.as_dict())
 
 
+# Called with (stats, seconds) for every attempt recorded (azarr.telemetry), or None.
+_request_observer: Callable[[StoreStats, float], None] | None = None
+
+
+def set_request_observer(observer: Callable[[StoreStats, float], None] | None) -> None:
+    """Have ``observer(stats, seconds)`` called for every attempt recorded (None: nobody)."""
+    global _request_observer
+    _request_observer = observer
+
+
 # Counters by store spec (Store.budget_key), like budgets.
 _stats: dict[StoreSpec, StoreStats] = {}
 _stats_lock = threading.Lock()
@@ -272,7 +292,7 @@ def stats_for(store: Store) -> StoreStats:
     with _stats_lock:
         stats = _stats.get(key)
         if stats is None:
-            stats = _stats[key] = StoreStats()
+            stats = _stats[key] = StoreStats(redact_url(store.url))
         return stats
 
 
