@@ -24,6 +24,7 @@ The pieces a data service needs to be right by default:
 | `deadline` | a tighter deadline around one block -> 504 |
 | `http_error_for`, `install_error_handlers` | one table from azarr errors to HTTP statuses |
 | `SelectionPlan`, `array_response` | selections validated before reading; ``.npy`` and raw bytes streamed in bounded slabs; JSON for small results |
+| `prometheus_metrics` | every store's counters for a ``/metrics`` endpoint |
 
 Only `install_error_handlers` and `array_response` import Starlette (installed with
 FastAPI); the rest is plain asyncio and ASGI.
@@ -42,6 +43,7 @@ from azarr.service._errors import (
     http_error_for,
     install_error_handlers,
 )
+from azarr.service._metrics import PROMETHEUS_CONTENT_TYPE, prometheus_metrics
 from azarr.service._plan import SelectionPlan
 from azarr.service._responses import (
     DEFAULT_JSON_MAX_BYTES,
@@ -59,6 +61,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_RETRY_AFTER",
     "FORMATS",
+    "PROMETHEUS_CONTENT_TYPE",
     "CancelOnDisconnectMiddleware",
     "Datasets",
     "DeadlineExceededError",
@@ -75,5 +78,6 @@ __all__ = [
     "install_error_handlers",
     "little_endian",
     "npy_header",
+    "prometheus_metrics",
     "to_json_data",
 ]

@@ -29,9 +29,18 @@ Endpoints
                                            ``temperature``)
 ``POST /refresh/{name}``                   re-read the dataset's metadata now
 ``GET /health``                            requests in flight, cancelled, event-loop tasks
+``GET /metrics``                           Prometheus: per-store requests, bytes, retries,
+                                           throttles, adaptive limit, cache and collapsed
+                                           reads, latency histogram; the service's requests
 
 A dataset whose root is an array (``AZARR_DATASETS`` pointing at a ``.zarray``) has no
 ``{path}``: ``/info/{name}``, ``/slice/{name}?sel=...``, ``/tile/{name}/{z}/{y}/{x}.png``.
+
+Concurrent requests for the same chunks share one fetch and decode (request collapsing,
+on by default). A decoded-chunk cache pays when clients come back to the same tiles and
+the data does not change under the service: ``AZARR_CONFIG='{"chunk_cache_bytes":
+268435456, "chunk_cache_recheck": 60}'`` keeps 256 MiB of decoded chunks, each trusted
+for 60 s before its generation is checked again (see ``docs/guides/serving.md``).
 """
 
 from __future__ import annotations
@@ -242,6 +251,16 @@ async def refresh(name: str) -> dict[str, Any]:
 
 # The middleware wraps the whole app (outside FastAPI) so /health can read its counters.
 app = service.CancelOnDisconnectMiddleware(api, deadline=float(os.environ.get("AZARR_DEADLINE", "30")))
+
+
+@api.get("/metrics")
+async def metrics() -> Response:
+    extra = {
+        "azarr_service_requests_in_flight": app.active - 1,
+        "azarr_service_requests_cancelled": app.cancelled,
+        "azarr_service_requests_timed_out": app.timed_out,
+    }
+    return Response(service.prometheus_metrics(extra), media_type=service.PROMETHEUS_CONTENT_TYPE)
 
 
 @api.get("/health")
