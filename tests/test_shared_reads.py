@@ -317,3 +317,19 @@ async def test_process_cache_from_config() -> None:
     assert arr.chunk_cache is None
     with pytest.raises(ValueError, match="chunk_cache_bytes"):
         azarr.config.set(chunk_cache_bytes=-1)
+
+
+async def test_loader_epochs_after_the_first_make_no_requests() -> None:
+    from azarr.loader import BatchLoader
+
+    store = await make_store()
+    arr = await azarr.open_array(
+        store, path="a", mode="r", cache=ChunkCache(1 << 20, recheck_cached_data=False)
+    )
+    loader = BatchLoader(arr, batch_size=2, seed=0, preload_chunks=2)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        before = sum(store.gets.values())
+        rows = [row async for batch in loader for row in batch]
+        assert sorted(r[0] for r in rows) == sorted(DATA[:, 0])
+        assert sum(store.gets.values()) - before == (len(KEYS) if epoch == 0 else 0)
