@@ -18,6 +18,8 @@ default 300), ``AZARR_DEADLINE`` (seconds per request before a 504, default 30),
 
 Endpoints
 ---------
+``GET /``                                  the viewer: browse datasets, pan and zoom tiles
+                                           (``viewer.html``: one static page, no build step)
 ``GET /datasets``                          names
 ``GET /tree/{name}``                       every array and group, with shapes and dtypes
 ``GET /info/{name}/{path}``                one node: shape, chunks, dtype, codecs, attributes
@@ -49,11 +51,12 @@ import asyncio
 import io
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Query
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 import azarr
 from azarr import service
@@ -62,6 +65,7 @@ from azarr.indexing import parse_selection
 TILE = 256
 MAX_BYTES = int(os.environ.get("AZARR_MAX_BYTES", service.DEFAULT_MAX_BYTES))
 MAX_TILE_STEP = 64  # a tile reads at most TILE * 64 rows/cols: bounded work per request
+VIEWER = Path(__file__).with_name("viewer.html")
 
 
 async def _demo_store() -> azarr.MemoryStore:
@@ -100,6 +104,11 @@ async def lifespan(app: FastAPI) -> Any:
 
 api = FastAPI(title="azarr array service", lifespan=lifespan)
 service.install_error_handlers(api)
+
+
+@api.get("/", include_in_schema=False)
+async def viewer() -> HTMLResponse:
+    return HTMLResponse(VIEWER.read_text(encoding="utf-8"))
 
 
 @api.get("/datasets")
