@@ -333,3 +333,30 @@ async def test_loader_epochs_after_the_first_make_no_requests() -> None:
         rows = [row async for batch in loader for row in batch]
         assert sorted(r[0] for r in rows) == sorted(DATA[:, 0])
         assert sum(store.gets.values()) - before == (len(KEYS) if epoch == 0 else 0)
+
+
+async def test_cache_on_a_reference_set(tmp_path: Any) -> None:
+    import json
+
+    blob = np.arange(64, dtype="<i4")
+    (tmp_path / "blob.bin").write_bytes(blob.tobytes())
+    zarray = {
+        "zarr_format": 2, "shape": [64], "chunks": [16], "dtype": "<i4",
+        "compressor": None, "filters": None, "fill_value": 0, "order": "C",
+    }  # fmt: skip
+    refs = {
+        ".zgroup": '{"zarr_format": 2}',
+        "x/.zarray": json.dumps(zarray),
+        **{f"x/{i}": [str(tmp_path / "blob.bin"), 64 * i, 64] for i in range(4)},
+    }
+    cache = ChunkCache(1 << 20, recheck_cached_data=True)  # no generations: every check reads again
+    arr = await azarr.open_array(refs, path="x", mode="r", cache=cache)
+    for _ in range(2):
+        np.testing.assert_array_equal(await arr.getitem(...), blob)
+    assert cache.misses == 8 and cache.hits == 0
+    trusting = await azarr.open_array(
+        refs, path="x", mode="r", cache=ChunkCache(1 << 20, recheck_cached_data=False)
+    )
+    await trusting.getitem(...)
+    np.testing.assert_array_equal(await trusting.getitem(slice(20, 40)), blob[20:40])
+    assert trusting.chunk_cache is not None and trusting.chunk_cache.hits == 2

@@ -465,7 +465,8 @@ class ChunkPipeline:
                 cache.hit()
                 io.stats.count_shared(hits=1)
                 return entry.value  # type: ignore[no-any-return]
-            found = await io.stat(key)
+            # A chunk read without a generation cannot be checked: read it again.
+            found = None if entry.value is not None and entry.generation is None else await io.stat(key)
             if (entry.value is None and found is None) or (
                 entry.value is not None
                 and found is not None
@@ -485,7 +486,10 @@ class ChunkPipeline:
         nbytes = self.codec.nbytes
         try:
             async with io.budget.reserve(nbytes) if nbytes >= RESERVE_MIN_BYTES else contextlib.nullcontext():
-                data, generation = await io.get_with_generation(key)
+                if io.store.resolves_references:  # ranges of other objects: no generation of its own
+                    data, generation = await io.get(key), None
+                else:
+                    data, generation = await io.get_with_generation(key)
             chunk = (
                 None
                 if data is None
