@@ -244,19 +244,11 @@ def _open_zarr218(task: dict[str, Any]) -> Any:
 
 def _open_zarr3(task: dict[str, Any]) -> Any:
     import zarr
-    from obstore.store import S3Store
     from zarr.storage import ObjectStore
 
-    inner = S3Store(
-        task["bucket"],
-        prefix=task["prefix"],
-        endpoint=task["endpoint"],
-        access_key_id=task["key"],
-        secret_access_key=task["secret"],
-        region="us-east-1",
-        virtual_hosted_style_request=False,
-        client_options={"allow_http": True},
-    )
+    from benchmarks.obstore_s3 import obstore_s3
+
+    inner = obstore_s3(task["bucket"], task["prefix"], task["endpoint"], task["key"], task["secret"])
     return zarr.open_array(ObjectStore(inner, read_only=True), mode="r", path="x")
 
 

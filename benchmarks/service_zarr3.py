@@ -22,8 +22,9 @@ import zarr
 import zarr.api.asynchronous as za
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse, Response
-from obstore.store import S3Store
 from zarr.storage import ObjectStore
+
+from benchmarks.obstore_s3 import obstore_s3
 
 DATASET = json.loads(os.environ.get("AZARR_PEER_DATASET", "{}"))
 arrays: dict[str, Any] = {}
@@ -31,15 +32,8 @@ arrays: dict[str, Any] = {}
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    inner = S3Store(
-        DATASET["bucket"],
-        prefix=DATASET["prefix"],
-        endpoint=DATASET["endpoint"],
-        access_key_id=DATASET["key"],
-        secret_access_key=DATASET["secret"],
-        region="us-east-1",
-        virtual_hosted_style_request=False,
-        client_options={"allow_http": True},
+    inner = obstore_s3(
+        DATASET["bucket"], DATASET["prefix"], DATASET["endpoint"], DATASET["key"], DATASET["secret"]
     )
     arrays["a"] = await za.open_array(
         store=ObjectStore(inner, read_only=True), path=DATASET["path"], mode="r"
