@@ -116,6 +116,33 @@ def _prefetch(task: dict[str, Any]) -> dict[str, Any]:
     return {"max_prefetch_bytes": int(mib) * 2**20} if mib else {}
 
 
+async def _azarr_epoch(task: dict[str, Any], number: int, cap: float) -> dict[str, Any]:
+    """One epoch (``set_epoch(number)``) of ``BatchLoader`` on a new store, for at most ``cap``
+    seconds; its `_Clock` result and the store requests it made."""
+    from azarr.loader import BatchLoader
+    from azarr.scheduler import stats_for
+
+    arr = await _azarr_open(task)
+    stats = stats_for(arr.store)
+    before = stats.requests
+    loader = BatchLoader(
+        arr,
+        batch_size=task["batch_size"],
+        seed=task["seed"],
+        preload_chunks=task["preload_chunks"],
+        **_prefetch(task),
+    )
+    loader.set_epoch(number)
+    clock = _Clock(cap)
+    async for batch in loader:
+        if not clock.add(len(batch)):
+            break
+    result = clock.result()
+    result["requests"] = stats.requests - before
+    await arr.store.close()
+    return result
+
+
 def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
     """``async for`` over ``azarr.loader.BatchLoader`` on one event loop.
 
@@ -127,30 +154,12 @@ def run_azarr(task: dict[str, Any]) -> dict[str, Any]:
     raw ceiling's timed pass (its second) does not; the second epoch is the like-for-like
     figure, and what every epoch after the first of a training run sees.
     """
-    from azarr.loader import BatchLoader
-
-    async def epoch(number: int) -> dict[str, Any]:
-        arr = await _azarr_open(task)
-        loader = BatchLoader(
-            arr,
-            batch_size=task["batch_size"],
-            seed=task["seed"],
-            preload_chunks=task["preload_chunks"],
-            **_prefetch(task),
-        )
-        loader.set_epoch(number)
-        clock = _Clock(task["seconds"])
-        async for batch in loader:
-            if not clock.add(len(batch)):
-                break
-        await arr.store.close()
-        return clock.result()
 
     async def main() -> dict[str, Any]:
         warm = await _azarr_open(task)
         await warm.get_basic_selection(slice(0, task["chunk_rows"]))
-        first = await epoch(0)
-        second = await epoch(1)
+        first = await _azarr_epoch(task, 0, task["seconds"])
+        second = await _azarr_epoch(task, 1, task["seconds"])
         return dict(first, second_epoch=second)
 
     return asyncio.run(main())
@@ -163,35 +172,13 @@ def run_azarr_cache(task: dict[str, Any]) -> dict[str, Any]:
     first fetches every chunk, the later ones should make no request. Reports each
     epoch's samples/s and store requests."""
     import azarr
-    from azarr.loader import BatchLoader
-    from azarr.scheduler import stats_for
-
-    async def epoch(number: int) -> dict[str, Any]:
-        arr = await _azarr_open(task)
-        stats = stats_for(arr.store)
-        before = stats.requests
-        loader = BatchLoader(
-            arr,
-            batch_size=task["batch_size"],
-            seed=task["seed"],
-            preload_chunks=task["preload_chunks"],
-            **_prefetch(task),
-        )
-        loader.set_epoch(number)
-        clock = _Clock(float("inf"))  # whole epochs: the cache must hold all of the first
-        async for batch in loader:
-            clock.add(len(batch))
-        result = clock.result()
-        result["requests"] = stats.requests - before
-        result["cache_hits"] = stats.cache_hits
-        await arr.store.close()
-        return result
 
     async def main() -> dict[str, Any]:
         warm = await _azarr_open(task)
         await warm.get_basic_selection(slice(0, task["chunk_rows"]))
         with azarr.config.set(chunk_cache_bytes=warm.nbytes + 2**20, chunk_cache_recheck=False):
-            epochs = [await epoch(number) for number in range(3)]
+            # Whole epochs: the cache must hold all of the first.
+            epochs = [await _azarr_epoch(task, number, float("inf")) for number in range(3)]
         return dict(epochs[0], epochs=epochs)
 
     return asyncio.run(main())
