@@ -8,21 +8,19 @@ azarr calls nothing of OpenTelemetry and pays one ``None`` check per request.
 Metrics (attributes: ``azarr.store``, the store's URL without credentials; array
 instruments add ``azarr.array``, the array's path, and ``azarr.operation``):
 
-==========================================  =============  ====================================
-instrument                                  kind           from
-==========================================  =============  ====================================
-``azarr.store.requests``                    counter        store calls, every attempt
-``azarr.store.read`` / ``.written``         counter (By)   payload bytes
-``azarr.store.retries`` / ``.errors``       counter        retried and failed attempts
-``azarr.store.throttled``                   counter        "slow down" answers
-``azarr.store.concurrency_limit``           gauge          the adaptive request limit now
-``azarr.store.request.duration``            histogram (s)  each attempt's latency
-``azarr.chunk_cache.hits`` / ``.misses``    counter        the decoded-chunk cache
-``azarr.chunk_cache.evictions``             counter        entries evicted to make room
-``azarr.reads.collapsed``                   counter        reads sharing another's fetch
-``azarr.array.operation.duration``          histogram (s)  each array read or write
-``azarr.array.chunks``                      counter        chunks those touched
-==========================================  =============  ====================================
+| instrument | kind | from |
+| --- | --- | --- |
+| ``azarr.store.requests`` | counter | store calls, every attempt |
+| ``azarr.store.read`` / ``.written`` | counter (By) | payload bytes |
+| ``azarr.store.retries`` / ``.errors`` | counter | retried and failed attempts |
+| ``azarr.store.throttled`` | counter | "slow down" answers |
+| ``azarr.store.concurrency_limit`` | gauge | the adaptive request limit now |
+| ``azarr.store.request.duration`` | histogram (s) | each attempt's latency |
+| ``azarr.chunk_cache.hits`` / ``.misses`` | counter | the decoded-chunk cache |
+| ``azarr.chunk_cache.evictions`` | counter | entries evicted to make room |
+| ``azarr.reads.collapsed`` | counter | reads sharing another's fetch |
+| ``azarr.array.operation.duration`` | histogram (s) | each array read or write |
+| ``azarr.array.chunks`` | counter | chunks those touched |
 
 The store counters are observed from `azarr.scheduler.StoreStats` (the same numbers
 ``stats_for(store).as_dict()`` shows; `StoreStats.reset` restarts them). Spans: one

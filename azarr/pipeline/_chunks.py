@@ -486,10 +486,11 @@ class ChunkPipeline:
         nbytes = self.codec.nbytes
         try:
             async with io.budget.reserve(nbytes) if nbytes >= RESERVE_MIN_BYTES else contextlib.nullcontext():
+                bound = self.codec.stored_bound
                 if io.store.resolves_references:  # ranges of other objects: no generation of its own
-                    data, generation = await io.get(key), None
+                    data, generation = await io.get(key, max_bytes=bound), None
                 else:
-                    data, generation = await io.get_with_generation(key)
+                    data, generation = await io.get_with_generation(key, max_bytes=bound)
             chunk = (
                 None
                 if data is None

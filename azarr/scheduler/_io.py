@@ -269,11 +269,12 @@ class StoreIO:
         return await read_ranges(self, key, ranges, max_gap=max_gap, max_bytes=max_bytes)
 
     async def get_with_generation(
-        self, key: str, byte_range: ByteRange | None = None
+        self, key: str, byte_range: ByteRange | None = None, *, max_bytes: int | None = None
     ) -> tuple[bytes | None, Generation | None]:
         """Read ``key`` (or a byte range of it) and its generation (see
-        `Store.get_with_generation`). Retried, timed and bounded as `get`."""
-        with expected_body(_bound(key, None)):
+        `Store.get_with_generation`). Retried, timed and bounded as `get` (``max_bytes`` as
+        there)."""
+        with expected_body(_bound(key, max_bytes)):
             return await self._retried(
                 "get",
                 key,
