@@ -360,3 +360,15 @@ async def test_cache_on_a_reference_set(tmp_path: Any) -> None:
     await trusting.getitem(...)
     np.testing.assert_array_equal(await trusting.getitem(slice(20, 40)), blob[20:40])
     assert trusting.chunk_cache is not None and trusting.chunk_cache.hits == 2
+
+
+async def test_pickled_arrays_keep_cache_false_and_leave_cache_objects_behind() -> None:
+    import pickle
+
+    store = MemoryStore.named("shared-reads-pickle")
+    await azarr.array(DATA, chunks=CHUNKS, store=store, path="a", overwrite=True)
+    own = await azarr.open_array(store, path="a", mode="r", cache=ChunkCache(1 << 20))
+    off = await azarr.open_array(store, path="a", mode="r", cache=False)
+    with azarr.config.set(chunk_cache_bytes=1 << 20):
+        assert pickle.loads(pickle.dumps(own)).chunk_cache is azarr.scheduler.default_chunk_cache()
+        assert pickle.loads(pickle.dumps(off)).chunk_cache is None
