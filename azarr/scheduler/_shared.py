@@ -177,7 +177,7 @@ class SharedReads:
                 else:
                     for ident in [i for i in self._loads if i[0] == spec and i[1].startswith(prefix or "")]:
                         self._loads.pop(ident).cacheable = False
-        for cache in list(_CACHES):
+        for cache in _all_caches():
             cache.discard(spec, key, prefix=prefix)
 
     def in_flight(self) -> int:
@@ -261,7 +261,8 @@ class ChunkCache:
         self._lock = threading.Lock()
         self._lru = _LRU(max(1, self.max_bytes))
         self.hits = self.misses = self.evictions = self.revalidated = 0
-        _CACHES.add(self)
+        with _CACHES_LOCK:
+            _CACHES.add(self)
 
     @property
     def current_bytes(self) -> int:
@@ -353,6 +354,13 @@ def _check_recheck(value: object) -> None:
 
 _ALL: weakref.WeakSet[SharedReads] = weakref.WeakSet()
 _CACHES: weakref.WeakSet[ChunkCache] = weakref.WeakSet()
+_CACHES_LOCK = threading.Lock()  # a WeakSet may not grow while another thread lists it
+
+
+def _all_caches() -> list[ChunkCache]:
+    with _CACHES_LOCK:
+        return list(_CACHES)
+
 
 #: The process's loads in flight.
 SHARED_READS = SharedReads()
@@ -384,6 +392,8 @@ def default_chunk_cache() -> ChunkCache | None:
 def _after_fork_in_child() -> None:
     for shared in list(_ALL):
         shared._after_fork()
+    global _CACHES_LOCK
+    _CACHES_LOCK = threading.Lock()
     for cache in list(_CACHES):
         cache._after_fork()
 
