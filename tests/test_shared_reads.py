@@ -27,7 +27,11 @@ KEYS = [f"a/{i}.0" for i in range(4)]
 
 class GatedStore(MemoryStore):
     """A memory store read like a remote one (its own ``_get``: the async path), whose
-    chunk reads wait until `release`, and which counts reads and stats per key."""
+    chunk reads (whole, ranged, pinned) wait while `gate` is clear, and which counts
+    reads and stats per key."""
+
+    # Remote for the cache too: it keeps generations (the value object) and checks them.
+    is_local = False
 
     def __init__(self, data: dict[str, bytes]) -> None:
         super().__init__(data)
@@ -51,6 +55,20 @@ class GatedStore(MemoryStore):
         self.gets[key] += 1
         await self._wait(key)
         return await super()._get_with_generation(key)
+
+    async def _get_range_with_generation(
+        self, key: str, byte_range: ByteRange
+    ) -> tuple[bytes | None, Generation | None]:
+        self.gets[key] += 1
+        await self._wait(key)
+        return await super()._get_range_with_generation(key, byte_range)
+
+    async def _get_if_match(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> bytes | None:
+        self.gets[key] += 1
+        await self._wait(key)
+        return await super()._get_if_match(key, byte_range, generation)
 
     async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
         self.stats_calls[key] += 1
@@ -372,3 +390,124 @@ async def test_pickled_arrays_keep_cache_false_and_leave_cache_objects_behind() 
     with azarr.config.set(chunk_cache_bytes=1 << 20):
         assert pickle.loads(pickle.dumps(own)).chunk_cache is azarr.scheduler.default_chunk_cache()
         assert pickle.loads(pickle.dumps(off)).chunk_cache is None
+
+
+# ---------------------------------------------------------------------- sharded arrays
+# Zarr v3 sharding: inner chunks (1, 250) in shards (2, 1000), two shards of 8 inner chunks.
+SHARDS = ["s/c/0/0", "s/c/1/0"]
+INNER = 16
+
+
+async def make_sharded() -> GatedStore:
+    store = GatedStore({})
+    await azarr.array(DATA, chunks=(1, 250), shards=(2, 1000), store=store, path="s", zarr_format=3)
+    return store
+
+
+def inner_followers(store: GatedStore) -> int:
+    inner = [i for i in SHARED_READS._loads.items() if i[0][0] == store.budget_key and "\x00" in i[0][1]]
+    return sum(load.followers for _, load in inner)
+
+
+async def test_sharded_inner_chunks_share_one_fetch() -> None:
+    store = await make_sharded()
+    stats = stats_for(store)
+    readers = [await azarr.open_array(store, path="s", mode="r") for _ in range(4)]
+    store.gate.clear()
+    tasks = [asyncio.create_task(r.getitem(...)) for r in readers]
+    await until(lambda: inner_followers(store) == 3 * INNER, "every reader to join")
+    store.gate.set()
+    for got in await asyncio.gather(*tasks):
+        np.testing.assert_array_equal(got, DATA)
+    assert {k: store.gets[k] for k in SHARDS} == dict.fromkeys(SHARDS, 1)  # each shard read once, whole
+    assert stats.collapsed == 3 * INNER and SHARED_READS.in_flight() == 0
+
+    # A read wanting more of a shard than one in flight waits for what that one fetches and
+    # reads the rest itself (its index, then one coalesced range).
+    store.gets.clear()
+    store.gate.clear()
+    first = asyncio.create_task(readers[0].getitem((0, slice(0, 500))))  # inner chunks 0, 1 of shard 0
+    await until(lambda: store.gets[SHARDS[0]] >= 1, "the first read's fetch")
+    second = asyncio.create_task(readers[1].getitem((slice(0, 2), slice(None))))  # all 8 of shard 0
+    await until(lambda: inner_followers(store) == 2, "the second read to follow two inner chunks")
+    store.gate.set()
+    np.testing.assert_array_equal(await first, DATA[0, :500])
+    np.testing.assert_array_equal(await second, DATA[:2])
+    assert stats.collapsed == 3 * INNER + 2
+
+
+async def test_sharded_cancelled_leader_and_failed_fetch() -> None:
+    store = await make_sharded()
+    arr = await azarr.open_array(store, path="s", mode="r")
+    store.gate.clear()
+    leader = asyncio.create_task(arr.getitem((slice(0, 2), slice(None))))
+    await until(lambda: store.gets[SHARDS[0]] == 1, "the leader's fetch")
+    others = [asyncio.create_task(arr.getitem((slice(0, 2), slice(i, None)))) for i in (0, 600)]
+    await until(lambda: inner_followers(store) == 8 + 4, "the followers")
+    leader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    store.gate.set()
+    np.testing.assert_array_equal(await others[0], DATA[:2])
+    np.testing.assert_array_equal(await others[1], DATA[:2, 600:])
+    assert SHARED_READS.in_flight() == 0
+
+    # A corrupt inner chunk fails every read sharing it, naming the shard and the inner chunk.
+    shard = bytearray(store._data[SHARDS[1]])
+    shard[:16] = b"\xff" * 16  # the first inner chunk's zstd frame
+    store._data[SHARDS[1]] = bytes(shard)
+    store.gate.clear()
+    tasks = [asyncio.create_task(arr.getitem((2, slice(0, 10)))) for _ in range(3)]
+    await until(lambda: inner_followers(store) == 2, "the readers to join")
+    store.gate.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(
+        isinstance(r, azarr.errors.CodecError) and "s/c/1/0 (inner chunk" in str(r) for r in results
+    ), results
+    assert SHARED_READS.in_flight() == 0
+
+
+async def test_sharded_cache_keeps_inner_chunks_checked_by_their_shard() -> None:
+    store = await make_sharded()
+    cache = ChunkCache(1 << 20, recheck_cached_data=False)
+    arr = await azarr.open_array(store, path="s", mode="r+", cache=cache)
+    np.testing.assert_array_equal(await arr.getitem(...), DATA)
+    assert len(cache) == INNER and cache.current_bytes == DATA.nbytes
+    requests = sum(store.gets.values())
+    np.testing.assert_array_equal(await arr.getitem(...), DATA)
+    np.testing.assert_array_equal(await arr.getitem((3, slice(990, None))), DATA[3, 990:])
+    assert sum(store.gets.values()) == requests and cache.hits == INNER + 1
+    # A write of part of shard 0 through this process drops its inner chunks, not shard 1's.
+    await arr.setitem((0, slice(0, 10)), -1.0)
+    assert len(cache) == INNER // 2
+    expected = DATA.copy()
+    expected[0, :10] = -1.0
+    np.testing.assert_array_equal(await arr.getitem(...), expected)
+
+    # recheck_cached_data=True: one stat per shard read, however many inner chunks it uses.
+    checked = ChunkCache(1 << 20, recheck_cached_data=True)
+    fresh = await azarr.open_array(store, path="s", mode="r", cache=checked)
+    await fresh.getitem(...)
+    store.gets.clear()
+    store.stats_calls.clear()
+    np.testing.assert_array_equal(await fresh.getitem(...), expected)
+    assert dict(store.stats_calls) == dict.fromkeys(SHARDS, 1) and not store.gets
+    assert checked.revalidated == INNER == stats_for(store).cache_revalidated
+    # Another process rewrites shard 1 (not through this process's StoreIO): only it is read again.
+    writer = await azarr.open_array(MemoryStore(store._data), path="s", mode="r+")
+    await writer.setitem((3, slice(None)), 7.0)
+    expected[3] = 7.0
+    np.testing.assert_array_equal(await fresh.getitem(...), expected)
+    assert set(store.gets) == {SHARDS[1]}
+
+
+async def test_cache_on_local_files_keeps_no_generation(tmp_path: Any) -> None:
+    # A local file's generation holds the file open: entries keep none and are read again
+    # when a check is due (no file descriptor per cached chunk).
+    await azarr.array(DATA, chunks=CHUNKS, store=str(tmp_path / "a"))
+    cache = ChunkCache(1 << 20, recheck_cached_data=True)
+    arr = await azarr.open_array(str(tmp_path / "a"), mode="r", cache=cache)
+    for _ in range(2):
+        np.testing.assert_array_equal(await arr.getitem(...), DATA)
+    assert cache.misses == 8 and cache.hits == 0
+    assert all(entry.generation is None for entry in cache._lru.values())

@@ -35,7 +35,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,8 +52,9 @@ from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blos
 from azarr.pipeline._sharded import read_sharded, write_sharded
 from azarr.pipeline._shards import ShardedChunks
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
-from azarr.scheduler._shared import SHARED_READS, ChunkCache, default_chunk_cache
+from azarr.scheduler._shared import SHARED_READS, CacheEntry, ChunkCache, default_chunk_cache
 from azarr.scheduler._stats import stats_of_spec
+from azarr.storage import StoreSpec
 
 __all__ = ["ChunkPipeline"]
 
@@ -193,10 +194,10 @@ class ChunkPipeline:
             and no codec thread writes into ``out`` after this returns.
         """
         tracker = ProgressTracker(nchunks, progress)
-        if self.shards is not None:  # inner chunks of shards: a shard at a time
-            await read_sharded(self, self.shards, projections, out, fields, tracker)
-            return
         cache = self.chunk_cache()
+        if self.shards is not None:  # inner chunks of shards: a shard at a time
+            await read_sharded(self, self.shards, projections, out, fields, tracker, cache)
+            return
         if cache is not None:
             await self._read_cached(cache, projections, out, fields, tracker)
             return
@@ -459,26 +460,9 @@ class ChunkPipeline:
         and it passes ``recheck_cached_data``, else from one shared load that fills it."""
         io = self.io
         ident = (io.store.budget_key, key)
-        entry = cache.lookup(ident, self._token)
+        (entry,) = await self.cached_entries(cache, key, [ident])
         if entry is not None:
-            if not cache.needs_check(entry, self._opened_at):
-                cache.hit()
-                io.stats.count_shared(hits=1)
-                return entry.value  # type: ignore[no-any-return]
-            # A chunk read without a generation cannot be checked: read it again.
-            found = None if entry.value is not None and entry.generation is None else await io.stat(key)
-            if (entry.value is None and found is None) or (
-                entry.value is not None
-                and found is not None
-                and found[1] is not None
-                and found[1] == entry.generation
-            ):
-                cache.touch(entry)
-                cache.hit(revalidated=True)
-                io.stats.count_shared(hits=1, revalidated=1)
-                return entry.value
-        cache.miss()
-        io.stats.count_shared(misses=1)
+            return entry.value  # type: ignore[no-any-return]
         load, value = await SHARED_READS.lead_or_follow(ident)
         if load is None:
             io.stats.count_shared(collapsed=1)
@@ -487,7 +471,7 @@ class ChunkPipeline:
         try:
             async with io.budget.reserve(nbytes) if nbytes >= RESERVE_MIN_BYTES else contextlib.nullcontext():
                 bound = self.codec.stored_bound
-                if io.store.resolves_references:  # ranges of other objects: no generation of its own
+                if io.store.resolves_references or io.store.is_local:  # no generation kept (`keep`)
                     data, generation = await io.get(key, max_bytes=bound), None
                 else:
                     data, generation = await io.get_with_generation(key, max_bytes=bound)
@@ -500,11 +484,61 @@ class ChunkPipeline:
             SHARED_READS.fail(ident, load, exc)
             raise
         if SHARED_READS.publish(ident, load, chunk):
-            for spec in cache.put(ident, chunk, generation, self._token):
-                stats = stats_of_spec(spec)
-                if stats is not None:
-                    stats.count_shared(evictions=1)
+            self.keep(cache, ident, chunk, generation)
         return chunk
+
+    async def cached_entries(
+        self, cache: ChunkCache, stat_key: str, idents: Sequence[tuple[StoreSpec, str]]
+    ) -> list[CacheEntry | None]:
+        """The entries of ``cache`` that may answer reads of ``idents`` now, None for the
+        others (all counted, as hits or misses).
+
+        ``idents`` are one chunk, or inner chunks of one shard: ``stat_key`` is the chunk's
+        or the shard's key. Entries due a check under ``recheck_cached_data`` are checked
+        together with one `StoreIO.stat` of it; those that cannot be checked (no
+        generation) are misses.
+        """
+        io = self.io
+        entries: list[CacheEntry | None] = []
+        due: list[int] = []
+        for ident in idents:
+            entry = cache.lookup(ident, self._token)
+            if entry is not None and cache.needs_check(entry, self._opened_at):
+                if entry.checkable:
+                    due.append(len(entries))
+                else:
+                    entry = None  # read without a generation: read again
+            entries.append(entry)
+        if due:
+            current = await io.stat(stat_key)
+            for i in due:
+                entry = entries[i]
+                assert entry is not None
+                if entry.matches(current):
+                    cache.touch(entry)
+                else:
+                    entries[i] = None
+        hits = sum(entry is not None for entry in entries)
+        revalidated = sum(entries[i] is not None for i in due)
+        misses = len(entries) - hits
+        cache.count(hits=hits, misses=misses, revalidated=revalidated)
+        io.stats.count_shared(hits=hits, misses=misses, revalidated=revalidated)
+        return entries
+
+    def keep(
+        self,
+        cache: ChunkCache,
+        ident: tuple[StoreSpec, str],
+        chunk: np.ndarray[Any, Any] | None,
+        generation: Any,
+    ) -> None:
+        """Put a chunk just read at ``generation`` into ``cache`` (counting what it evicts, per
+        store). Stores on this machine keep no generation: a local file's holds the file open."""
+        kept = None if self.io.store.is_local else generation
+        for spec in cache.put(ident, chunk, kept, self._token):
+            stats = stats_of_spec(spec)
+            if stats is not None:
+                stats.count_shared(evictions=1)
 
     def _can_decode_direct(self, target: np.ndarray[Any, Any], fields: Fields) -> bool:
         """Whether whole chunks can be decoded straight into ``target``: only if chunk-shaped

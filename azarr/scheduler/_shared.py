@@ -22,6 +22,10 @@ is its own GET and its own decode. Here:
   ``recheck_cached_data``, see `ChunkCache`). Writes and deletes through this process
   drop the entries they change.
 
+The inner chunks of a sharded array (Zarr v3 ``sharding_indexed``) are chunks here too,
+keyed by their shard's key and their number in it (`inner_key`), and remember the
+shard's generation: a write or delete of the shard drops them all.
+
 The values are opaque here (the pipeline's decoded chunks, read-only NumPy arrays,
 or None for a chunk that is not stored); this module only keeps and shares them.
 """
@@ -43,11 +47,14 @@ from azarr.storage import StoreSpec
 
 __all__ = [
     "SHARED_READS",
+    "CacheEntry",
     "ChunkCache",
     "JoinAgain",
+    "Load",
     "RecheckCachedData",
     "SharedReads",
     "default_chunk_cache",
+    "inner_key",
 ]
 
 RecheckCachedData = bool | Literal["open"] | float
@@ -56,13 +63,23 @@ RecheckCachedData = bool | Literal["open"] | float
 #: What a chunk that is not stored costs in a cache (it holds no array).
 _MISSING_NBYTES = 64
 
+#: Between a shard's key and an inner chunk's number in the keys of inner chunks: no store
+#: key holds it (keys are validated text paths), so ``shard + INNER`` prefixes only them.
+INNER = "\x00"
+
+
+def inner_key(shard_key: str, local: int) -> str:
+    """The key inner chunk ``local`` (its number in the shard, C order) of shard
+    ``shard_key`` is shared and cached under."""
+    return f"{shard_key}{INNER}{local}"
+
 
 class JoinAgain(Exception):
     """Told to followers whose leader was cancelled (or whose fetch a write detached):
     read again, one of them leads."""
 
 
-class _Load:
+class Load:
     """A fetch and decode of one chunk that other readers (any loop, any thread) can wait for."""
 
     __slots__ = ("cacheable", "followers", "future")
@@ -87,12 +104,12 @@ class SharedReads:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._loads: dict[tuple[StoreSpec, str], _Load] = {}
+        self._loads: dict[tuple[StoreSpec, str], Load] = {}
         #: Reads answered by another reader's fetch (followers whose leader delivered).
         self.collapsed = 0
         _ALL.add(self)
 
-    def join(self, ident: tuple[StoreSpec, str]) -> tuple[_Load, bool]:
+    def join(self, ident: tuple[StoreSpec, str]) -> tuple[Load, bool]:
         """The load of ``ident`` in flight and False (a follower), or a new one and True
         (the leader, who must end it with `alone`, `publish` or `fail`)."""
         with self._lock:
@@ -100,10 +117,10 @@ class SharedReads:
             if load is not None:
                 load.followers += 1
                 return load, False
-            load = self._loads[ident] = _Load()
+            load = self._loads[ident] = Load()
             return load, True
 
-    async def wait(self, load: _Load) -> Any:
+    async def wait(self, load: Load) -> Any:
         """A follower's wait for ``load``: its value, or its leader's error.
 
         Raises
@@ -121,7 +138,7 @@ class SharedReads:
             self.collapsed += 1
         return value
 
-    async def lead_or_follow(self, ident: tuple[StoreSpec, str]) -> tuple[_Load | None, Any]:
+    async def lead_or_follow(self, ident: tuple[StoreSpec, str]) -> tuple[Load | None, Any]:
         """``(load, None)`` for the leader of ``ident`` (who must end it with `alone`,
         `publish` or `fail`), or ``(None, value)`` for a follower whose leader delivered
         (a follower whose leader was cancelled joins again, and may lead)."""
@@ -134,7 +151,7 @@ class SharedReads:
             except JoinAgain:
                 continue
 
-    def alone(self, ident: tuple[StoreSpec, str], load: _Load) -> bool:
+    def alone(self, ident: tuple[StoreSpec, str], load: Load) -> bool:
         """The leader's bytes arrived: if nobody follows, end the load (True; the leader
         decodes into its own output). False: followers wait, `publish` a shared value."""
         with self._lock:
@@ -144,7 +161,7 @@ class SharedReads:
                 del self._loads[ident]  # nobody waits, and nobody can join any more
             return True
 
-    def publish(self, ident: tuple[StoreSpec, str], load: _Load, value: Any) -> bool:
+    def publish(self, ident: tuple[StoreSpec, str], load: Load, value: Any) -> bool:
         """End ``load`` with ``value`` for its followers; True if it may be cached (no
         write overtook it)."""
         with self._lock:
@@ -154,7 +171,7 @@ class SharedReads:
         load.future.set_result(value)
         return cacheable
 
-    def fail(self, ident: tuple[StoreSpec, str], load: _Load, exc: BaseException) -> None:
+    def fail(self, ident: tuple[StoreSpec, str], load: Load, exc: BaseException) -> None:
         """End ``load`` with the leader's error (followers raise it), or, for a cancelled
         leader, with `JoinAgain` (followers read again)."""
         with self._lock:
@@ -174,6 +191,9 @@ class SharedReads:
                     load = self._loads.pop((spec, key), None)
                     if load is not None:
                         load.cacheable = False
+                    inner = key + INNER  # the shard's inner chunks (few loads are in flight)
+                    for ident in [i for i in self._loads if i[0] == spec and i[1].startswith(inner)]:
+                        self._loads.pop(ident).cacheable = False
                 else:
                     for ident in [i for i in self._loads if i[0] == spec and i[1].startswith(prefix or "")]:
                         self._loads.pop(ident).cacheable = False
@@ -192,7 +212,10 @@ class SharedReads:
         self._loads = {}
 
 
-class _Entry:
+class CacheEntry:
+    """One cached chunk: its decoded value (None: not stored), the generation it was read
+    at (its shard's, for an inner chunk), the codec token that decoded it, its size."""
+
     __slots__ = ("cached_at", "generation", "nbytes", "token", "value")
 
     def __init__(self, value: Any, generation: object, token: Hashable, nbytes: int) -> None:
@@ -202,18 +225,53 @@ class _Entry:
         self.nbytes = nbytes
         self.cached_at = time.monotonic()
 
+    @property
+    def checkable(self) -> bool:
+        """Whether `matches` can say the entry is current: it has a generation, or it
+        says the chunk is not stored."""
+        return self.generation is not None or self.value is None
 
-class _LRU(cachetools.LRUCache[tuple[StoreSpec, str], _Entry]):
-    """cachetools' LRU, counting what it evicts to make room."""
+    def matches(self, found: tuple[int, object] | None) -> bool:
+        """Whether the store's `Store.stat` answer for the chunk's key (its shard's, for an
+        inner chunk) says the entry is current: the same generation, or still missing."""
+        if self.generation is None:
+            return self.value is None and found is None
+        return found is not None and found[1] is not None and found[1] == self.generation
+
+
+class _LRU(cachetools.LRUCache[tuple[StoreSpec, str], CacheEntry]):
+    """cachetools' LRU, counting what it evicts to make room, and knowing which inner
+    chunks of each shard it holds (so a write of the shard drops them without a scan)."""
 
     def __init__(self, maxsize: int) -> None:
         super().__init__(maxsize, getsizeof=lambda entry: entry.nbytes)
         self.evicted: list[tuple[StoreSpec, str]] = []
+        self.inner: dict[tuple[StoreSpec, str], set[str]] = {}
 
-    def popitem(self) -> tuple[tuple[StoreSpec, str], _Entry]:
+    def __setitem__(self, ident: tuple[StoreSpec, str], entry: CacheEntry) -> None:
+        super().__setitem__(ident, entry)
+        shard, inner, _ = ident[1].partition(INNER)
+        if inner:
+            self.inner.setdefault((ident[0], shard), set()).add(ident[1])
+
+    def __delitem__(self, ident: tuple[StoreSpec, str]) -> None:
+        super().__delitem__(ident)
+        shard, inner, _ = ident[1].partition(INNER)
+        if inner:
+            held = self.inner.get((ident[0], shard))
+            if held is not None:
+                held.discard(ident[1])
+                if not held:
+                    del self.inner[(ident[0], shard)]
+
+    def popitem(self) -> tuple[tuple[StoreSpec, str], CacheEntry]:
         item = super().popitem()
         self.evicted.append(item[0])
         return item
+
+    def clear(self) -> None:
+        super().clear()
+        self.inner.clear()
 
 
 class ChunkCache:
@@ -223,7 +281,9 @@ class ChunkCache:
     is above 0 (`default_chunk_cache`), or the one given to ``open_array(cache=...)``.
     Entries are keyed by store spec and chunk key and remember the generation the chunk
     was read at (S3 ETag, GCS generation, ...) and the codec that decoded it; a write or
-    delete of the key through this process drops them.
+    delete of the key through this process drops them. A sharded array's inner chunks
+    are entries of their own, checked by their shard's generation (one metadata request
+    per shard read, however many of its inner chunks it uses).
 
     Parameters
     ----------
@@ -236,7 +296,9 @@ class ChunkCache:
         (data that does not change); ``"open"``: if it was cached before the array reading
         it was opened; a number: if it was cached more than that many seconds ago (trust
         for a time; TensorStore's number is a point in time instead). A chunk whose store
-        gives no generation is read again whenever it would be checked.
+        gives no generation is read again whenever it would be checked, as is one of a
+        store on this machine (memory, local files: no generation is kept, as a file's
+        holds the file open, and reading costs about what checking does).
 
     Attributes
     ----------
@@ -272,14 +334,14 @@ class ChunkCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def lookup(self, ident: tuple[StoreSpec, str], token: Hashable) -> _Entry | None:
-        """The entry of ``ident`` decoded by ``token``'s codec, or None (counted as a miss
-        by `miss`, not here: a lookup may be followed by a revalidation)."""
+    def lookup(self, ident: tuple[StoreSpec, str], token: Hashable) -> CacheEntry | None:
+        """The entry of ``ident`` decoded by ``token``'s codec, or None (not counted here: a
+        lookup may be followed by a revalidation; see `count`)."""
         with self._lock:
             entry = self._lru.get(ident)
         return entry if entry is not None and entry.token == token else None
 
-    def needs_check(self, entry: _Entry, opened_at: float) -> bool:
+    def needs_check(self, entry: CacheEntry, opened_at: float) -> bool:
         """Whether ``entry`` must be checked against the store before use (see the class)."""
         recheck = self.recheck_cached_data
         if recheck is True:
@@ -290,16 +352,13 @@ class ChunkCache:
             return entry.cached_at < opened_at
         return time.monotonic() - entry.cached_at > float(recheck)
 
-    def hit(self, *, revalidated: bool = False) -> None:
-        """Count a read answered from the cache (``revalidated``: after a check)."""
+    def count(self, *, hits: int = 0, misses: int = 0, revalidated: int = 0) -> None:
+        """Count reads answered from the cache (``revalidated`` of them after a check) and
+        reads it could not answer."""
         with self._lock:
-            self.hits += 1
+            self.hits += hits
+            self.misses += misses
             self.revalidated += revalidated
-
-    def miss(self) -> None:
-        """Count a read the cache could not answer."""
-        with self._lock:
-            self.misses += 1
 
     def put(
         self, ident: tuple[StoreSpec, str], value: Any, generation: object, token: Hashable
@@ -311,20 +370,23 @@ class ChunkCache:
             self.discard(ident[0], ident[1])
             return []
         with self._lock:
-            self._lru[ident] = _Entry(value, generation, token, nbytes)
+            self._lru[ident] = CacheEntry(value, generation, token, nbytes)
             evicted, self._lru.evicted = self._lru.evicted, []
             self.evictions += len(evicted)
         return [spec for spec, _ in evicted]
 
-    def touch(self, entry: _Entry) -> None:
+    def touch(self, entry: CacheEntry) -> None:
         """``entry`` was just checked against the store: trusted from now."""
         entry.cached_at = time.monotonic()
 
     def discard(self, spec: StoreSpec, key: str | None, *, prefix: str | None = None) -> None:
-        """Drop the entry of ``key`` (or of every key under ``prefix``) of ``spec``."""
+        """Drop the entry of ``key`` (and of its inner chunks, if it is a shard), or of
+        every key under ``prefix``, of ``spec``."""
         with self._lock:
             if key is not None:
                 self._lru.pop((spec, key), None)
+                for inner in list(self._lru.inner.get((spec, key), ())):
+                    self._lru.pop((spec, inner), None)
             else:
                 for ident in [i for i in self._lru if i[0] == spec and i[1].startswith(prefix or "")]:
                     del self._lru[ident]
