@@ -8,6 +8,7 @@ compares them with the data the tiles were drawn from.
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import tempfile
 import time
@@ -53,14 +54,9 @@ def gray(value: float) -> int:
 
 
 @pytest.fixture(scope="module")
-def svc() -> Iterator[ServiceProcess]:
-    server = ServiceProcess({})  # no datasets configured: the demo dataset
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
+def served() -> Iterator[tuple[ServiceProcess, webdriver.Chrome]]:
+    """The service on its demo dataset (no datasets configured) and a headless Chromium,
+    started side by side: each takes seconds, mostly waiting."""
     if not shutil.which(CHROMEDRIVER):
         pytest.fail(
             f"{CHROMEDRIVER} is missing: apt-get install chromium chromium-driver (what .ci/run does)"
@@ -70,12 +66,37 @@ def browser() -> Iterator[webdriver.Chrome]:
     profile = tempfile.mkdtemp(prefix="azarr-chromium-")
     for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(ServiceProcess, {})
+        try:
+            driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        except BaseException:
+            if starting.exception() is None:
+                starting.result().stop()
+            shutil.rmtree(profile, ignore_errors=True)
+            raise
+        try:
+            server = starting.result()
+        except BaseException:
+            driver.quit()
+            shutil.rmtree(profile, ignore_errors=True)
+            raise
     try:
-        yield driver
+        yield server, driver
     finally:
         driver.quit()
+        server.stop()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def svc(served: tuple[ServiceProcess, webdriver.Chrome]) -> ServiceProcess:
+    return served[0]
+
+
+@pytest.fixture(scope="module")
+def browser(served: tuple[ServiceProcess, webdriver.Chrome]) -> webdriver.Chrome:
+    return served[1]
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
