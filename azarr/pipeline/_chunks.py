@@ -435,17 +435,12 @@ class ChunkPipeline:
         """`read` through a decoded-chunk cache: every chunk from the cache or one shared
         load, then copied into ``out``."""
         fill = self.fill_for(fields, out.dtype)
-        nbytes, chunk_key, scatter = self.codec.nbytes, self.chunk_key, self._scatter
+        chunk_key, copy_out = self.chunk_key, self.copy_out
         codec = CodecBatcher()
 
         async def read_chunk(projection: ChunkProjection) -> None:
             chunk = await self._cached_chunk(cache, chunk_key(projection.chunk_coords))
-            if chunk is None:
-                out[projection.out_selection] = fill
-            else:
-                job = (chunk, out, projection, fields)
-                if not codec.try_submit(scatter, job, nbytes):
-                    await codec.submit(scatter, job, nbytes)
+            await copy_out(codec, chunk, out, projection, fields, fill)
             tracker.advance(0)
 
         try:
@@ -454,6 +449,24 @@ class ChunkPipeline:
         except BaseException:
             await codec.abandon()
             raise
+
+    async def copy_out(
+        self,
+        codec: CodecBatcher,
+        chunk: np.ndarray[Any, Any] | None,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        fill: Any,
+    ) -> None:
+        """A shared or cached decoded chunk's selected part into ``out`` (a job of ``codec``),
+        or ``fill`` where the chunk is not stored (None)."""
+        if chunk is None:
+            out[projection.out_selection] = fill
+            return
+        job = (chunk, out, projection, fields)
+        if not codec.try_submit(self._scatter, job, self.codec.nbytes):
+            await codec.submit(self._scatter, job, self.codec.nbytes)
 
     async def _cached_chunk(self, cache: ChunkCache, key: str) -> np.ndarray[Any, Any] | None:
         """The decoded chunk at ``key`` (None: not stored) from ``cache`` when it holds it

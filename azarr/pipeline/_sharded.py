@@ -109,7 +109,7 @@ async def read_sharded(
     io = pipeline.io
     codec = CodecBatcher()
     decode, nbytes = pipeline._decode_into, pipeline.codec.nbytes
-    scatter, decode_shared = pipeline._scatter, pipeline._decode_shared
+    decode_shared = pipeline._decode_shared
     direct = pipeline._can_decode_direct(out, fields)
     fill = pipeline.fill_for(fields, out.dtype)
     shard_key, spec = pipeline.chunk_key, io.store.budget_key
@@ -127,12 +127,7 @@ async def read_sharded(
 
     async def copy_out(chunk: np.ndarray[Any, Any] | None, projection: ChunkProjection) -> None:
         """One inner chunk shared with other reads (or cached) into ``out``."""
-        if chunk is None:
-            out[projection.out_selection] = fill
-        else:
-            job = (chunk, out, projection, fields)
-            if not codec.try_submit(scatter, job, nbytes):
-                await codec.submit(scatter, job, nbytes)
+        await pipeline.copy_out(codec, chunk, out, projection, fields, fill)
         tracker.advance(0)
 
     async def lead(key: str, shard: tuple[int, ...], items: list[_Led]) -> None:
