@@ -119,6 +119,14 @@ _DEFAULTS: dict[str, Any] = {
     # Seconds after which a LocalStore temporary file no writer holds counts as
     # abandoned by a killed writer, and is removed (azarr/storage/_sweep.py).
     "local_temp_max_age": 600.0,
+    # Concurrent reads of one chunk (same store spec and key) share one fetch and one
+    # decode, from any array, task, thread or loop (azarr/scheduler/_shared.py).
+    "collapse_reads": True,
+    # Bytes of decoded chunks the process's chunk cache keeps (0: no cache, the default),
+    # and when a cached chunk is checked against the store before use: True (always),
+    # False (never), "open" (if cached before the array was opened) or seconds of trust.
+    "chunk_cache_bytes": 0,
+    "chunk_cache_recheck": True,
 }
 
 # Settings that must be integers >= 1.
@@ -244,6 +252,11 @@ def set(**settings: Any) -> Any:
         ``local_temp_max_age`` (seconds, default 600: a `LocalStore` temporary file
         older than this that no live writer holds is removed by the next write into its
         directory or a listing passing it).
+        ``collapse_reads`` (bool, default True: concurrent reads of one chunk share one
+        fetch and decode), ``chunk_cache_bytes`` (bytes of decoded chunks the process's
+        `azarr.scheduler.ChunkCache` keeps; default 0, no cache) and
+        ``chunk_cache_recheck`` (its ``recheck_cached_data``: True, False, ``"open"`` or
+        seconds; default True).
         Budgets are fixed when a store is first used; change a live store's with
         `azarr.scheduler.set_budget`.
 
@@ -260,7 +273,12 @@ def set(**settings: Any) -> Any:
             raise ValueError(f"azarr setting {name!r} must be >= 1, got {value!r}")
         if name == "zarr_format" and value not in (2, 3):
             raise ValueError(f"azarr setting 'zarr_format' must be 2 or 3, got {value!r}")
-        nonnegative = ("buffer_pool_bytes", "shard_index_cache_bytes", "local_temp_max_age")
+        nonnegative = (
+            "buffer_pool_bytes",
+            "shard_index_cache_bytes",
+            "chunk_cache_bytes",
+            "local_temp_max_age",
+        )
         if name in nonnegative and float(value) < 0:
             raise ValueError(f"azarr setting {name!r} must be >= 0, got {value!r}")
         if name == "adaptive_latency_tolerance" and value is not None and float(value) <= 1:

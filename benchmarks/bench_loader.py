@@ -20,6 +20,8 @@ way), shuffled, 256 samples per batch, in its own process
                    indices, which zarr fetches concurrently; default pipeline, and
                    ``zarr34-fused`` / ``zarr34-zarrs`` with ``FusedCodecPipeline`` / zarrs
 ``tensorstore``    TensorStore ``zarr`` driver, ``arr.oindex[indices].read()`` per batch
+``azarr-cache``    ``azarr`` with the decoded-chunk cache sized to the dataset, three whole
+                   epochs: samples/s and store requests per epoch (later epochs: none)
 =================  ===============================================================
 
 Throughput is samples/s from the start of iteration (DataLoader worker start-up included;
@@ -73,6 +75,7 @@ IMPLS = (
     "zarr34-fused",
     "zarr34-zarrs",
     "tensorstore",
+    "azarr-cache",
 )
 BASELINE = "azarr-baseline"
 """``run_azarr`` importing the azarr in ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``,
@@ -195,6 +198,22 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {impl} | {sps:,.0f} | {r['samples']:,} | {r['seconds']:.2f} | {vs_peer} | {vs_raw}"
             f" | {steady_text} | {first_text} | {second_text} | {second_raw} |"
         )
+    cached = rows.get("azarr-cache", {})
+    if "epochs" in cached:
+        lines += [
+            "",
+            "`azarr-cache`: the decoded-chunk cache sized to the dataset (`chunk_cache_bytes`, "
+            "`chunk_cache_recheck=False`), three whole epochs on new stores of one URL (median round):",
+            "",
+            "| epoch | samples/s | x epoch 1 | store requests | seconds |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+        ]
+        base = cached["epochs"][0]["samples_per_s"]
+        for number, e in enumerate(cached["epochs"], 1):
+            lines.append(
+                f"| {number} | {e['samples_per_s']:,.0f} | {e['samples_per_s'] / base:.1f}x | {e['requests']:,}"
+                f" | {e['seconds']:.2f} |"
+            )
     errors = [
         f"- {r['impl']}: {r['error'].strip().splitlines()[-1]}" for r in results["runs"] if "error" in r
     ]

@@ -20,6 +20,15 @@ machine the client process competes with the service for CPU), and the
 service's RSS before and after. Results go to
 ``benchmarks/results/service.md`` and ``service.json``.
 
+Shared reads (issue #31): ``overlap`` requests, unaligned 256 x 256 windows anywhere in
+a hot 1024 x 1024 corner (16 chunks; each window touches 1-4 of them, and the clients'
+windows overlap), against three services in turn, each fresh: the example app as it is
+(request collapsing), the example app with the decoded-chunk cache (``chunk_cache_bytes``
+256 MiB, ``chunk_cache_recheck`` 60 s), and the same endpoint written on zarr-python
+3.4's async API + obstore (``benchmarks/service_zarr3.py``, in the ``zarr34-service``
+peer venv). Reported: requests/s, p50/p99, and the upstream GETs the delay proxy saw
+against the chunks the requests touched (per request, and distinct over the run).
+
 Usage::
 
     python -m benchmarks.bench_service --quick      # 32 clients, 8 s per kind
@@ -44,8 +53,25 @@ RESULTS = REPO_ROOT / "benchmarks" / "results"
 SHAPE, CHUNK = (4096, 4096), 256
 
 
+HOT = 4 * CHUNK  # the overlap kind's windows lie in the first HOT x HOT elements (16 chunks)
+
+
+def _chunks_of(sel: str) -> set[tuple[int, int]]:
+    """The chunks a 2-d selection ``"i0:i1,j0:j1"`` (or ``"i,j"``) touches."""
+    spans = []
+    for part in sel.split(","):
+        start, _, stop = part.partition(":")
+        lo = int(start)
+        hi = int(stop) - 1 if stop else lo
+        spans.append(range(lo // CHUNK, hi // CHUNK + 1))
+    return {(a, b) for a in spans[0] for b in spans[1]}
+
+
 def _selection(kind: str, rng: random.Random) -> tuple[str, str]:
     n = SHAPE[0] // CHUNK
+    if kind == "overlap":
+        i, j = rng.randrange(HOT - CHUNK + 1), rng.randrange(HOT - CHUNK + 1)
+        return f"{i}:{i + CHUNK},{j}:{j + CHUNK}", "raw"
     if kind == "1-element":
         return f"{rng.randrange(SHAPE[0])},{rng.randrange(SHAPE[1])}", "json"
     if kind == "1-chunk":
@@ -80,6 +106,8 @@ async def _load(url: str, kind: str, clients: int, seconds: float) -> dict[str, 
     latencies: list[float] = []
     errors: list[str] = []
     nbytes = 0
+    touched = 0  # chunks touched, summed over requests
+    distinct: set[tuple[int, int]] = set()
     stop_at = time.monotonic() + seconds
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(
@@ -87,10 +115,13 @@ async def _load(url: str, kind: str, clients: int, seconds: float) -> dict[str, 
     ) as client:
 
         async def one(seed: int) -> None:
-            nonlocal nbytes
+            nonlocal nbytes, touched
             rng = random.Random(seed)
             while time.monotonic() < stop_at:
                 sel, fmt = _selection(kind, rng)
+                chunks = _chunks_of(sel)
+                touched += len(chunks)
+                distinct.update(chunks)
                 t0 = time.perf_counter()
                 try:
                     async with client.get("/slice/d/a", params={"sel": sel, "format": fmt}) as r:
@@ -116,6 +147,8 @@ async def _load(url: str, kind: str, clients: int, seconds: float) -> dict[str, 
         "mib_s": nbytes / elapsed / 2**20,
         "errors": len(errors),
         "first_errors": errors[:3],
+        "chunks_touched": touched,
+        "distinct_chunks": len(distinct),
     }
 
 
@@ -142,6 +175,30 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['rss_end'] / 2**20:.0f} MiB at the end.",
         "",
     ]
+    shared = results.get("shared")
+    if shared:
+        peer = next((r for r in shared if r["service"].startswith("zarr")), None)
+        lines += [
+            "## Overlapping windows: request collapsing and the decoded-chunk cache",
+            "",
+            f"{results['clients']} clients, {results['seconds']:g} s per service, unaligned 256 x 256 windows in "
+            "a hot corner of 16 chunks (each touching 1-4). Upstream GETs as counted by the delay proxy "
+            "(chunk GETs only: every service opened its array before the run).",
+            "",
+            "| service | requests/s | x zarr 3.4 | p50 | p99 | upstream GETs | GETs per request | chunks touched per"
+            " request | GETs / distinct chunks | errors |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in shared:
+            vs = f"{r['rps'] / peer['rps']:.1f}x" if peer and peer["rps"] else ""
+            requests = max(1, r["requests"])
+            lines.append(
+                f"| {r['service']} | {r['rps']:.0f} | {vs} | {r['p50_s'] * 1000:.0f} ms | {r['p99_s'] * 1000:.0f} ms"
+                f" | {r['upstream_gets']:,} | {r['upstream_gets'] / requests:.2f}"
+                f" | {r['chunks_touched'] / requests:.2f} | {r['upstream_gets'] / max(1, r['distinct_chunks']):.1f}"
+                f" | {r['errors']} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -152,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--out", default="service")
+    parser.add_argument("--no-shared", action="store_true", help="skip the shared-reads comparison")
+    parser.add_argument("--kinds", default="1-element,1-chunk,16-chunk", help="comma-separated ('' for none)")
     args = parser.parse_args(argv)
     clients = args.clients or (32 if args.quick else 64)
     seconds = args.seconds or (8.0 if args.quick else 30.0)
@@ -177,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         rss_start = service.rss()
         kinds = []
-        for kind in ("1-element", "1-chunk", "16-chunk"):
+        for kind in [k for k in args.kinds.split(",") if k]:
             cpu0 = _cpu_seconds(service.proc.pid)
             result = asyncio.run(_load(service.url, kind, clients, seconds))
             result["service_cpu_ms"] = (
@@ -185,6 +244,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(json.dumps(result), flush=True)
             kinds.append(result)
+        rss_end = service.rss()
+        shared = []
+        if not args.no_shared:
+            shared.append(_shared_run("azarr (collapsing)", service, proxy, clients, seconds))
+            service.stop()
+            cached = ServiceProcess(
+                {"d": {"url": f"s3://{bucket}/svc.zarr", "storage_options": options}},
+                config={"chunk_cache_bytes": 256 * 2**20, "chunk_cache_recheck": 60},
+            )
+            try:
+                shared.append(_shared_run("azarr + chunk cache", cached, proxy, clients, seconds))
+            finally:
+                cached.stop()
+            peer = _start_peer(server, bucket, proxy)
+            try:
+                shared.append(_shared_run("zarr 3.4 + obstore", peer, proxy, clients, seconds))
+            finally:
+                peer.stop()
         results = {
             "mode": "quick" if args.quick else "full",
             "clients": clients,
@@ -193,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{platform.machine()}, Python {platform.python_version()}, {_cores()} cores",
             "kinds": kinds,
             "rss_start": rss_start,
-            "rss_end": service.rss(),
+            "rss_end": rss_end,
+            "shared": shared,
         }
     finally:
         if service is not None:
@@ -206,6 +284,84 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{args.out}.md").write_text(markdown(results))
     print(markdown(results))
     return 0
+
+
+class _Peer:
+    """The zarr 3.4 + obstore app (``benchmarks/service_zarr3.py``) under uvicorn in its peer venv."""
+
+    def __init__(self, python: str, dataset: dict[str, Any]) -> None:
+        import os
+        import subprocess
+        import tempfile
+        import urllib.request
+
+        sys.path.insert(0, str(REPO_ROOT / "tests"))
+        from servers import free_port
+
+        self.port = free_port()
+        env = dict(os.environ, AZARR_PEER_DATASET=json.dumps(dataset), PYTHONPATH=str(REPO_ROOT))
+        self.log = Path(tempfile.mkstemp(prefix="azarr-peer-service-", suffix=".log")[1])
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [python, "-m", "uvicorn", "benchmarks.service_zarr3:app", "--host", "127.0.0.1",
+                 "--port", str(self.port), "--no-access-log", "--log-level", "warning"],
+                cwd=REPO_ROOT, env=env, stdout=out, stderr=out, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.url + "/health", timeout=5).read()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(
+                        "the zarr 3.4 service did not start:\n" + self.log.read_text()[-3000:]
+                    ) from None
+                time.sleep(0.2)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        from servers import terminate
+
+        terminate(self.proc, 10.0)
+        self.log.unlink(missing_ok=True)
+
+
+def _start_peer(server: Any, bucket: str, proxy: Any) -> _Peer:
+    from benchmarks.peers import ensure_peer_python
+
+    options = server.storage_options
+    dataset = {
+        "bucket": bucket,
+        "prefix": "svc.zarr",
+        "path": "a",
+        "endpoint": proxy.url,
+        "key": options["key"],
+        "secret": options["secret"],
+    }
+    return _Peer(str(ensure_peer_python("zarr34-service")), dataset)
+
+
+def _shared_run(label: str, service: Any, proxy: Any, clients: int, seconds: float) -> dict[str, Any]:
+    """The overlap load against ``service`` (already started: its array is open), with the
+    upstream GETs the delay proxy saw meanwhile."""
+    import urllib.request
+
+    # One request first: every service opens lazily or at startup; either way not timed.
+    urllib.request.urlopen(service.url + "/slice/d/a?sel=0,0&format=json", timeout=60).read()
+    proxy.reset()
+    cpu0 = _cpu_seconds(service.proc.pid)
+    result = asyncio.run(_load(service.url, "overlap", clients, seconds))
+    counters = proxy.counters()
+    result["service"] = label
+    result["upstream_gets"] = counters["methods"].get("GET", 0)
+    result["service_cpu_ms"] = (_cpu_seconds(service.proc.pid) - cpu0) / max(1, result["requests"]) * 1000
+    print(json.dumps(result), flush=True)
+    return result
 
 
 def _cpu_seconds(pid: int) -> float:

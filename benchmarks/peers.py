@@ -124,6 +124,21 @@ PEERS: dict[str, Peer] = {
         modules=("zarr", "numcodecs", "numpy", "obstore"),
         python="3.12",
     ),
+    "zarr34-service": Peer(
+        name="zarr34-service",
+        label="zarr 3.4 + obstore, FastAPI",
+        requirements=(
+            "zarr==3.4.2",
+            "numcodecs==0.17.1",
+            "numpy==2.2.6",
+            "obstore==0.12.1",
+            "fastapi==0.165.0",
+            "uvicorn==0.54.0",
+        ),
+        expect_version="3.4.",
+        modules=("zarr", "numcodecs", "numpy", "obstore", "fastapi", "uvicorn"),
+        python="3.12",
+    ),
     "tensorstore": Peer(
         name="tensorstore",
         label="TensorStore",

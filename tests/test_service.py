@@ -248,6 +248,53 @@ async def test_throttled_upstream_is_503_with_retry_after(client: Any, proxy: Fa
     assert (await client.get("/slice/d/grid", params={"sel": "0,0,0"})).status_code == 200
 
 
+async def _scrape(client: Any) -> dict[tuple[str, str], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = await client.get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith(
+        "text/plain; version=0.0.4"
+    )
+    return {
+        (
+            sample.name + (f"[{sample.labels['le']}]" if "le" in sample.labels else ""),
+            sample.labels.get("store", ""),
+        ): (sample.value)
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+async def test_metrics_endpoint_counts_requests_and_throttles(
+    client: Any, proxy: FaultProxy, bucket: str
+) -> None:
+    store = f"s3://{bucket}/data.zarr"
+    await client.get("/slice/d/grid", params={"sel": "0,0,0"})  # the store has been used
+    before = await _scrape(client)
+    proxy.configure(status_503=1.0, fail_first_n=2, methods=["GET"], path=CHUNK_KEYS)
+    response = await client.get("/slice/d/grid", params={"sel": "4:8,0:4,0:4", "format": "json"})
+    assert response.status_code == 200, response.text
+    after = await _scrape(client)
+
+    def grew(name: str) -> float:
+        return after[(name, store)] - before[(name, store)]
+
+    assert grew("azarr_store_throttled_total") == 2 == grew("azarr_store_retries_total")
+    assert grew("azarr_store_requests_total") == 3  # two refused, then the chunk
+    assert grew("azarr_store_read_bytes_total") > 0
+    assert after[("azarr_store_request_seconds_count", store)] == after[("azarr_store_requests_total", store)]
+    assert (
+        after[("azarr_store_request_seconds_bucket[+Inf]", store)]
+        == after[("azarr_store_requests_total", store)]
+    )
+    assert 1 <= after[("azarr_store_concurrency_limit", store)] <= 64
+    assert ("azarr_chunk_cache_hits_total", store) in after and (
+        "azarr_reads_collapsed_total",
+        store,
+    ) in after
+    assert after[("azarr_service_requests_in_flight", "")] == 0
+
+
 async def test_deadline_is_504_and_cancels(client: Any, proxy: FaultProxy, svc: ServiceProcess) -> None:
     proxy.configure(latency_ms=5000)
     started = time.monotonic()

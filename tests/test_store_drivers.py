@@ -826,6 +826,7 @@ class TestPicklingNodes:
             "allow_pickle",
             "write_empty_chunks",
             "partial_decompress",
+            "cache",  # False or None: a ChunkCache object stays in its process
             "is_view",
             "recheck_metadata",
             "zarr_format",

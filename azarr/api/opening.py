@@ -23,7 +23,7 @@ from azarr.errors import (
     ContainsGroupError,
     GroupNotFoundError,
 )
-from azarr.scheduler import StoreIO
+from azarr.scheduler import ChunkCache, StoreIO
 from azarr.storage import Store, StoreLike
 
 _MODES = ("r", "r+", "a", "w", "w-", "x")
@@ -63,6 +63,7 @@ async def open_array(
     fill_missing_data_reads: bool = True,
     partial_decompress: bool = False,
     zarr_format: int | None = None,
+    cache: ChunkCache | bool | None = None,
     **create_kwargs: Any,
 ) -> AsyncArray:
     """Open an array, creating it if the mode allows (zarr-python 2 ``zarr.open_array``).
@@ -108,6 +109,11 @@ async def open_array(
         two more round trips per chunk (see ``docs/tutorial.md``).
     zarr_format : {None, 2, 3}, optional
         Open only an array of that format; create one of that format.
+    cache : ChunkCache, bool or None, optional
+        The decoded-chunk cache its reads go through (`azarr.scheduler.ChunkCache`):
+        None (default) the process's when ``azarr.config`` ``chunk_cache_bytes`` is
+        set, else none; False none; True the process's (it must be configured); or a
+        `ChunkCache` of its own, with its own size and ``recheck_cached_data``.
     **create_kwargs
         `azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)
         used when the array is created.
@@ -147,6 +153,7 @@ async def open_array(
         create_kwargs,
         partial_decompress,
         check_zarr_format(zarr_format),
+        cache,
     )
     return opened.set_recheck_metadata(policy)
 
@@ -161,6 +168,7 @@ async def _open_array(
     create_kwargs: dict[str, Any],
     partial_decompress: bool = False,
     zarr_format: ZarrFormat | None = None,
+    cache: ChunkCache | bool | None = None,
 ) -> AsyncArray:
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
@@ -176,6 +184,7 @@ async def _open_array(
                 read_only=mode == "r",
                 partial_decompress=partial_decompress,
                 zarr_format=zarr_format,
+                cache=cache,
                 **open_kwargs,
             )
         except ArrayNotFoundError:
@@ -194,15 +203,16 @@ async def _open_array(
         **open_kwargs,
         **create_kwargs,
     )
-    if not partial_decompress:
+    if not partial_decompress and cache is None:
         return created
-    # zarr-python 2's create() has no partial_decompress: the new array, opened with it (no I/O).
+    # zarr-python 2's create() has neither option: the new array, opened with them (no I/O).
     return AsyncArray(
         created.store,
         node_path,
         created.metadata,
         created.attrs.asdict(),
-        partial_decompress=True,
+        partial_decompress=partial_decompress,
+        cache=cache,
         **open_kwargs,
     )
 

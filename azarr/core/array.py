@@ -21,7 +21,7 @@ import numcodecs
 import numpy as np
 from numcodecs.abc import Codec
 
-from azarr import config
+from azarr import config, telemetry
 from azarr.codecs import ChunkCodec
 from azarr.core._array_ops import (
     RecheckPolicy,
@@ -60,7 +60,7 @@ from azarr.indexing import (
 from azarr.metadata import ZARRAY, ZATTRS, AnyArrayMetadata, ArrayMetadata, ArrayV3Metadata, parse_attributes
 from azarr.pipeline import ChunkPipeline
 from azarr.pipeline._shards import ShardedChunks
-from azarr.scheduler import ProgressCallback, StoreIO, bounded_map
+from azarr.scheduler import ChunkCache, ProgressCallback, StoreIO, bounded_map
 from azarr.storage import Store
 
 if TYPE_CHECKING:
@@ -98,6 +98,11 @@ class AsyncArray(Node):
         filters, C order) a read covering part of a chunk fetches and decodes
         only the Blosc blocks holding the selected elements, with byte-range
         reads. Other chunks are read whole; results are the same either way.
+    cache : ChunkCache, bool or None
+        The decoded-chunk cache reads go through (`azarr.scheduler.ChunkCache`): None
+        (default) the process's, if ``azarr.config`` ``chunk_cache_bytes`` is set; False
+        none; True the process's (it must be configured); or a cache of its own. Like
+        TensorStore's ``cache_pool`` context resource and ``recheck_cached_data``.
     """
 
     _kind = "array"
@@ -113,6 +118,7 @@ class AsyncArray(Node):
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
+        cache: ChunkCache | bool | None = None,
     ) -> None:
         super().__init__(
             store,
@@ -127,6 +133,8 @@ class AsyncArray(Node):
             config.get("write_empty_chunks") if write_empty_chunks is None else write_empty_chunks
         )
         self._partial_decompress = bool(partial_decompress)
+        self._cache = cache
+        self._opened_at = time.monotonic()
         self._codec = self._make_codec(metadata)
         self._budget = self._io.budget
         self._key_prefix = node_key(self._path, metadata.chunk_key_prefix)
@@ -152,6 +160,8 @@ class AsyncArray(Node):
             else ShardedChunks(
                 self._io, sharding, metadata.chunks, lambda: self._metadata.shape, self._codec.stored_bound
             ),
+            cache=self._cache,
+            opened_at=self._opened_at,
         )
 
     def _make_codec(self, metadata: AnyArrayMetadata) -> ChunkCodec:
@@ -181,6 +191,7 @@ class AsyncArray(Node):
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
         zarr_format: ZarrFormat | None = None,
+        cache: ChunkCache | bool | None = None,
     ) -> AsyncArray:
         """Open the array at ``path``, Zarr v2 or v3 (``.zarray``, ``.zattrs`` and ``zarr.json``
         are read concurrently: one round trip).
@@ -207,6 +218,7 @@ class AsyncArray(Node):
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
+            cache=cache,
         )
 
     @classmethod
@@ -220,6 +232,7 @@ class AsyncArray(Node):
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
+        cache: ChunkCache | bool | None = None,
     ) -> AsyncArray:
         """The array at normalized ``path`` from its documents as `read_node` found them (either format).
 
@@ -238,6 +251,7 @@ class AsyncArray(Node):
                 allow_pickle=allow_pickle,
                 write_empty_chunks=write_empty_chunks,
                 partial_decompress=partial_decompress,
+                cache=cache,
             )
         metadata = found.array_metadata(path)
         return cls(
@@ -249,6 +263,7 @@ class AsyncArray(Node):
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
+            cache=cache,
         )
 
     @classmethod
@@ -263,6 +278,7 @@ class AsyncArray(Node):
         allow_pickle: bool | None = None,
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
+        cache: ChunkCache | bool | None = None,
     ) -> AsyncArray:
         """The array at normalized ``path`` from its already-read ``.zarray`` and ``.zattrs`` documents (bytes, or decoded).
 
@@ -283,6 +299,7 @@ class AsyncArray(Node):
             allow_pickle=allow_pickle,
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
+            cache=cache,
         )
 
     # ---------------------------------------------------------------- properties
@@ -408,6 +425,12 @@ class AsyncArray(Node):
         if self._metadata.sharding is None:
             return self._metadata.nchunks
         return math.prod(self.cdata_shape)
+
+    @property
+    def chunk_cache(self) -> ChunkCache | None:
+        """The decoded-chunk cache reads go through now (the ``cache`` it was opened with,
+        or the process's), or None."""
+        return self._pipeline.chunk_cache()
 
     @property
     def partial_decompress(self) -> bool:
@@ -646,6 +669,19 @@ class AsyncArray(Node):
             out_dtype = out_dtype.base
         out_shape: tuple[int, ...] = tuple(indexer.shape) + sub
         result_shape: tuple[int, ...] = tuple(indexer.result_shape) + sub
+        with telemetry.operation("read", self, indexer.nchunks, result_shape):
+            return await self._read_into(indexer, out, fields, progress, out_dtype, out_shape, result_shape)
+
+    async def _read_into(
+        self,
+        indexer: Any,
+        out: Any,
+        fields: Fields,
+        progress: ProgressCallback | None,
+        out_dtype: np.dtype[Any],
+        out_shape: tuple[int, ...],
+        result_shape: tuple[int, ...],
+    ) -> np.ndarray[Any, Any]:
         if out is None and indexer.nchunks == 1 and out_shape == result_shape:
             return await self._pipeline.read_one(
                 next(iter(indexer)), result_shape, out_dtype, fields=fields, progress=progress
@@ -790,9 +826,15 @@ class AsyncArray(Node):
         fields = fields or None
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
-        await self._pipeline.write(
-            indexer, indexer.nchunks, values, fields=fields, progress=progress, edges_conditional=appending
-        )
+        with telemetry.operation("write", self, indexer.nchunks, tuple(indexer.result_shape)):
+            await self._pipeline.write(
+                indexer,
+                indexer.nchunks,
+                values,
+                fields=fields,
+                progress=progress,
+                edges_conditional=appending,
+            )
 
     # ---------------------------------------------------------------- shape changes
     @rechecks_metadata
@@ -962,6 +1004,9 @@ class AsyncArray(Node):
             "metadata": self._metadata.to_json(),
             "write_empty_chunks": self._write_empty_chunks,
             "partial_decompress": self._partial_decompress,
+            # A cache object stays in this process; the unpickled array uses its own
+            # process's cache if it has one (cache=None) unless it was told not to.
+            "cache": False if self._cache is False else None,
             # A view's metadata lives only in memory: the copy must not reread .zarray.
             "is_view": self._is_view,
             "recheck_metadata": self._recheck_metadata,
@@ -985,6 +1030,7 @@ class AsyncArray(Node):
             allow_pickle=state["allow_pickle"],
             write_empty_chunks=state["write_empty_chunks"],
             partial_decompress=state.get("partial_decompress", False),
+            cache=state.get("cache"),
         )
         if state.get("is_view"):
             self._is_view = True
@@ -1099,6 +1145,7 @@ class AsyncArray(Node):
             allow_pickle=self._allow_pickle,
             write_empty_chunks=self._write_empty_chunks,
             partial_decompress=self._partial_decompress,
+            cache=self._cache,
         )
         view._is_view = True
         return view

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +52,9 @@ from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blos
 from azarr.pipeline._sharded import read_sharded, write_sharded
 from azarr.pipeline._shards import ShardedChunks
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
+from azarr.scheduler._shared import SHARED_READS, CacheEntry, ChunkCache, default_chunk_cache
+from azarr.scheduler._stats import stats_of_spec
+from azarr.storage import StoreSpec
 
 __all__ = ["ChunkPipeline"]
 
@@ -77,11 +82,25 @@ class ChunkPipeline:
         ``edges_conditional`` (see `write`).
     partial_decompress : bool, default False
         Read only the Blosc blocks a selection needs of a chunk it covers in part
-        (`azarr.pipeline._partial`); ignored for codecs that cannot.
+        (`azarr.pipeline._partial`); ignored for codecs that cannot, for sharded arrays,
+        and when a chunk cache is used (it keeps whole chunks).
     shards : ShardedChunks, optional
         For a sharded Zarr v3 array: ``codec`` and the projections are its inner chunks,
         ``chunk_key`` gives its shards' keys, and chunks are fetched and stored through
         this adapter, a shard at a time (`azarr.pipeline._sharded`).
+    cache : ChunkCache, bool or None
+        The decoded-chunk cache reads use: None, the process's (`default_chunk_cache`,
+        none unless ``azarr.config`` ``chunk_cache_bytes`` is set), False none, True
+        the process's (ValueError at the first read if ``chunk_cache_bytes`` is 0).
+    opened_at : float, optional
+        ``time.monotonic()`` when the array was opened (``recheck_cached_data="open"``).
+
+    Notes
+    -----
+    Concurrent reads of one chunk share one fetch and one decode (``azarr.config``
+    ``collapse_reads``; `azarr.scheduler._shared`), on the async path: stores with
+    blocking access (memory, local files), reference stores and partial reads read on
+    their own.
     """
 
     def __init__(
@@ -95,6 +114,8 @@ class ChunkPipeline:
         shape: Callable[[], tuple[int, ...]] | None = None,
         partial_decompress: bool = False,
         shards: ShardedChunks | None = None,
+        cache: ChunkCache | bool | None = None,
+        opened_at: float | None = None,
     ) -> None:
         self.io = io
         self.shards = shards
@@ -108,6 +129,38 @@ class ChunkPipeline:
             if partial_decompress and shards is None and is_partial_blosc(codec)
             else None
         )
+        self._cache = cache
+        self._opened_at = time.monotonic() if opened_at is None else opened_at
+        # What decoded a cached chunk: an entry read by another codec (the array was
+        # re-created with another dtype or compressor over the same keys) is not used.
+        self._token = (
+            codec.dtype.descr if codec.dtype.fields else codec.dtype.str,
+            codec.chunks,
+            codec.order,
+            tuple(
+                json.dumps(c.get_config(), sort_keys=True, default=str)
+                for c in (*codec.filters, *codec.compressors)
+            ),
+        )
+
+    def chunk_cache(self) -> ChunkCache | None:
+        """The decoded-chunk cache reads use now (see ``cache``).
+
+        Raises
+        ------
+        ValueError
+            ``cache=True`` while ``azarr.config`` ``chunk_cache_bytes`` is 0.
+        """
+        cache = self._cache
+        if cache is None or cache is True:
+            found = default_chunk_cache()
+            if found is None and cache is True:
+                raise ValueError(
+                    "cache=True needs a process chunk cache: set azarr.config chunk_cache_bytes "
+                    "(or pass cache=ChunkCache(max_bytes))"
+                )
+            return found
+        return None if cache is False else cache
 
     # ---------------------------------------------------------------- reads
     async def read(
@@ -141,8 +194,12 @@ class ChunkPipeline:
             and no codec thread writes into ``out`` after this returns.
         """
         tracker = ProgressTracker(nchunks, progress)
+        cache = self.chunk_cache()
         if self.shards is not None:  # inner chunks of shards: a shard at a time
-            await read_sharded(self, self.shards, projections, out, fields, tracker)
+            await read_sharded(self, self.shards, projections, out, fields, tracker, cache)
+            return
+        if cache is not None:
+            await self._read_cached(cache, projections, out, fields, tracker)
             return
         if self.io.store.resolves_references:  # kerchunk references: runs of ranges per request
             await read_coalesced(self, projections, out, fields, tracker)
@@ -158,15 +215,26 @@ class ChunkPipeline:
         fetch: Callable[[str], Awaitable[bytes | memoryview | None]] = (
             fetch_bytes if pooled is None else pooled
         )
-        decode = self._decode_into
+        decode, scatter = self._decode_into, self._scatter
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
+        collapse = partial is None and bool(config.get("collapse_reads"))
 
         async def read_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
-            data = await (
-                fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch_bytes)
-            )
+            data: bytes | memoryview | PartialChunk | None
+            if collapse:
+                data, chunk = await self._fetch_or_share(key, fetch)
+                if chunk is not None:
+                    shared = (chunk, out, projection, fields)
+                    if not codec.try_submit(scatter, shared, nbytes):
+                        await codec.submit(scatter, shared, nbytes)
+                    tracker.advance(0 if data is None else len(data))
+                    return
+            else:
+                data = await (
+                    fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch_bytes)
+                )
             if data is None:
                 out[projection.out_selection] = fill
             else:
@@ -204,14 +272,23 @@ class ChunkPipeline:
             await self.read([projection], 1, result, fields=fields, progress=progress)
             return result
         key, partial = self.chunk_key(projection.chunk_coords), self._partial
+        cache = self.chunk_cache()
+        if cache is not None:
+            chunk = await self._cached_chunk(cache, key)
+            ProgressTracker(1, progress).advance(0)
+            if chunk is None:
+                return self._filled(shape, dtype, projection, fields)
+            return await CodecBatcher().run(
+                self._copy_new, chunk, shape, dtype, projection, fields, weight=self.codec.nbytes
+            )
         if self.io.store.supports_blocking_io and partial is None:
             # Read and decode in one codec-pool job (no thread hop for the file itself).
             async with self.io.budget:
-                chunk, nbytes = await CodecBatcher().run(
+                result, nbytes = await CodecBatcher().run(
                     self._read_one_blocking, key, shape, dtype, projection, fields, weight=self.codec.nbytes
                 )
             ProgressTracker(1, progress).advance(nbytes)
-            return chunk
+            return result
         pooled = None if partial is not None else self._make_pooled_fetcher()
         fetch = self._make_fetcher()  # partial reads fetch through this
         # While pooled: the buffer goes back inside, kept for the next read.
@@ -220,6 +297,13 @@ class ChunkPipeline:
                 data: bytes | memoryview | PartialChunk | None = await partial.fetch(
                     key, projection, fields, fetch
                 )
+            elif config.get("collapse_reads"):
+                data, chunk = await self._fetch_or_share(key, fetch if pooled is None else pooled)
+                if chunk is not None:
+                    ProgressTracker(1, progress).advance(0 if data is None else len(data))
+                    return await CodecBatcher().run(
+                        self._copy_new, chunk, shape, dtype, projection, fields, weight=self.codec.nbytes
+                    )
             else:
                 data = await (fetch if pooled is None else pooled)(key)
             ProgressTracker(1, progress).advance(0 if data is None else len(data))
@@ -279,6 +363,195 @@ class ChunkPipeline:
         result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
         self._decode_into(data, key, result, projection, fields, self._can_decode_direct(result, fields))
         return result
+
+    async def _fetch_or_share(
+        self, key: str, fetch: Callable[[str], Awaitable[bytes | memoryview | None]]
+    ) -> tuple[bytes | memoryview | None, np.ndarray[Any, Any] | None]:
+        """Read chunk ``key`` with request collapsing: ``(body, None)`` for a reader that
+        fetched it alone (it decodes the body itself, straight into its output),
+        ``(body or None, chunk)`` for one whose chunk was decoded once for several readers
+        (copy out of ``chunk``), ``(None, None)`` when the chunk is not stored."""
+        ident = (self.io.store.budget_key, key)
+        load, chunk = await SHARED_READS.lead_or_follow(ident)
+        if load is None:
+            self.io.stats.count_shared(collapsed=1)
+            return None, chunk
+        try:
+            data = await fetch(key)
+            # Alone: the caller decodes straight into its output, as if nothing were shared.
+            # Followers wait: one decode into a chunk of its own that every reader copies from.
+            shared = data is not None and not SHARED_READS.alone(ident, load)
+            if shared:
+                assert data is not None
+                chunk = await CodecBatcher().run(self._decode_shared, data, key, weight=self.codec.nbytes)
+        except BaseException as exc:
+            SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
+            raise
+        if data is None or shared:
+            SHARED_READS.publish(ident, load, chunk)
+        return data, chunk
+
+    def _decode_shared(self, data: bytes | memoryview, key: str) -> np.ndarray[Any, Any]:
+        """One chunk decoded into memory of its own, read-only, for several readers to copy
+        from (runs in the codec pool; hands a pooled receive buffer back)."""
+        chunk = self.codec.decode(data, key=key)
+        if chunk.base is not None and np.shares_memory(chunk, np.frombuffer(data, dtype=np.uint8)):
+            chunk = chunk.copy(order="K")  # a view of the body (no compressor): its buffer goes back
+        chunk.flags.writeable = False
+        if type(data) is memoryview:
+            BODY_BUFFERS.release(data)
+        return chunk
+
+    @staticmethod
+    def _scatter(
+        chunk: np.ndarray[Any, Any], out: np.ndarray[Any, Any], projection: ChunkProjection, fields: Fields
+    ) -> None:
+        """Copy a shared decoded chunk's selected part into ``out`` (runs in the codec pool)."""
+        if fields is not None:
+            chunk = chunk[fields]
+        out[projection.out_selection] = chunk[projection.chunk_selection]
+
+    def _copy_new(
+        self,
+        chunk: np.ndarray[Any, Any],
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        projection: ChunkProjection,
+        fields: Fields,
+    ) -> np.ndarray[Any, Any]:
+        """`read_one`'s result from a shared decoded chunk (runs in the codec pool)."""
+        result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+        self._scatter(chunk, result, projection, fields)
+        return result
+
+    async def _read_cached(
+        self,
+        cache: ChunkCache,
+        projections: Iterable[ChunkProjection],
+        out: np.ndarray[Any, Any],
+        fields: Fields,
+        tracker: ProgressTracker,
+    ) -> None:
+        """`read` through a decoded-chunk cache: every chunk from the cache or one shared
+        load, then copied into ``out``."""
+        fill = self.fill_for(fields, out.dtype)
+        chunk_key, copy_out = self.chunk_key, self.copy_out
+        codec = CodecBatcher()
+
+        async def read_chunk(projection: ChunkProjection) -> None:
+            chunk = await self._cached_chunk(cache, chunk_key(projection.chunk_coords))
+            await copy_out(codec, chunk, out, projection, fields, fill)
+            tracker.advance(0)
+
+        try:
+            await bounded_map(read_chunk, projections, self.io.budget.max_requests)
+            await codec.drain()
+        except BaseException:
+            await codec.abandon()
+            raise
+
+    async def copy_out(
+        self,
+        codec: CodecBatcher,
+        chunk: np.ndarray[Any, Any] | None,
+        out: np.ndarray[Any, Any],
+        projection: ChunkProjection,
+        fields: Fields,
+        fill: Any,
+    ) -> None:
+        """A shared or cached decoded chunk's selected part into ``out`` (a job of ``codec``),
+        or ``fill`` where the chunk is not stored (None)."""
+        if chunk is None:
+            out[projection.out_selection] = fill
+            return
+        job = (chunk, out, projection, fields)
+        if not codec.try_submit(self._scatter, job, self.codec.nbytes):
+            await codec.submit(self._scatter, job, self.codec.nbytes)
+
+    async def _cached_chunk(self, cache: ChunkCache, key: str) -> np.ndarray[Any, Any] | None:
+        """The decoded chunk at ``key`` (None: not stored) from ``cache`` when it holds it
+        and it passes ``recheck_cached_data``, else from one shared load that fills it."""
+        io = self.io
+        ident = (io.store.budget_key, key)
+        (entry,) = await self.cached_entries(cache, key, [ident])
+        if entry is not None:
+            return entry.value  # type: ignore[no-any-return]
+        load, value = await SHARED_READS.lead_or_follow(ident)
+        if load is None:
+            io.stats.count_shared(collapsed=1)
+            return value  # type: ignore[no-any-return]
+        nbytes = self.codec.nbytes
+        try:
+            async with io.budget.reserve(nbytes) if nbytes >= RESERVE_MIN_BYTES else contextlib.nullcontext():
+                bound = self.codec.stored_bound
+                if io.store.resolves_references or io.store.is_local:  # no generation kept (`keep`)
+                    data, generation = await io.get(key, max_bytes=bound), None
+                else:
+                    data, generation = await io.get_with_generation(key, max_bytes=bound)
+            chunk = (
+                None
+                if data is None
+                else await CodecBatcher().run(self._decode_shared, data, key, weight=nbytes)
+            )
+        except BaseException as exc:
+            SHARED_READS.fail(ident, load, exc)
+            raise
+        if SHARED_READS.publish(ident, load, chunk):
+            self.keep(cache, ident, chunk, generation)
+        return chunk
+
+    async def cached_entries(
+        self, cache: ChunkCache, stat_key: str, idents: Sequence[tuple[StoreSpec, str]]
+    ) -> list[CacheEntry | None]:
+        """The entries of ``cache`` that may answer reads of ``idents`` now, None for the
+        others (all counted, as hits or misses).
+
+        ``idents`` are one chunk, or inner chunks of one shard: ``stat_key`` is the chunk's
+        or the shard's key. Entries due a check under ``recheck_cached_data`` are checked
+        together with one `StoreIO.stat` of it; those that cannot be checked (no
+        generation) are misses.
+        """
+        io = self.io
+        entries: list[CacheEntry | None] = []
+        due: list[int] = []
+        for ident in idents:
+            entry = cache.lookup(ident, self._token)
+            if entry is not None and cache.needs_check(entry, self._opened_at):
+                if entry.checkable:
+                    due.append(len(entries))
+                else:
+                    entry = None  # read without a generation: read again
+            entries.append(entry)
+        if due:
+            current = await io.stat(stat_key)
+            for i in due:
+                entry = entries[i]
+                assert entry is not None
+                if entry.matches(current):
+                    cache.touch(entry)
+                else:
+                    entries[i] = None
+        hits = sum(entry is not None for entry in entries)
+        revalidated = sum(entries[i] is not None for i in due)
+        misses = len(entries) - hits
+        cache.count(hits=hits, misses=misses, revalidated=revalidated)
+        io.stats.count_shared(hits=hits, misses=misses, revalidated=revalidated)
+        return entries
+
+    def keep(
+        self,
+        cache: ChunkCache,
+        ident: tuple[StoreSpec, str],
+        chunk: np.ndarray[Any, Any] | None,
+        generation: Any,
+    ) -> None:
+        """Put a chunk just read at ``generation`` into ``cache`` (counting what it evicts, per
+        store). Stores on this machine keep no generation: a local file's holds the file open."""
+        kept = None if self.io.store.is_local else generation
+        for spec in cache.put(ident, chunk, kept, self._token):
+            stats = stats_of_spec(spec)
+            if stats is not None:
+                stats.count_shared(evictions=1)
 
     def _can_decode_direct(self, target: np.ndarray[Any, Any], fields: Fields) -> bool:
         """Whether whole chunks can be decoded straight into ``target``: only if chunk-shaped

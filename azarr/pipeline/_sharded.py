@@ -23,11 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from azarr import config
 from azarr.codecs import CodecBatcher
 from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._shards import Parts, ShardedChunks
 from azarr.scheduler import ProgressTracker, bounded_map
+from azarr.scheduler._shared import SHARED_READS, ChunkCache, JoinAgain, Load, inner_key
+from azarr.storage import Generation, StoreSpec
 
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
@@ -46,6 +49,11 @@ _JOB_BYTES = 1 << 20
 
 Member = tuple[int, ChunkProjection]
 """An inner chunk's number within its shard (C order) and its projection."""
+
+
+_Led = tuple[int, ChunkProjection, tuple[StoreSpec, str] | None, Load | None]
+"""An inner chunk a read fetches: its number in the shard, its projection, and, when reads
+are shared, its key in `SHARED_READS` and its load there."""
 
 
 def _groups(
@@ -75,59 +83,158 @@ async def read_sharded(
     out: np.ndarray[Any, Any],
     fields: Fields,
     tracker: ProgressTracker,
+    cache: ChunkCache | None = None,
 ) -> None:
     """`ChunkPipeline.read` for a sharded array (see the module docstring).
+
+    Inner chunks are shared as whole chunks are (`azarr.scheduler._shared`, keyed by
+    `inner_key`): with a decoded-chunk ``cache``, inner chunks it holds are copied from it
+    (those due a check cost one metadata request per shard) and the others are read, a
+    shard's together, and kept; with ``collapse_reads`` (remote stores), an inner chunk
+    another read is fetching is waited for, and the rest of its shard read without it.
 
     Raises
     ------
     ShardIndexError, ByteRangeError
         A corrupt or hostile shard.
     CodecError, StoreError
-        The first inner chunk or request that failed; no codec thread writes into ``out``
-        after this returns.
+        The first inner chunk or request that failed (also raised in the reads waiting for
+        it); no codec thread writes into ``out`` after this returns.
     """
     io = pipeline.io
     codec = CodecBatcher()
     decode, nbytes = pipeline._decode_into, pipeline.codec.nbytes
+    decode_shared = pipeline._decode_shared
     direct = pipeline._can_decode_direct(out, fields)
     fill = pipeline.fill_for(fields, out.dtype)
-    shard_key = pipeline.chunk_key
+    shard_key, spec = pipeline.chunk_key, io.store.budget_key
     per_job = max(1, _JOB_BYTES // max(nbytes, 1))
+    shared = cache is not None or (not io.store.supports_blocking_io and bool(config.get("collapse_reads")))
     # Whole shards from remote stores are received into reused buffers (_buffers.py says why),
-    # each handed back once all its inner chunks are decoded.
-    pooled = not io.store.is_local and BODY_BUFFERS.enabled()
+    # each handed back once all its inner chunks are decoded. Not for a cache: such a read
+    # has no generation, so what it kept could never be checked.
+    pooled = not io.store.is_local and BODY_BUFFERS.enabled() and cache is None
     acquire = functools.partial(BODY_BUFFERS.acquire, at_least=shards.count * nbytes) if pooled else None
 
     def decode_many(items: list[tuple[memoryview, str, ChunkProjection]]) -> None:
         for data, label, projection in items:  # in the codec pool
             decode(data, label, out, projection, fields, direct)
 
-    async def read_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
-        shard, members = group
-        key = shard_key(shard)
-        whole = len(members) >= _WHOLE_FRACTION * shards.inner_in_array(shard)
-        async with io.budget.reserve(len(members) * nbytes):
-            parts, buffer = await shards.get_many(
-                key, [local for local, _ in members], whole=whole, acquire=acquire
+    async def copy_out(chunk: np.ndarray[Any, Any] | None, projection: ChunkProjection) -> None:
+        """One inner chunk shared with other reads (or cached) into ``out``."""
+        await pipeline.copy_out(codec, chunk, out, projection, fields, fill)
+        tracker.advance(0)
+
+    async def lead(key: str, shard: tuple[int, ...], items: list[_Led]) -> None:
+        """Read ``items`` of shard ``key`` (one version, coalesced), decode them into ``out``
+        and hand them to the reads waiting for them (their loads, if shared)."""
+        whole = len(items) >= _WHOLE_FRACTION * shards.inner_in_array(shard)
+        open_loads = {i for i, item in enumerate(items) if item[3] is not None}
+
+        def fail(exc: BaseException) -> None:
+            for i in open_loads:
+                _, _, ident, load = items[i]
+                assert ident is not None and load is not None
+                SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
+
+        try:
+            async with io.budget.reserve(len(items) * nbytes):
+                parts, buffer, generation = await shards.get_many(
+                    key, [local for local, _, _, _ in items], whole=whole, acquire=acquire
+                )
+            stored: list[tuple[memoryview, str, ChunkProjection]] = []
+            decoded: list[tuple[int, memoryview, str]] = []
+            for i, (local, projection, ident, load) in enumerate(items):
+                data = None if parts is None else parts[i]
+                label = shards.label(key, shard, local)
+                if (
+                    data is not None
+                    and cache is None
+                    and (ident is None or load is None or SHARED_READS.alone(ident, load))
+                ):
+                    # Nobody else wants it: decoded straight into `out`, as if nothing were shared.
+                    open_loads.discard(i)
+                    if buffer is not None:
+                        stored.append((data, label, projection))
+                    else:
+                        job = (data, label, out, projection, fields, direct)
+                        if not codec.try_submit(decode, job, nbytes):
+                            await codec.submit(decode, job, nbytes)
+                        tracker.advance(len(data))
+                elif data is None:
+                    if load is not None:
+                        open_loads.discard(i)
+                        _publish(pipeline, cache, ident, load, None, generation)
+                    await copy_out(None, projection)
+                else:
+                    decoded.append((i, data, label))
+            # One decode per inner chunk others wait for (or the cache keeps), copied from.
+            chunks = await asyncio.gather(
+                *(codec.run(decode_shared, data, label, weight=nbytes) for _, data, label in decoded)
             )
-        stored: list[tuple[memoryview, str, ChunkProjection]] = []
-        for i, (local, projection) in enumerate(members):
-            data = None if parts is None else parts[i]
-            if data is None:
-                out[projection.out_selection] = fill
-                tracker.advance(0)
-            elif buffer is not None:
-                stored.append((data, shards.label(key, shard, local), projection))
-            else:
-                job = (data, shards.label(key, shard, local), out, projection, fields, direct)
-                if not codec.try_submit(decode, job, nbytes):
-                    await codec.submit(decode, job, nbytes)
-                tracker.advance(len(data))
+            for (i, _, _), chunk in zip(decoded, chunks, strict=True):
+                open_loads.discard(i)
+                _publish(pipeline, cache, items[i][2], items[i][3], chunk, generation)
+            for (i, _, _), chunk in zip(decoded, chunks, strict=True):
+                await copy_out(chunk, items[i][1])
+        except BaseException as exc:
+            fail(exc)
+            raise
         if buffer is not None:
             jobs = [stored[i : i + per_job] for i in range(0, len(stored), per_job)]
             await asyncio.gather(*(codec.run(decode_many, job, weight=len(job) * nbytes) for job in jobs))
             BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
             tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
+
+    async def follow(key: str, shard: tuple[int, ...], item: _Led) -> None:
+        """Wait for an inner chunk another read is fetching; lead it if that read was cancelled."""
+        local, projection, ident, load = item
+        assert ident is not None and load is not None
+        while True:
+            try:
+                chunk = await SHARED_READS.wait(load)
+            except JoinAgain:
+                load, leader = SHARED_READS.join(ident)
+                if leader:
+                    await lead(key, shard, [(local, projection, ident, load)])
+                    return
+                continue
+            io.stats.count_shared(collapsed=1)
+            await copy_out(chunk, projection)
+            return
+
+    async def read_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
+        shard, members = group
+        key = shard_key(shard)
+        if not shared:
+            await lead(key, shard, [(local, projection, None, None) for local, projection in members])
+            return
+        idents = [(spec, inner_key(key, local)) for local, _ in members]
+        if cache is not None:
+            entries = await pipeline.cached_entries(cache, key, idents)
+            for entry, (_, projection) in zip(entries, members, strict=True):
+                if entry is not None:
+                    await copy_out(entry.value, projection)
+        else:
+            entries = [None] * len(members)
+        # From the first join on, nothing is awaited before `lead` (or the failure path) owns the loads.
+        leads: list[_Led] = []
+        follows: list[_Led] = []
+        for (local, projection), ident, entry in zip(members, idents, entries, strict=True):
+            if entry is None:
+                load, leader = SHARED_READS.join(ident)
+                (leads if leader else follows).append((local, projection, ident, load))
+        waiting = [asyncio.ensure_future(follow(key, shard, item)) for item in follows]
+        try:
+            if leads:
+                await lead(key, shard, leads)
+            if waiting:
+                await asyncio.gather(*waiting)
+        except BaseException:
+            for task in waiting:  # none may write into `out` once the read has failed
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+            raise
 
     with BODY_BUFFERS.reading() if pooled else contextlib.nullcontext():
         try:
@@ -136,6 +243,22 @@ async def read_sharded(
         except BaseException:
             await codec.abandon()  # no codec thread may write into `out` once we return
             raise
+
+
+def _publish(
+    pipeline: ChunkPipeline,
+    cache: ChunkCache | None,
+    ident: tuple[StoreSpec, str] | None,
+    load: Load | None,
+    chunk: np.ndarray[Any, Any] | None,
+    generation: Generation | None,
+) -> None:
+    """Hand an inner chunk to the reads waiting for it, and keep it in ``cache`` unless a
+    write overtook its read (its shard's ``generation``: None when not known)."""
+    if ident is None or load is None:
+        return
+    if SHARED_READS.publish(ident, load, chunk) and cache is not None:
+        pipeline.keep(cache, ident, chunk, generation)
 
 
 async def write_sharded(

@@ -194,7 +194,7 @@ class ShardedChunks:
         *,
         whole: bool = False,
         acquire: Callable[[int], memoryview] | None = None,
-    ) -> tuple[Parts | None, memoryview | None]:
+    ) -> tuple[Parts | None, memoryview | None, Generation | None]:
         """The stored bytes of inner chunks ``locals_`` of shard ``key``, all of one version.
 
         Parameters
@@ -214,11 +214,13 @@ class ShardedChunks:
 
         Returns
         -------
-        (list or None, memoryview or None)
+        (list or None, memoryview or None, Generation or None)
             One view (or None: not stored) per entry of ``locals_``, None if the shard is
-            missing; and the pooled buffer they are views of, if any, to hand back
+            missing; the pooled buffer they are views of, if any, to hand back
             (`BufferPool.release`) once every part is decoded (the parts themselves are views
-            of another object, so decoding one does not hand the buffer back).
+            of another object, so decoding one does not hand the buffer back); and the
+            generation of the shard they were read from, when it is known (the whole shard
+            read with its generation, or ranges pinned to the index's), else None.
 
         Raises
         ------
@@ -240,26 +242,26 @@ class ShardedChunks:
             if cached is None and whole and acquire is not None:
                 received = await io.get_into(key, acquire)
                 if received is None:
-                    return None, None
+                    return None, None, None
                 index = self.spec.index_of_shard(received, self.count, key=key, bound=self.bound)
                 pooled = received if isinstance(received, memoryview) else None
                 # Parts are views of another object than the pool's, so decoding one does not
                 # hand the buffer back (_decode_into releases views of pool buffers).
                 plain: Any = np.frombuffer(received, dtype=np.uint8)
                 view = memoryview(plain)
-                return [_cut(view, index.range_of(i)) for i in locals_], pooled
+                return [_cut(view, index.range_of(i)) for i in locals_], pooled, None
             if cached is None and whole:
                 body, generation = await self._read(key, None)
                 if body is None:
-                    return None, None
+                    return None, None, None
                 index = self.spec.index_of_shard(body, self.count, key=key, bound=self.bound)
                 self._remember(key, generation, index)
                 view = memoryview(body)
-                return [_cut(view, index.range_of(i)) for i in locals_], None
+                return [_cut(view, index.range_of(i)) for i in locals_], None, generation
             if cached is None:
                 data, generation = await self._read(key, self._index_range)
                 if data is None:
-                    return None, None
+                    return None, None, None
                 index = self._check_index(key, data)
                 self._remember(key, generation, index)
             else:
@@ -276,10 +278,10 @@ class ShardedChunks:
             if pieces is None:  # deleted since its index was read
                 SHARD_INDEXES.discard(spec_key, key)
                 if pinned is None:
-                    return None, None
+                    return None, None, None
                 continue
             found = iter(pieces)
-            return [None if span is None else next(found) for span in spans], None
+            return [None if span is None else next(found) for span in spans], None, pinned
         raise PreconditionFailedError(
             f"read of shard {key!r} in {io.url}: it changed on each of {attempts} attempts to read it"
         )

@@ -12,10 +12,12 @@ from azarr.scheduler._fanout import bounded_map
 from azarr.scheduler._io import StoreIO
 from azarr.scheduler._progress import Progress, ProgressCallback, ProgressTracker, tqdm_progress
 from azarr.scheduler._retry import RetryPolicy, is_retryable, retry_call
+from azarr.scheduler._shared import ChunkCache, default_chunk_cache
 from azarr.scheduler._stats import LATENCY_BUCKETS, StoreStats, stats_for
 
 __all__ = [
     "LATENCY_BUCKETS",
+    "ChunkCache",
     "IOBudget",
     "Progress",
     "ProgressCallback",
@@ -27,6 +29,7 @@ __all__ = [
     "bounded_map",
     "budget_for",
     "coalesce_ranges",
+    "default_chunk_cache",
     "is_retryable",
     "retry_call",
     "set_budget",

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from azarr.scheduler._shared import SHARED_READS
+
 if TYPE_CHECKING:
     from azarr.scheduler._io import StoreIO
 
@@ -74,12 +76,18 @@ class BlockingBatch:
 
     def set(self, key: str, value: bytes | memoryview) -> None:
         """``store.set_blocking(key, value)``, timed (``value`` as `Store.set_blocking`)."""
-        self._timed(self._io.store.set_blocking, key, value)
+        try:
+            self._timed(self._io.store.set_blocking, key, value)
+        finally:
+            SHARED_READS.forget(self._io.store.budget_key, key)
         self._written += value.nbytes if type(value) is memoryview else len(value)
 
     def delete(self, key: str) -> None:
         """``store.delete_blocking(key)``, timed."""
-        self._timed(self._io.store.delete_blocking, key)
+        try:
+            self._timed(self._io.store.delete_blocking, key)
+        finally:
+            SHARED_READS.forget(self._io.store.budget_key, key)
 
     def close(self) -> None:
         """Record the batch's successful calls in the store's stats (once; later calls add nothing)."""

@@ -32,6 +32,7 @@ from azarr.scheduler._budget import IOBudget, budget_for
 from azarr.scheduler._coalesce import read_ranges
 from azarr.scheduler._references import get_referenced
 from azarr.scheduler._retry import RetryPolicy, retry_call
+from azarr.scheduler._shared import SHARED_READS
 from azarr.scheduler._stats import StoreStats, stats_for
 from azarr.storage import ByteRange, Generation, Store
 from azarr.storage._limits import expected_body
@@ -268,11 +269,12 @@ class StoreIO:
         return await read_ranges(self, key, ranges, max_gap=max_gap, max_bytes=max_bytes)
 
     async def get_with_generation(
-        self, key: str, byte_range: ByteRange | None = None
+        self, key: str, byte_range: ByteRange | None = None, *, max_bytes: int | None = None
     ) -> tuple[bytes | None, Generation | None]:
         """Read ``key`` (or a byte range of it) and its generation (see
-        `Store.get_with_generation`). Retried, timed and bounded as `get`."""
-        with expected_body(_bound(key, None)):
+        `Store.get_with_generation`). Retried, timed and bounded as `get` (``max_bytes`` as
+        there)."""
+        with expected_body(_bound(key, max_bytes)):
             return await self._retried(
                 "get",
                 key,
@@ -305,6 +307,8 @@ class StoreIO:
             await self._retried(
                 "set", key, lambda: self._call(lambda: self.store.set(key, value), written=len(value)), exc
             )
+        finally:  # failed or not (a timed-out PUT may have landed): shared reads of it are stale
+            SHARED_READS.forget(self.store.budget_key, key)
 
     async def set_if(
         self,
@@ -356,7 +360,10 @@ class StoreIO:
                     return  # our own earlier attempt was applied (or the same bytes were)
                 raise
 
-        await self._retried("set", key, attempt)
+        try:
+            await self._retried("set", key, attempt)
+        finally:
+            SHARED_READS.forget(self.store.budget_key, key)
 
     async def delete_if(self, key: str, *, if_generation_match: Generation) -> None:
         """Delete ``key`` only if it is still ``if_generation_match`` (missing is fine). Retried.
@@ -380,7 +387,10 @@ class StoreIO:
                     return  # our own earlier attempt deleted it
                 raise
 
-        await self._retried("delete", key, attempt)
+        try:
+            await self._retried("delete", key, attempt)
+        finally:
+            SHARED_READS.forget(self.store.budget_key, key)
 
     async def replace_read(
         self, key: str, value: bytes | None, *, existed: bool, generation: Generation | None
@@ -504,7 +514,14 @@ class StoreIO:
 
     async def delete(self, key: str) -> None:
         """Delete ``key`` (missing is fine). Retried and timed."""
-        await self._retried("delete", key, lambda: self._call(lambda: self.store.delete(key)))
+        try:
+            await self._retried("delete", key, lambda: self._call(lambda: self.store.delete(key)))
+        finally:
+            SHARED_READS.forget(self.store.budget_key, key)
+
+    async def stat(self, key: str) -> tuple[int, Generation | None] | None:
+        """Size and generation of ``key``, None if missing (see `Store.stat`). Retried and timed."""
+        return await self._retried("stat", key, lambda: self._call(lambda: self.store.stat(key)))
 
     async def getsize(self, key: str) -> int:
         """Bytes stored at ``key``. Retried and timed.
@@ -518,9 +535,12 @@ class StoreIO:
 
     async def delete_prefix(self, prefix: str) -> None:
         """Delete every key under ``prefix`` (see `Store.delete_prefix`). Retried whole."""
-        await self._retried(
-            "delete_prefix", prefix, lambda: self._call(lambda: self.store.delete_prefix(prefix))
-        )
+        try:
+            await self._retried(
+                "delete_prefix", prefix, lambda: self._call(lambda: self.store.delete_prefix(prefix))
+            )
+        finally:
+            SHARED_READS.forget(self.store.budget_key, prefix=prefix)
 
     async def list_prefix(self, prefix: str) -> list[str]:
         """Every key under ``prefix``, complete: a listing that fails part-way is restarted.

@@ -6,10 +6,11 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from azarr.storage import Store, StoreSpec
+from azarr.storage._redact import redact_url
 
 logger = logging.getLogger("azarr.stats")
 
@@ -72,10 +73,19 @@ class StoreStats:
         Requests coalescing saved: ranges read less the requests that read them.
     latency : list of int
         Request counts per latency bucket (see `LATENCY_BUCKETS`, seconds).
+    collapsed : int
+        Chunk reads answered by another reader's fetch of the same chunk, in flight at
+        the time (request collapsing, `azarr.scheduler._shared`).
+    cache_hits, cache_misses, cache_evictions, cache_revalidated : int
+        Chunk reads answered by a decoded-chunk cache (`azarr.scheduler.ChunkCache`),
+        reads that missed it, entries of this store evicted to make room, and hits
+        checked against the store first (``recheck_cached_data``; also in ``cache_hits``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, url: str = "") -> None:
         self._lock = threading.Lock()
+        #: The store's URL without credentials (telemetry's ``azarr.store`` attribute).
+        self.url = url
         self.concurrency_limit: int | None = None
         self.reset()
 
@@ -90,6 +100,11 @@ class StoreStats:
             self.hedged = 0
             self.conflicts = 0
             self.throttled = 0
+            self.collapsed = 0
+            self.cache_hits = 0
+            self.cache_misses = 0
+            self.cache_evictions = 0
+            self.cache_revalidated = 0
             self.concurrency_limit_min = self.concurrency_limit
             self.shard_index_hits = 0
             self.shard_index_misses = 0
@@ -120,6 +135,9 @@ class StoreStats:
             self.latency[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
             if not (failed or throttled):
                 self._remember((seconds,))
+        observer = _request_observer
+        if observer is not None:
+            observer(self, seconds)
 
     def record_many(self, latencies: list[float], *, read: int = 0, written: int = 0) -> None:
         """Count finished successful attempts, one per entry of ``latencies`` (seconds), that
@@ -137,6 +155,10 @@ class StoreStats:
             for seconds in latencies:
                 histogram[bucket(buckets, seconds)] += 1
             self._remember(latencies)
+        observer = _request_observer
+        if observer is not None:
+            for seconds in latencies:
+                observer(self, seconds)
 
     def _remember(self, latencies: Sequence[float]) -> None:
         """Add successful latencies to the bounded window of recent ones that the hedging
@@ -179,6 +201,18 @@ class StoreStats:
             self.coalesced_requests += coalesced
             self.requests_saved += ranges - requests
 
+    def count_shared(
+        self, *, collapsed: int = 0, hits: int = 0, misses: int = 0, evictions: int = 0, revalidated: int = 0
+    ) -> None:
+        """Count chunk reads shared with another reader's fetch, or answered (or not) by a
+        decoded-chunk cache, and cache entries evicted."""
+        with self._lock:
+            self.collapsed += collapsed
+            self.cache_hits += hits
+            self.cache_misses += misses
+            self.cache_evictions += evictions
+            self.cache_revalidated += revalidated
+
     def count_hedge(self) -> None:
         """Count one hedged backup request."""
         with self._lock:
@@ -211,12 +245,27 @@ class StoreStats:
                 "shard_index_misses": self.shard_index_misses,
                 "coalesced_requests": self.coalesced_requests,
                 "requests_saved": self.requests_saved,
+                "collapsed": self.collapsed,
+                "cache_hits": self.cache_hits,
+                "cache_misses": self.cache_misses,
+                "cache_evictions": self.cache_evictions,
+                "cache_revalidated": self.cache_revalidated,
                 "latency_histogram": dict(zip(bounds, self.latency, strict=True)),
             }
 
     def log(self, level: int = logging.INFO, store: Store | None = None) -> None:
         """Write the counters to the ``azarr.stats`` logger."""
         logger.log(level, "store stats %s: %s", store.url if store else "", self.as_dict())
+
+
+# Called with (stats, seconds) for every attempt recorded (azarr.telemetry), or None.
+_request_observer: Callable[[StoreStats, float], None] | None = None
+
+
+def set_request_observer(observer: Callable[[StoreStats, float], None] | None) -> None:
+    """Have ``observer(stats, seconds)`` called for every attempt recorded (None: nobody)."""
+    global _request_observer
+    _request_observer = observer
 
 
 # Counters by store spec (Store.budget_key), like budgets.
@@ -243,5 +292,10 @@ def stats_for(store: Store) -> StoreStats:
     with _stats_lock:
         stats = _stats.get(key)
         if stats is None:
-            stats = _stats[key] = StoreStats()
+            stats = _stats[key] = StoreStats(redact_url(store.url))
         return stats
+
+
+def stats_of_spec(spec: StoreSpec) -> StoreStats | None:
+    """The counters of the store spec ``spec``, if a store of it was ever used."""
+    return _stats.get(spec)

@@ -28,6 +28,7 @@ The pieces a data service needs to be right by default:
 | `SelectionPlan`, `array_response` | selections validated before reading; ``.npy`` and raw bytes streamed in bounded slabs; JSON for small results |
 | `ResponseLimits` | one byte budget across all responses in flight, a send timeout for clients that stop reading |
 | `ClientLimitMiddleware` | requests in flight per client -> 429 beyond |
+| `prometheus_metrics` | every store's counters for a ``/metrics`` endpoint |
 
 Only `install_error_handlers` and `array_response` import Starlette (installed with
 FastAPI); the rest is plain asyncio and ASGI.
@@ -55,6 +56,7 @@ from azarr.service._limits import (
     SendTimeoutError,
     default_limits,
 )
+from azarr.service._metrics import PROMETHEUS_CONTENT_TYPE, prometheus_metrics
 from azarr.service._plan import SelectionPlan
 from azarr.service._responses import (
     DEFAULT_JSON_MAX_BYTES,
@@ -76,6 +78,7 @@ __all__ = [
     "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_SMALL_BYTES",
     "FORMATS",
+    "PROMETHEUS_CONTENT_TYPE",
     "CancelOnDisconnectMiddleware",
     "ClientLimitMiddleware",
     "Datasets",
@@ -97,5 +100,6 @@ __all__ = [
     "install_error_handlers",
     "little_endian",
     "npy_header",
+    "prometheus_metrics",
     "to_json_data",
 ]

@@ -20,7 +20,7 @@ from azarr.indexing import (
     Selection,
 )
 from azarr.metadata import AnyArrayMetadata
-from azarr.scheduler import ProgressCallback
+from azarr.scheduler import ChunkCache, ProgressCallback
 from azarr.storage import Store
 from azarr.sync._accessors import BlockIndex, OIndex, VIndex
 from azarr.sync._attributes import Attributes
@@ -96,6 +96,7 @@ class Array:
     nchunks: Forward[int] = Forward(AsyncArray, "nchunks")
     write_empty_chunks: Forward[bool] = Forward(AsyncArray, "write_empty_chunks")
     partial_decompress: Forward[bool] = Forward(AsyncArray, "partial_decompress")
+    chunk_cache: Forward[ChunkCache | None] = Forward(AsyncArray, "chunk_cache")
     info: Forward[str] = Forward(AsyncArray, "info")
 
     @property
@@ -122,6 +123,7 @@ class Array:
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
         zarr_format: ZarrFormat | None = None,
+        cache: ChunkCache | bool | None = None,
         timeout: float | None = None,
     ) -> Array:
         coro = AsyncArray.open(
@@ -132,6 +134,7 @@ class Array:
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
             zarr_format=zarr_format,
+            cache=cache,
         )
         return cls(run(coro, timeout), timeout=timeout)
 

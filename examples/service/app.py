@@ -24,6 +24,8 @@ gigabytes). See docs/recipes.md, "Limits".
 
 Endpoints
 ---------
+``GET /``                                  the viewer: browse datasets, pan and zoom tiles
+                                           (``viewer.html``: one static page, no build step)
 ``GET /datasets``                          names
 ``GET /tree/{name}``                       every array and group, with shapes and dtypes
 ``GET /info/{name}/{path}``                one node: shape, chunks, dtype, codecs, attributes
@@ -37,9 +39,18 @@ Endpoints
 ``GET /health``                            requests in flight, cancelled, event-loop tasks,
                                            response budget, the longest event-loop stall
                                            (``?reset=true`` starts a new measurement)
+``GET /metrics``                           Prometheus: per-store requests, bytes, retries,
+                                           throttles, adaptive limit, cache and collapsed
+                                           reads, latency histogram; the service's requests
 
 A dataset whose root is an array (``AZARR_DATASETS`` pointing at a ``.zarray``) has no
 ``{path}``: ``/info/{name}``, ``/slice/{name}?sel=...``, ``/tile/{name}/{z}/{y}/{x}.png``.
+
+Concurrent requests for the same chunks share one fetch and decode (request collapsing,
+on by default). A decoded-chunk cache pays when clients come back to the same tiles and
+the data does not change under the service: ``AZARR_CONFIG='{"chunk_cache_bytes":
+268435456, "chunk_cache_recheck": 60}'`` keeps 256 MiB of decoded chunks, each trusted
+for 60 s before its generation is checked again (see ``docs/guides/serving.md``).
 """
 
 from __future__ import annotations
@@ -49,11 +60,12 @@ import io
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, Query
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 import azarr
 from azarr import service
@@ -96,6 +108,7 @@ class LoopLag:
 
 
 loop_lag = LoopLag()
+VIEWER = Path(__file__).with_name("viewer.html")
 
 
 async def _demo_store() -> azarr.MemoryStore:
@@ -138,6 +151,11 @@ async def lifespan(app: FastAPI) -> Any:
 
 api = FastAPI(title="azarr array service", lifespan=lifespan)
 service.install_error_handlers(api)
+
+
+@api.get("/", include_in_schema=False)
+async def viewer() -> HTMLResponse:
+    return HTMLResponse(VIEWER.read_text(encoding="utf-8"))
 
 
 @api.get("/datasets")
@@ -305,6 +323,17 @@ async def refresh(name: str) -> dict[str, Any]:
 # the per-client limit outermost, so a request counts until its response has been sent.
 cancelling = service.CancelOnDisconnectMiddleware(api, deadline=float(os.environ.get("AZARR_DEADLINE", "30")))
 app = service.ClientLimitMiddleware(cancelling, max_requests=CLIENT_REQUESTS)
+
+
+@api.get("/metrics")
+async def metrics() -> Response:
+    extra = {
+        "azarr_service_requests_in_flight": cancelling.active - 1,
+        "azarr_service_requests_cancelled": cancelling.cancelled,
+        "azarr_service_requests_timed_out": cancelling.timed_out,
+        "azarr_service_requests_rejected": app.rejected,
+    }
+    return Response(service.prometheus_metrics(extra), media_type=service.PROMETHEUS_CONTENT_TYPE)
 
 
 @api.get("/health")
