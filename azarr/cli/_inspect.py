@@ -12,7 +12,7 @@ from azarr import AsyncArray, AsyncGroup
 from azarr.cli._app import Session, command
 from azarr.cli._format import display_url, human_bytes, table
 from azarr.core._array_info import describe_codec
-from azarr.core.group import array_tree_line
+from azarr.core._reports import array_tree_line
 from azarr.errors import GroupNotFoundError
 from azarr.scheduler import StoreIO
 from azarr.storage import Store
