@@ -178,8 +178,8 @@ async def tree(session: Session, url: str, path: str, depth: int | None) -> None
         line = array_tree_line(node.path.rpartition("/")[2] or "/", node, codecs=True)
         session.output({"name": node.name, "path": node.path, **summary}, line)
         return
-    text = await node.tree(level=depth, codecs=True)
-    first, _, rest = text.partition("\n")  # the root line says the hierarchy's format
+    drawn = str(await node.tree(level=depth, codecs=True))
+    first, _, rest = drawn.partition("\n")  # the root line says the hierarchy's format
     text = f"{first} (Zarr v{node.zarr_format})" + (f"\n{rest}" if rest else "")
     session.output(await _tree_data(node, depth) if session.json else None, text)
 
