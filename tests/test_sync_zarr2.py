@@ -408,3 +408,76 @@ def test_nchunks_initialized_counts_what_is_stored() -> None:
     assert z.nchunks_initialized == 10
     del z.chunk_store["0"]
     assert z.nchunks_initialized == 9
+
+
+# ---------------------------------------------------------------- the same facade on Zarr v3
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s, **kw: zs.create(10, store=s, **kw),
+        lambda s, **kw: zs.zeros(10, store=s, **kw),
+        lambda s, **kw: zs.array(np.arange(10), store=s, **kw),
+        lambda s, **kw: zs.open_array(s, mode="w", shape=10, **kw),
+        lambda s, **kw: zs.open(s, mode="w", shape=10, **kw),
+        lambda s, **kw: zs.open_group(s, mode="w", **kw).zeros("z", shape=10),
+        lambda s, **kw: zs.group(s, **kw).create_dataset("z", shape=10),
+        lambda s, **kw: zs.open(s, mode="w", **kw).create_group("g").zeros("z", shape=10),
+    ],
+    ids=["create", "zeros", "array", "open_array", "open", "open_group", "group", "open-group-member"],
+)
+@pytest.mark.parametrize("argument", ["zarr_format", "zarr_version"])
+def test_v3_nodes_are_created_and_opened_through_the_facade(make: Any, argument: str) -> None:
+    """``zarr_format=3`` (zarr-python 3's name) or ``zarr_version=3`` (zarr 2's) writes ``zarr.json``
+    only; the node, and what opens it again, say format 3."""
+    store = zs.MemoryStore()
+    z = make(store, **{argument: 3})
+    assert z.zarr_format == 3
+    assert not any(k.rpartition("/")[2] in (".zarray", ".zgroup", ".zattrs") for k in store)
+    assert zs.open(store, mode="r", path=z.path).zarr_format == 3
+    assert zs.Array(store, path=z.path).zarr_format == 3
+
+
+def test_v3_opens_refuse_the_other_format() -> None:
+    store = zs.MemoryStore()
+    zs.zeros(10, store=store, zarr_format=3)
+    assert zs.open_array(store, mode="r", zarr_version=3).zarr_format == 3
+    with pytest.raises(ArrayNotFoundError):
+        zs.open_array(store, mode="r", zarr_format=2)
+    with pytest.raises(ValueError, match="differ"):
+        zs.open_array(store, mode="r", zarr_format=2, zarr_version=3)
+    with pytest.raises(ValueError):
+        zs.create(10, zarr_format=4)
+
+
+def test_v3_properties_and_setters_write_zarr_json() -> None:
+    store = zs.MemoryStore()
+    z = zs.zeros(100, chunks=10, dtype="i4", store=store, zarr_format=3)
+    assert z.nchunks_initialized == 0
+    z[:25] = 1
+    assert z.nchunks_initialized == 3 and z.nbytes_stored == sum(len(store[k]) for k in store)
+    z.shape = (105,)
+    z.fill_value = 7
+    z.attrs = {"units": "K"}
+    document = json.loads(store["zarr.json"])
+    assert document["shape"] == [105] and document["fill_value"] == 7
+    assert document["attributes"] == {"units": "K"} and ".zattrs" not in store
+    again = zs.open_array(store, mode="r")
+    assert again.shape == (105,) and again[104] == 7 and dict(again.attrs) == {"units": "K"}
+    info = str(z.info)
+    assert "Zarr format        : 3" in info and "Codec [1]" in info and "Chunks initialized : 3/11" in info
+    group = zs.open_group(zs.MemoryStore(), zarr_format=3)
+    group.zeros("x", shape=3)
+    group.attrs = {"title": "t"}
+    assert json.loads(group.store["zarr.json"])["attributes"] == {"title": "t"}
+    assert "Zarr format : 3" in str(group.info) and "No. arrays  : 1" in str(group.info)
+
+
+def test_v3_uncached_metadata_and_attributes_are_reread() -> None:
+    store = zs.MemoryStore()
+    mine = zs.zeros(10, chunks=5, store=store, zarr_format=3, cache_metadata=False, cache_attrs=False)
+    theirs = zs.open_array(store)
+    theirs.resize(20)
+    theirs.attrs["k"] = 1
+    assert mine.shape == (20,) and dict(mine.attrs) == {"k": 1}

@@ -503,7 +503,10 @@ class ConsolidatedMetadataStore(Store):
     def __init__(self, store: Any, metadata_key: str = ".zmetadata", *, timeout: float | None = None) -> None:
         if isinstance(store, (str, os.PathLike)):
             raise ValueError(f"ConsolidatedMetadataStore wraps a store, not a path: got {store!r}")
-        consolidated = run(load_consolidated(_async_store(store), metadata_key=metadata_key), timeout)
+        # zarr-python 2's class reads .zmetadata only (one request; no v3 zarr.json beside it).
+        consolidated = run(
+            load_consolidated(_async_store(store), metadata_key=metadata_key, zarr_format=2), timeout
+        )
         super().__init__(consolidated, timeout=timeout)
 
 
