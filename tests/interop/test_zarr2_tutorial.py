@@ -24,7 +24,7 @@ import pytest
 
 from .refenv import REPO_ROOT, SHIM, RefEnvError, cache_key, ensure_python, venv_lock
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.slow]  # and the venv of test_zarr2_suite.py
 
 SDIST = "zarr==2.18.7"
 TUTORIAL = SHIM.cache_dir / "tutorial-2.18.7.rst"
