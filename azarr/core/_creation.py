@@ -98,40 +98,25 @@ async def create_array(
         )
     compressor = h5py_compression(compressor, compression, compression_opts)
     fmt = creation_format(zarr_format)
+    arguments: dict[str, Any] = {
+        "chunks": chunks,
+        "dtype": dtype,
+        "compressor": compressor,
+        "fill_value": fill_value,
+        "order": order,
+        "filters": filters,
+        "object_codec": object_codec,
+        "dimension_separator": dimension_separator,
+    }
+    metadata: AnyArrayMetadata
     if fmt == 3:
-        metadata: AnyArrayMetadata = await _write_v3_array(
-            store,
-            node_path,
-            shape,
-            chunks=chunks,
-            dtype=dtype,
-            compressor=compressor,
-            fill_value=fill_value,
-            order=order,
-            overwrite=overwrite,
-            filters=filters,
-            object_codec=object_codec,
-            dimension_separator=dimension_separator,
-            attributes=attributes,
-            **v3_options,
+        metadata = await _write_v3_array(
+            store, node_path, shape, overwrite=overwrite, attributes=attributes, **arguments, **v3_options
         )
     elif v3_options:
         raise TypeError(f"{sorted(v3_options)} apply to Zarr v3 arrays only; pass zarr_format=3")
     else:
-        metadata = await _write_v2_array(
-            store,
-            node_path,
-            shape,
-            chunks=chunks,
-            dtype=dtype,
-            compressor=compressor,
-            fill_value=fill_value,
-            order=order,
-            overwrite=overwrite,
-            filters=filters,
-            object_codec=object_codec,
-            dimension_separator=dimension_separator,
-        )
+        metadata = await _write_v2_array(store, node_path, shape, overwrite=overwrite, **arguments)
     array = AsyncArray(
         store,
         node_path,

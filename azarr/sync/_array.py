@@ -248,9 +248,7 @@ class Array(SyncNode):
             synchronizer=synchronizer,
             cache_attrs=cache_attrs,
         )
-        array = cls(run(coro, timeout), timeout=timeout)
-        array._keep_views(store)
-        return array
+        return cls._opened(coro, store, timeout)
 
     # ---------------------------------------------------------------- metadata-level I/O (zarr-python 2 properties)
     @property

@@ -154,9 +154,7 @@ class Group(SyncNode):
             cache_attrs=cache_attrs,
             zarr_format=zarr_format,
         )
-        group = cls(run(coro, timeout), timeout=timeout)
-        group._keep_views(store)
-        return group
+        return cls._opened(coro, store, timeout)
 
     @classmethod
     @mirrors(AsyncGroup.init)
@@ -183,9 +181,7 @@ class Group(SyncNode):
             cache_attrs=cache_attrs,
             zarr_format=zarr_format,
         )
-        group = cls(run(coro, timeout), timeout=timeout)
-        group._keep_views(store)
-        return group
+        return cls._opened(coro, store, timeout)
 
     # ---------------------------------------------------------------- members
     @mirrors(AsyncGroup.get)

@@ -3,12 +3,14 @@ the store views, ``read_only`` and ``attrs``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from azarr.core._node import Node as AsyncNode
 from azarr.sync._attributes import Attributes
 from azarr.sync._loop import run
 from azarr.sync._stores import Store, chunk_store_view, store_view
+
+N = TypeVar("N", bound="SyncNode")
 
 
 class SyncNode:
@@ -19,6 +21,14 @@ class SyncNode:
     def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
         self._views: list[Store] = []
+
+    @classmethod
+    def _opened(cls: type[N], coro: Any, store: Any, timeout: float | None) -> N:
+        """The node ``coro`` opens or creates, holding the caller's ``store`` view."""
+        # Array and Group take the async node first (their zarr 2 constructors).
+        node = cls(run(coro, timeout), timeout=timeout)  # type: ignore[misc]
+        node._keep_views(store)
+        return node
 
     def _keep_views(self, *stores: Any) -> None:
         """Hold the caller's sync stores, so `store` / `chunk_store` give those very objects back."""
@@ -53,7 +63,8 @@ class SyncNode:
 
     @property
     def attrs(self) -> Attributes:
-        """User attributes (``.zattrs``): a mutable mapping whose changes are written at once.
+        """User attributes (``.zattrs``, or inside a v3 ``zarr.json``): a mutable mapping whose changes
+        are written at once.
 
         ``node.attrs = {...}`` replaces them all (one write).
         """
