@@ -330,9 +330,11 @@ async def open_consolidated(
         round trip, two requests.
     chunk_store : Store, str or MutableMapping, optional
         Where the chunks are, when not beside the metadata (zarr-python 2).
-    cache_attrs, synchronizer
-        zarr-python 2's options (see `open_group`).
-    zarr_version : {2, 3}, optional
+    cache_attrs : bool, default True
+        zarr-python 2's option (see `open_group`).
+    synchronizer : optional
+        zarr-python 2's synchronizer (see `open_group`).
+    zarr_version : {None, 2, 3}
         zarr-python 2's name of ``zarr_format`` (zarr-python 3 keeps it, deprecated).
 
     Raises

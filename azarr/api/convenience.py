@@ -42,7 +42,7 @@ async def save_array(
     zarr_format : {None, 2, 3}, optional
         The format written (zarr-python 3's keyword); default ``azarr.config`` ``zarr_format`` (2).
     path : str, optional
-    zarr_version : {2, 3}, optional
+    zarr_version : {None, 2, 3}
         zarr-python 2's name of ``zarr_format``.
     **kwargs
         Creation arguments as `azarr.create` (``chunks=``, ``compressor=``...).

@@ -205,14 +205,16 @@ async def create(
         False makes the synchronous facade reread ``.zattrs`` before each read of ``attrs``.
     read_only : bool, default False
         Return the new array read-only (zarr-python 2; ``array.read_only = False`` undoes it).
-    compression, compression_opts : optional
+    compression : str, codec or None, default "default"
         h5py's spelling of the compressor, as zarr-python 2 accepts it: a codec id
-        (``"zlib"``) and its arguments (``9``, a tuple or a dict), ``None``/``"none"``
-        for none. A ``compressor`` other than ``"default"`` wins (with a `UserWarning`).
+        (``"zlib"``), ``None``/``"none"`` for none; ``"default"``: not given. A
+        ``compressor`` other than ``"default"`` wins (with a `UserWarning`).
+    compression_opts : optional
+        The arguments of ``compression`` (``9``, a tuple or a dict).
     fillvalue, shuffle : optional
         h5py's names, as zarr-python 2 accepts them: ``fillvalue`` is ``fill_value``;
         ``shuffle`` (an HDF5 filter flag) is ignored with a `UserWarning`.
-    zarr_version : {2, 3}, optional
+    zarr_version : {None, 2, 3}
         zarr-python 2's name of ``zarr_format`` (zarr-python 3 keeps it, deprecated).
 
     Returns

@@ -113,9 +113,11 @@ async def open_array(
         two more round trips per chunk (see ``docs/tutorial.md``).
     zarr_format : {None, 2, 3}, optional
         Open only an array of that format; create one of that format.
-    synchronizer, cache_attrs
-        zarr-python 2's options, kept on the array (see `azarr.create`).
-    zarr_version : {2, 3}, optional
+    synchronizer : optional
+        zarr-python 2's synchronizer, kept on the array (see `azarr.create`).
+    cache_attrs : bool, default True
+        zarr-python 2's option, kept on the array (see `azarr.create`).
+    zarr_version : {None, 2, 3}
         zarr-python 2's name of ``zarr_format``.
     **create_kwargs
         `azarr.create` arguments (``shape``, ``chunks``, ``dtype``, ...)

@@ -71,7 +71,7 @@ class Array(SyncNode):
         Read only the Blosc blocks a selection needs (see `azarr.open_array`).
     write_empty_chunks : bool
         Store chunks equal to the fill value (default True, as zarr-python 2).
-    zarr_version : {2, 3}, optional
+    zarr_version : {None, 2, 3}
         Open only an array of that format (zarr-python 2's name of ``zarr_format``).
     timeout : float, optional
         Default ``timeout`` (seconds) of every call, including ``arr[...]``; None

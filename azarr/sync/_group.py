@@ -48,8 +48,8 @@ class Group(SyncNode):
         False rereads ``.zattrs`` before every read of `attrs`.
     synchronizer : optional
         zarr-python 2's synchronizer, passed on to the arrays below (see `azarr.sync.Array`).
-    zarr_version : {None, 2}
-        The format to open; azarr's sync groups are Zarr v2.
+    zarr_version : {None, 2, 3}
+        Open only a group of that format (zarr-python 2's name of ``zarr_format``).
     timeout : float, optional
         Default ``timeout`` (seconds) of every call; None waits without limit.
 

@@ -3,7 +3,7 @@
 ``import azarr.sync.storage`` gives what zarr 2 code finds in ``zarr.storage``: the sync store
 classes (`DirectoryStore`, `ZipStore`, ...; see ``azarr.sync._stores``), `contains_array`,
 `contains_group`, `rename`, `rmdir`, `getsize`, `listdir`, and ``default_compressor``, which reads
-and sets `azarr.config`'s ``default_compressor`` process-wide (zarr 2 code assigns it)::
+and sets `azarr.config`'s ``default_compressor`` process-wide (zarr 2 code assigns it):
 
     >>> import azarr.sync.storage
     >>> from numcodecs import Zstd
