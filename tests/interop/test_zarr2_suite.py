@@ -12,7 +12,8 @@ loaded one; zarr 2.18 alone takes about as long) plus, on a clean clone, buildin
 3 min), beyond what the default run can spend. ``python -m pytest -m slow
 tests/interop/test_zarr2_suite.py -s`` shows zarr's report. The byte-for-byte checks of what
 ``azarr.sync`` writes run in the default run (``test_write_for_zarr2.py``), as does one test per
-item of issue #27 (``tests/test_sync_zarr2.py``).
+item of issue #27 (``tests/test_sync_zarr2.py``), and a check that the venv's pins cover azarr's runtime
+dependencies (a missing one would break the slow run at import).
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ import json
 import os
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from .refenv import REPO_ROOT, SHIM, RefEnvError, ensure_python
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = pytest.mark.interop
 
 MODULES = (
     "test_core",
@@ -76,6 +80,22 @@ def shim_python(pytestconfig: pytest.Config) -> Path:
         pytest.fail(f"zarr 2.18 + azarr venv unavailable:\n{exc}", pytrace=False)
 
 
+def test_shim_venv_pins_every_runtime_dependency() -> None:
+    """azarr runs from this checkout in the shim venv, so each of its runtime dependencies must be
+    pinned there: one added to pyproject.toml without a pin breaks the slow run at import (crc32c,
+    then cachetools, did). Default run, no venv needed."""
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    needed = {
+        canonicalize_name(req.name)
+        for req in map(Requirement, pyproject["project"]["dependencies"])
+        if req.marker is None or req.marker.evaluate()
+    }
+    lines = SHIM.requirements.read_text().splitlines()
+    pinned = {canonicalize_name(line.split("==")[0]) for line in lines if "==" in line and line[0] != "#"}
+    assert needed - pinned == set(), f"add exact pins for these to {SHIM.requirements.name}"
+
+
+@pytest.mark.slow
 def test_zarr2_suite_runs_on_azarr_sync(shim_python: Path, tmp_path: Path) -> None:
     """zarr 2.18's tests on azarr.sync: every failure listed, at most 2 % failing (issue #27)."""
     report = tmp_path / "zarr2-report.json"

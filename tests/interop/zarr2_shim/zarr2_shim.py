@@ -237,7 +237,7 @@ def _accepts_more_reason(item: pytest.Item, module: str, cls: str, name: str) ->
     return None
 
 
-_SAME_PATH = "runs the azarr code path of {} again (trimmed to keep the default test run short)"
+_SAME_PATH = "runs the azarr code path of {} again (trimmed: the suite runs each code path once)"
 
 #: Parametrisations not run: whole test classes, as ``(module, class)``, that repeat another
 #: class's tests on a store azarr handles with the same code, and the reason.
