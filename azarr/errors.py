@@ -36,6 +36,13 @@ Callers catch at the level they care about (the httpx pattern):
     └── GroupNotFoundError       no group at a path
 
 Every error names the key, path or URL it is about and the cause.
+
+Errors that zarr-python 2 also raises keep its built-in bases beside azarr's, so
+``except`` clauses written for zarr 2 catch them: ``ContainsArrayError``,
+``ContainsGroupError``, ``ArrayNotFoundError`` and ``GroupNotFoundError`` are
+``ValueError`` s (as zarr 2's, which derive from ``ValueError``), ``ReadOnlyError`` a
+``PermissionError``, ``CopyError`` a ``RuntimeError``, ``MetadataError`` an
+``Exception`` (here also a ``ValueError``) and the indexing errors ``IndexError`` s.
 """
 
 from __future__ import annotations
@@ -266,19 +273,19 @@ class ConsistencyUnsupportedError(StoreError, NotImplementedError):
     """
 
 
-class ContainsArrayError(AzarrError, FileExistsError):
+class ContainsArrayError(AzarrError, FileExistsError, ValueError):
     """An array exists at a path where a new node was to be created (zarr-python 2: ``ContainsArrayError``)."""
 
 
-class ContainsGroupError(AzarrError, FileExistsError):
+class ContainsGroupError(AzarrError, FileExistsError, ValueError):
     """A group exists at a path where a new node was to be created (zarr-python 2: ``ContainsGroupError``)."""
 
 
-class ArrayNotFoundError(AzarrError, FileNotFoundError):
+class ArrayNotFoundError(AzarrError, FileNotFoundError, ValueError):
     """No array at the requested path (zarr-python 2: ``ArrayNotFoundError``)."""
 
 
-class GroupNotFoundError(AzarrError, FileNotFoundError):
+class GroupNotFoundError(AzarrError, FileNotFoundError, ValueError):
     """No group at the requested path (zarr-python 2: ``GroupNotFoundError``)."""
 
 
@@ -287,3 +294,15 @@ class NodeNotFoundError(AzarrError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
         return str(self.args[0]) if self.args else ""
+
+
+class PathNotFoundError(NodeNotFoundError, ValueError):
+    """Nothing at a path where zarr-python 2 raises its ``PathNotFoundError`` (a ``ValueError``): the source of ``Group.move``."""
+
+
+class CopyKeyExistsError(KeyExistsError, CopyError):
+    """``copy_store`` found keys in the destination (``if_exists="raise"``): a `KeyExistsError` and zarr-python 2's ``CopyError``."""
+
+
+class DeleteUnsupportedError(StoreError, NotImplementedError):
+    """The store cannot remove keys (entries of a zip archive); zarr-python 2 raises ``NotImplementedError`` there."""

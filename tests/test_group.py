@@ -158,7 +158,7 @@ async def test_consolidated_open_uses_one_read(store: Store) -> None:
     assert ".zgroup" in document["metadata"] and ".zattrs" in document["metadata"]
 
     recording = RecordingStore(reopen(store))
-    opened = await azarr.open_consolidated(recording)
+    opened = await azarr.open_consolidated(recording, mode="r")
     # One round trip: .zmetadata and a v3 root's zarr.json (inline consolidated) read together.
     one_read = {".zmetadata": 1, "zarr.json": 1}
     assert dict(recording.gets) == one_read

@@ -830,6 +830,7 @@ class TestPicklingNodes:
             "is_view",
             "recheck_metadata",
             "zarr_format",
+            "cache_attrs",
         }
         clone = pickle.loads(pickle.dumps(arr))
         assert clone.shape == (14, 10) and clone.attrs["units"] == "m" and not clone.write_empty_chunks

@@ -41,6 +41,7 @@ class SplitStore(Store):
         self.chunks = chunk_store
         self.supports_listing = store.supports_listing and chunk_store.supports_listing
         self.is_local = chunk_store.is_local
+        self.dimension_separator = store.dimension_separator
 
     @property
     def url(self) -> str:

@@ -17,9 +17,9 @@ import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
-from azarr.api.creation import resolve_store
+from azarr.api.creation import resolve_store, with_chunk_store
 from azarr.api.opening import open_managed
-from azarr.core._formats import check_zarr_format, read_node
+from azarr.core._formats import format_argument, read_node
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.core.group import AsyncGroup
@@ -102,6 +102,14 @@ class ConsolidatedStore(WrapperStore):
             return data if byte_range is None else data[byte_range.slice()]
         return await self.inner.get(key, byte_range)
 
+    async def _getsize(self, key: str) -> int:
+        if is_metadata_key(key):
+            data = await self._get(key, None)
+            if data is None:
+                raise FileNotFoundError(f"{key!r} not found in the consolidated metadata of {self.url}")
+            return len(data)
+        return await super()._getsize(key)
+
     async def _set(self, key: str, value: bytes) -> None:
         self._refuse_metadata_write(key)
         await super()._set(key, value)
@@ -159,6 +167,50 @@ class ConsolidatedStore(WrapperStore):
                 if child not in seen:
                     seen.add(child)
                     yield child
+
+
+async def load_consolidated(
+    store: Store,
+    path: str = "",
+    metadata_key: str = ZMETADATA,
+    *,
+    read_only: bool = True,
+    zarr_format: int | None = None,
+) -> ConsolidatedStore:
+    """The overlay of ``store`` serving the documents of the consolidated metadata at ``path``:
+    ``path/metadata_key`` (v2) or inline in ``path/zarr.json`` (v3); both are read together
+    unless ``zarr_format`` says which (one round trip).
+
+    Raises
+    ------
+    ConsolidatedMetadataNotFoundError
+        No consolidated metadata there.
+    MetadataError
+        The document is malformed (names the key).
+    """
+    root = normalize_path(path)
+    io = StoreIO(store)
+    key = node_key(root, metadata_key)
+    v3_key = node_key(root, ZARR_JSON)
+
+    async def nothing() -> None:
+        return None
+
+    raw, raw_v3 = await asyncio.gather(  # either format, one round trip
+        io.get(key) if zarr_format != 3 else nothing(), io.get(v3_key) if zarr_format != 2 else nothing()
+    )
+    if raw_v3 is not None:
+        v3_documents = _v3_consolidated(raw_v3, root, v3_key)
+        if v3_documents is not None:
+            return ConsolidatedStore(store, v3_documents, read_only=read_only)
+    if raw is None:
+        where = {2: repr(key), 3: f"inline in {v3_key!r}"}.get(
+            zarr_format or 0, f"{key!r} or inline in {v3_key!r}"
+        )
+        raise ConsolidatedMetadataNotFoundError(f"no consolidated metadata {where} in {store.url}")
+    relative = parse_consolidated(raw, key=key)
+    documents = {node_key(root, k): v for k, v in relative.items()}
+    return ConsolidatedStore(store, documents, read_only=read_only)
 
 
 async def consolidate_metadata(
@@ -243,13 +295,17 @@ async def _consolidate_v3(io: StoreIO, root: str) -> None:
 
 async def open_consolidated(
     store: StoreLike,
-    mode: str = "r",
+    mode: str = "r+",
     *,
     path: str | None = None,
     metadata_key: str = ZMETADATA,
     storage_options: dict[str, Any] | None = None,
     allow_pickle: bool | None = None,
     zarr_format: int | None = None,
+    chunk_store: StoreLike | None = None,
+    cache_attrs: bool = True,
+    synchronizer: Any = None,
+    zarr_version: int | None = None,
 ) -> AsyncArray | AsyncGroup:
     """Open a hierarchy from its consolidated metadata with a single store read.
 
@@ -260,8 +316,9 @@ async def open_consolidated(
     ----------
     store : Store, str, os.PathLike or MutableMapping
         The store or its URL.
-    mode : {"r", "r+"}
-        ``"r+"`` allows writing chunk data (not metadata).
+    mode : {"r+", "r"}
+        ``"r+"`` (the default, as in zarr-python 2) allows writing chunk data (not
+        metadata); ``"r"`` refuses every write.
     path : str, optional
         Path of the hierarchy root holding ``.zmetadata``.
     metadata_key : str
@@ -271,6 +328,14 @@ async def open_consolidated(
         ``consolidated_metadata`` inline in the root ``zarr.json`` (zarr-python 3's
         ``open_consolidated(zarr_format=...)``). By default both are read together: one
         round trip, two requests.
+    chunk_store : Store, str or MutableMapping, optional
+        Where the chunks are, when not beside the metadata (zarr-python 2).
+    cache_attrs : bool, default True
+        zarr-python 2's option (see `open_group`).
+    synchronizer : optional
+        zarr-python 2's synchronizer (see `open_group`).
+    zarr_version : {None, 2, 3}
+        zarr-python 2's name of ``zarr_format`` (zarr-python 3 keeps it, deprecated).
 
     Raises
     ------
@@ -283,32 +348,23 @@ async def open_consolidated(
     """
     if mode not in ("r", "r+"):
         raise ValueError(f"open_consolidated mode must be 'r' or 'r+', got {mode!r}")
-    the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
+    fmt = format_argument(zarr_format, zarr_version)
+    the_store, _ = await open_managed(store, storage_options, read_only=mode == "r")
     root = normalize_path(path)
-    key = node_key(root, metadata_key)
-    v3_key = node_key(root, ZARR_JSON)
-    fmt = check_zarr_format(zarr_format)
-
-    async def nothing() -> None:
-        return None
-
-    raw, raw_v3 = await asyncio.gather(  # either format, one round trip
-        io.get(key) if fmt != 3 else nothing(), io.get(v3_key) if fmt != 2 else nothing()
-    )
-    if raw_v3 is not None:
-        v3_root = _v3_consolidated(raw_v3, root, v3_key)
-        if v3_root is not None:
-            overlay = ConsolidatedStore(the_store, v3_root, read_only=mode == "r")
-            return await _open_root(overlay, root, mode, allow_pickle)
-    if raw is None:
-        where = {2: repr(key), 3: f"inline in {v3_key!r}"}.get(fmt or 0, f"{key!r} or inline in {v3_key!r}")
-        raise ConsolidatedMetadataNotFoundError(f"no consolidated metadata {where} in {the_store.url}")
-    relative = parse_consolidated(raw, key=key)
-    documents = {node_key(root, k): v for k, v in relative.items()}
-    overlay = ConsolidatedStore(the_store, documents, read_only=mode == "r")
-    if node_key(root, ZARRAY) in documents:
-        return await AsyncArray.open(overlay, root, read_only=mode == "r", allow_pickle=allow_pickle)
-    return await AsyncGroup.open(overlay, root, read_only=mode == "r", allow_pickle=allow_pickle)
+    overlay = await load_consolidated(the_store, root, metadata_key, read_only=mode == "r", zarr_format=fmt)
+    if chunk_store is not None:
+        chunks = with_chunk_store(the_store, chunk_store, storage_options, read_only=mode == "r")
+        overlay = ConsolidatedStore(chunks, overlay.documents, read_only=mode == "r")
+    options: dict[str, Any] = {
+        "allow_pickle": allow_pickle,
+        "synchronizer": synchronizer,
+        "cache_attrs": cache_attrs,
+    }
+    if node_key(root, ZARRAY) in overlay.documents:
+        return await AsyncArray.open(overlay, root, read_only=mode == "r", **options)
+    if node_key(root, ZARR_JSON) in overlay.documents:  # inline in a v3 root group's zarr.json
+        return await AsyncGroup.open(overlay, root, read_only=mode == "r", zarr_format=3, **options)
+    return await AsyncGroup.open(overlay, root, read_only=mode == "r", **options)
 
 
 def _v3_consolidated(raw: bytes, root: str, key: str) -> dict[str, Any] | None:
@@ -332,11 +388,3 @@ def _v3_consolidated(raw: bytes, root: str, key: str) -> dict[str, Any] | None:
     }
     documents[key] = document
     return documents
-
-
-async def _open_root(
-    overlay: ConsolidatedStore, root: str, mode: str, allow_pickle: bool | None
-) -> AsyncArray | AsyncGroup:
-    return await AsyncGroup.open(
-        overlay, root, read_only=mode == "r", allow_pickle=allow_pickle, zarr_format=3
-    )

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from azarr.api.creation import resolve_store
 from azarr.core._paths import node_key, normalize_path
-from azarr.errors import KeyExistsError, StoreError
+from azarr.errors import CopyKeyExistsError, StoreError
 from azarr.metadata import ZARRAY, ZATTRS, ZGROUP, ZMETADATA
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 from azarr.storage import Store, StoreLike
 
 
-@dataclass(frozen=True)
-class CopyResult:
-    """What `copy_store` did.
+class CopyResult(NamedTuple):
+    """What `copy_store`, `copy` and `copy_all` did: zarr-python 2's ``(n_copied, n_skipped, n_bytes_copied)``.
+
+    A named tuple, so it unpacks, prints and compares equal as the tuple zarr-python 2 returns.
 
     Attributes
     ----------
     n_copied, n_skipped : int
-        Keys copied, and keys left alone because they existed (``if_exists="skip"``).
+        Keys (or nodes) copied, and those left alone because they existed (``if_exists="skip"``).
     n_bytes_copied : int
         Bytes written to the destination.
     """
@@ -31,9 +31,8 @@ class CopyResult:
     n_skipped: int
     n_bytes_copied: int
 
-    def __iter__(self) -> Any:
-        # Unpacks like zarr-python 2's (n_copied, n_skipped, n_bytes_copied) tuple.
-        return iter((self.n_copied, self.n_skipped, self.n_bytes_copied))
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)  # ``(3, 0, 800)``, as zarr-python 2 prints its result
 
 
 async def copy_store(
@@ -43,6 +42,8 @@ async def copy_store(
     source_path: str = "",
     dest_path: str = "",
     excludes: str | Sequence[str] | None = None,
+    includes: str | Sequence[str] | None = None,
+    flags: int = 0,
     if_exists: Literal["raise", "replace", "skip"] = "raise",
     progress: ProgressCallback | None = None,
     source_storage_options: dict[str, Any] | None = None,
@@ -66,6 +67,11 @@ async def copy_store(
         Hierarchy paths to copy from and to.
     excludes : str or sequence of str, optional
         Regular expressions; keys (relative to ``source_path``) matching any are skipped.
+    includes : str or sequence of str, optional
+        Regular expressions; keys matching any are copied even if an ``excludes``
+        pattern matches them too (zarr-python 2).
+    flags : int
+        `re` flags for the ``excludes`` and ``includes`` patterns.
     if_exists : {"raise", "replace", "skip"}
         What to do with keys that already exist in the destination. With
         ``"raise"`` the check happens before anything is copied.
@@ -89,7 +95,7 @@ async def copy_store(
 
     Raises
     ------
-    KeyExistsError
+    CopyKeyExistsError
         ``if_exists="raise"`` and a destination key exists (nothing is copied).
     ValueError
         Unknown ``if_exists``.
@@ -102,7 +108,8 @@ async def copy_store(
         src = resolve_store(source, source_storage_options, read_only=True)
         dst = resolve_store(dest, dest_storage_options)
         src_root, dst_root = normalize_path(source_path), normalize_path(dest_path)
-        relative, existing = await _plan(src, dst, src_root, dst_root, excludes, if_exists)
+        keep = _key_filter(excludes, includes, flags)
+        relative, existing = await _plan(src, dst, src_root, dst_root, keep, if_exists)
         describe = _describer(src_root, dst_root)
         if dry_run:
             for rel in sorted(relative):
@@ -118,30 +125,41 @@ async def copy_store(
         return result
 
 
+def _key_filter(
+    excludes: str | Sequence[str] | None, includes: str | Sequence[str] | None, flags: int
+) -> Callable[[str], bool]:
+    """Whether to copy a key: unless an ``excludes`` pattern matches it and no ``includes`` pattern does."""
+
+    def compiled(patterns: str | Sequence[str] | None) -> list[re.Pattern[str]]:
+        return [re.compile(p, flags) for p in ([patterns] if isinstance(patterns, str) else patterns or [])]
+
+    excluded, included = compiled(excludes), compiled(includes)
+
+    def keep(key: str) -> bool:
+        return not any(p.search(key) for p in excluded) or any(p.search(key) for p in included)
+
+    return keep
+
+
 async def _plan(
     src: Store,
     dst: Store,
     src_root: str,
     dst_root: str,
-    excludes: str | Sequence[str] | None,
+    keep: Callable[[str], bool],
     if_exists: str,
 ) -> tuple[list[str], set[str]]:
-    """The keys to copy (relative to ``src_root``) and those already in the destination."""
+    """The keys to copy (relative to ``src_root``, those ``keep`` accepts) and those already in the destination."""
     src_prefix = node_key(src_root, "")
-    patterns = [re.compile(p) for p in ([excludes] if isinstance(excludes, str) else excludes or [])]
     src_io, dst_io = StoreIO(src), StoreIO(dst)
-    relative = [
-        key[len(src_prefix) :]
-        for key in await src_io.list_prefix(src_root)
-        if not any(p.search(key[len(src_prefix) :]) for p in patterns)
-    ]
+    relative = [rel for key in await src_io.list_prefix(src_root) if keep(rel := key[len(src_prefix) :])]
     existing: set[str] = set()
     if if_exists != "replace":
         dst_prefix = node_key(dst_root, "")
         existing = {k[len(dst_prefix) :] for k in await dst_io.list_prefix(dst_root)}
         clashes = sorted(existing.intersection(relative))
         if clashes and if_exists == "raise":
-            raise KeyExistsError(
+            raise CopyKeyExistsError(
                 f"{len(clashes)} keys already exist in {dst.url} (e.g. {node_key(dst_root, clashes[0])!r}); "
                 "pass if_exists='replace' or 'skip'"
             )

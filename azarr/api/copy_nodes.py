@@ -314,11 +314,11 @@ async def copy(
     ValueError
         ``dest`` is not a group, or ``if_exists`` is not one of the choices.
     TypeError
-        ``name`` is None and ``source`` is a root group; ``log`` is of no usable kind.
+        ``name`` is None and ``source`` is at the root of its store; ``log`` is of no usable kind.
     """
     _check_dest(dest)
     if name is None:
-        name = str(source.name).split("/")[-1]
+        name = (source.name or "").split("/")[-1]
         if not name:
             raise TypeError(
                 "source has no name, please provide the `name` parameter to indicate a name to copy to"

@@ -6,15 +6,17 @@ call written for zarr-python 2 produces the same ``.zarray`` here.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
 from azarr.core._creation import build_array_metadata, create_array
+from azarr.core._formats import format_argument
 from azarr.core._streaming import is_array_source, prepare_source, source_chunks
 from azarr.core.array import AsyncArray
 from azarr.metadata import ArrayV3Metadata
-from azarr.storage import MemoryStore, Store, StoreLike, make_store
+from azarr.storage import LocalStore, MemoryStore, Store, StoreLike, ZipStore, make_store
 
 __all__ = [
     "array",
@@ -37,6 +39,9 @@ def resolve_store(
 ) -> Store:
     """The Store for a store-like argument; ``None`` means a new in-memory store (zarr-python 2).
 
+    As in zarr-python 2, a local path ending in ``.zip`` is a `ZipStore` (mode ``"a"``, or
+    ``"r"`` read-only) and one ending in ``.n5`` an `N5Store`.
+
     A Store instance is used as it is, never copied: its request budget and
     connections are shared by everything opened on it. Read-only modes are
     then enforced by the array or group, not by the store.
@@ -45,7 +50,27 @@ def resolve_store(
         return MemoryStore()
     if isinstance(store, Store):
         return store
+    if isinstance(store, (str, os.PathLike)) and not storage_options:
+        by_suffix = _store_by_suffix(os.fspath(store), read_only=read_only)
+        if by_suffix is not None:
+            return by_suffix
     return make_store(store, storage_options=storage_options, read_only=read_only)
+
+
+def _store_by_suffix(path: str, *, read_only: bool) -> Store | None:
+    """zarr-python 2's reading of a local path by its suffix: ``x.zip`` a `ZipStore`, ``x.n5`` an `N5Store`.
+
+    URLs (``s3://``, ``zip::``, ``file://``) go to `make_store` as they are.
+    """
+    if "://" in path or "::" in path:
+        return None
+    if path.endswith(".zip"):
+        return ZipStore(path, mode="r" if read_only else "a")
+    if path.endswith(".n5"):
+        from azarr.api.n5 import N5Store
+
+        return N5Store(LocalStore(path, read_only=read_only))
+    return None
 
 
 def with_chunk_store(
@@ -89,6 +114,15 @@ async def create(
     chunk_key_encoding: Any = None,
     dimension_names: Any = None,
     shards: Any = None,
+    synchronizer: Any = None,
+    cache_metadata: bool = True,
+    cache_attrs: bool = True,
+    read_only: bool = False,
+    compression: Any = "default",
+    compression_opts: Any = None,
+    fillvalue: Any = None,
+    shuffle: Any = None,
+    zarr_version: int | None = None,
 ) -> AsyncArray:
     """Create an empty array (writes ``.zarray``, and ``.zgroup`` for missing ancestors).
 
@@ -161,6 +195,27 @@ async def create(
         ``crc32c`` at the end). ``{"shape": ..., "index_location": "start"}`` puts the index
         first. A ``sharding_indexed`` entry in ``codecs`` does the same, ``chunks`` then
         being the shard shape.
+    synchronizer : optional
+        zarr-python 2's synchronizer, kept on the array (``array.synchronizer``); the
+        synchronous facade takes its lock around writes only where the store has no
+        conditional writes (see `azarr.sync.ThreadSynchronizer`).
+    cache_metadata : bool, default True
+        False rereads ``.zarray`` before every operation (``recheck_metadata=True``).
+    cache_attrs : bool, default True
+        False makes the synchronous facade reread ``.zattrs`` before each read of ``attrs``.
+    read_only : bool, default False
+        Return the new array read-only (zarr-python 2; ``array.read_only = False`` undoes it).
+    compression : str, codec or None, default "default"
+        h5py's spelling of the compressor, as zarr-python 2 accepts it: a codec id
+        (``"zlib"``), ``None``/``"none"`` for none; ``"default"``: not given. A
+        ``compressor`` other than ``"default"`` wins (with a `UserWarning`).
+    compression_opts : optional
+        The arguments of ``compression`` (``9``, a tuple or a dict).
+    fillvalue, shuffle : optional
+        h5py's names, as zarr-python 2 accepts them: ``fillvalue`` is ``fill_value``;
+        ``shuffle`` (an HDF5 filter flag) is ignored with a `UserWarning`.
+    zarr_version : {None, 2, 3}
+        zarr-python 2's name of ``zarr_format`` (zarr-python 3 keeps it, deprecated).
 
     Returns
     -------
@@ -172,6 +227,8 @@ async def create(
         A node exists at ``path`` and ``overwrite`` is False.
     MetadataError, CodecError
         Invalid dtype, fill_value or codec; nothing is written.
+    ValueError
+        ``zarr_format``/``zarr_version`` is not 2 or 3, or they differ.
     """
     return await create_array(
         with_chunk_store(resolve_store(store, storage_options), chunk_store, storage_options),
@@ -189,8 +246,16 @@ async def create(
         write_empty_chunks=write_empty_chunks,
         allow_pickle=allow_pickle,
         attributes=attributes,
-        zarr_format=zarr_format,
+        zarr_format=format_argument(zarr_format, zarr_version),
         **_v3_options(codecs, compressors, serializer, chunk_key_encoding, dimension_names, shards),
+        read_only=read_only,
+        synchronizer=synchronizer,
+        cache_metadata=cache_metadata,
+        cache_attrs=cache_attrs,
+        compression=compression,
+        compression_opts=compression_opts,
+        fillvalue=fillvalue,
+        shuffle=shuffle,
     )
 
 
@@ -245,19 +310,23 @@ async def array(data: Any, **kwargs: Any) -> AsyncArray:
     zarr-python 2) and it is copied slab by slab, never read whole, so
     ``await azarr.array(src, chunks=new_chunks, store=...)`` rechunks ``src``.
     """
+    read_only = kwargs.pop("read_only", False)  # applies once the data is written
     if is_array_source(data):
         await prepare_source(data)
-        kwargs.setdefault("dtype", data.dtype)
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = data.dtype
         if kwargs.get("chunks") is None and source_chunks(data) is not None:
             kwargs["chunks"] = source_chunks(data)
         created = await create(tuple(data.shape), **kwargs)
         await created.set_basic_selection(Ellipsis, data)
-        return created
-    values = np.asanyarray(data)
-    kwargs.setdefault("dtype", values.dtype)
-    created = await create(values.shape, **kwargs)
-    if values.size:
-        await created.set_basic_selection(Ellipsis, values)
+    else:
+        values = np.asanyarray(data)
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = values.dtype
+        created = await create(values.shape, **kwargs)
+        if values.size:
+            await created.set_basic_selection(Ellipsis, values)
+    created.read_only = read_only
     return created
 
 
@@ -282,8 +351,8 @@ def _like_kwargs(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
         values = np.asanyarray(a)
         result.setdefault("shape", values.shape)
         result.setdefault("dtype", values.dtype)
-        chunks = getattr(a, "chunks", None)
-        if isinstance(chunks, tuple) and all(isinstance(c, int) for c in chunks):
+        chunks = source_chunks(a)
+        if chunks is not None:
             result.setdefault("chunks", chunks)
     return result
 
@@ -310,5 +379,20 @@ async def empty_like(a: Any, **kwargs: Any) -> AsyncArray:
 
 
 async def full_like(a: Any, **kwargs: Any) -> AsyncArray:
-    """Array filled with ``fill_value`` (default: ``a``'s) shaped like ``a``."""
-    return await create(**_like_kwargs(a, kwargs))
+    """Array filled with ``fill_value`` (default: ``a``'s) shaped like ``a``.
+
+    Raises
+    ------
+    TypeError
+        ``a`` has no fill value (not an array of azarr's) and none is given (zarr-python 2).
+    """
+    if (
+        "fill_value" not in kwargs
+        and not isinstance(a, AsyncArray)
+        and getattr(a, "fill_value", None) is None
+    ):
+        raise TypeError("full_like needs a fill_value: the source array has none")
+    like = _like_kwargs(a, kwargs)
+    if "fill_value" not in like:
+        like["fill_value"] = a.fill_value
+    return await create(**like)

@@ -150,5 +150,5 @@ async def group_dimensions(group: AsyncGroup, *, strict: bool = False) -> dict[s
                     f"{size} in {array.name!r}"
                 )
             sizes.setdefault(dim, size)
-            seen_in.setdefault(dim, array.name)
+            seen_in.setdefault(dim, array.name or "/")
     return sizes

@@ -77,7 +77,8 @@ class N5ChunkCodec(Codec):  # type: ignore[misc]
         }
 
     def encode(self, buf: Any) -> bytes:
-        chunk = np.ascontiguousarray(np.asarray(buf).view(self.dtype).reshape(self.chunk_shape))
+        # np.asarray(order="C"), not np.ascontiguousarray, which makes a 0-d chunk 1-d.
+        chunk = np.asarray(np.asarray(buf).view(self.dtype).reshape(self.chunk_shape), order="C")
         header = struct.pack(">HH", 0, chunk.ndim) + b"".join(struct.pack(">I", n) for n in chunk.shape[::-1])
         data = chunk.astype(self.dtype.newbyteorder(">"), copy=False).tobytes()
         body = data if self._compressor is None else bytes(self._compressor.encode(data))
@@ -247,9 +248,13 @@ class N5Store(WrapperStore):
         return f"N5Store({self.inner!r})"
 
     async def _load(self, head: str) -> dict[str, Any]:
+        return await self._load_present(head) or {}
+
+    async def _load_present(self, head: str) -> dict[str, Any] | None:
+        """``head``'s ``attributes.json``, or None if there is none."""
         raw = await self.inner.get(_attrs_key(head))
         if raw is None:
-            return {}
+            return None
         try:
             value = json.loads(raw)
         except ValueError as exc:
@@ -261,7 +266,7 @@ class N5Store(WrapperStore):
     async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         head, last = _split(key)
         if last in _ZARR_DOCS:
-            document = self._to_zarr(last, await self._load(head))
+            document = self._to_zarr(last, await self._load_present(head))
             if document is None:
                 return None
             data = encode_json(document)
@@ -271,12 +276,16 @@ class N5Store(WrapperStore):
         return await self.inner.get(key, byte_range)
 
     @staticmethod
-    def _to_zarr(name: str, attrs: dict[str, Any]) -> dict[str, Any] | None:
+    def _to_zarr(name: str, attrs: dict[str, Any] | None) -> dict[str, Any] | None:
+        if attrs is None:
+            return None
         is_array = "dimensions" in attrs
         if name == ZARRAY:
             return array_to_zarr(attrs) if is_array else None
         if name == ZGROUP:
-            return {"zarr_format": 2} if attrs and not is_array else None
+            # Every directory with an attributes.json that describes no dataset is a group
+            # (N5 spec; its "n5" version key is only required at the root), as zarr-python 2 reads it.
+            return None if is_array else {"zarr_format": 2}
         user = {k: v for k, v in attrs.items() if k not in N5_KEYWORDS}
         return user or None
 
@@ -315,7 +324,7 @@ class N5Store(WrapperStore):
     async def _exists(self, key: str) -> bool:
         head, last = _split(key)
         if last in _ZARR_DOCS:
-            return self._to_zarr(last, await self._load(head)) is not None
+            return self._to_zarr(last, await self._load_present(head)) is not None
         return await self.inner.exists(_n5_chunk_key(key) if _is_chunk_name(last) else key)
 
     async def _delete_prefix(self, prefix: str) -> None:

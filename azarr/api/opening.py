@@ -12,7 +12,7 @@ from typing import Any
 from azarr.api.consolidated_first import consolidated_and_kind, wants_consolidated
 from azarr.api.creation import create, resolve_store, with_chunk_store
 from azarr.core._array_ops import check_recheck_policy
-from azarr.core._formats import ZarrFormat, check_zarr_format
+from azarr.core._formats import ZarrFormat, format_argument
 from azarr.core._hierarchy import contains_group, node_kind
 from azarr.core._paths import normalize_path
 from azarr.core.array import AsyncArray
@@ -27,6 +27,8 @@ from azarr.scheduler import ChunkCache, StoreIO
 from azarr.storage import Store, StoreLike
 
 _MODES = ("r", "r+", "a", "w", "w-", "x")
+#: What `open` passes on to `open_group` of what it is given (the rest is for arrays).
+_GROUP_OPTIONS = ("allow_pickle", "cache_attrs", "synchronizer", "chunk_store", "zarr_format")
 
 
 async def open_managed(
@@ -63,6 +65,9 @@ async def open_array(
     fill_missing_data_reads: bool = True,
     partial_decompress: bool = False,
     zarr_format: int | None = None,
+    synchronizer: Any = None,
+    cache_attrs: bool = True,
+    zarr_version: int | None = None,
     cache: ChunkCache | bool | None = None,
     **create_kwargs: Any,
 ) -> AsyncArray:
@@ -109,6 +114,12 @@ async def open_array(
         two more round trips per chunk (see ``docs/tutorial.md``).
     zarr_format : {None, 2, 3}, optional
         Open only an array of that format; create one of that format.
+    synchronizer : optional
+        zarr-python 2's synchronizer, kept on the array (see `azarr.create`).
+    cache_attrs : bool, default True
+        zarr-python 2's option, kept on the array (see `azarr.create`).
+    zarr_version : {None, 2, 3}
+        zarr-python 2's name of ``zarr_format``.
     cache : ChunkCache, bool or None, optional
         The decoded-chunk cache its reads go through (`azarr.scheduler.ChunkCache`):
         None (default) the process's when ``azarr.config`` ``chunk_cache_bytes`` is
@@ -129,6 +140,7 @@ async def open_array(
     TypeError
         The array must be created but no ``shape`` was given.
     """
+    fmt = format_argument(zarr_format, zarr_version)
     policy = check_recheck_policy(
         recheck_metadata if recheck_metadata is not None else "open" if cache_metadata else True
     )
@@ -148,11 +160,11 @@ async def open_array(
         mode,
         path,
         storage_options,
-        allow_pickle,
-        write_empty_chunks,
+        {"allow_pickle": allow_pickle, "write_empty_chunks": write_empty_chunks}
+        | {"synchronizer": synchronizer, "cache_attrs": cache_attrs},
         create_kwargs,
         partial_decompress,
-        check_zarr_format(zarr_format),
+        fmt,
         cache,
     )
     return opened.set_recheck_metadata(policy)
@@ -163,17 +175,16 @@ async def _open_array(
     mode: str,
     path: str | None,
     storage_options: dict[str, Any] | None,
-    allow_pickle: bool | None,
-    write_empty_chunks: bool | None,
+    open_kwargs: dict[str, Any],
     create_kwargs: dict[str, Any],
     partial_decompress: bool = False,
     zarr_format: ZarrFormat | None = None,
     cache: ChunkCache | bool | None = None,
 ) -> AsyncArray:
+    """`open_array` after its options are checked; ``open_kwargs`` go to the array opened or created."""
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
-    open_kwargs: dict[str, Any] = {"allow_pickle": allow_pickle, "write_empty_chunks": write_empty_chunks}
     if mode in ("r", "r+", "a"):
         # Read .zarray and .zattrs straight away: opening an existing array costs one
         # round trip (checking existence first cost a second one, measured on S3).
@@ -228,6 +239,9 @@ async def open_group(
     chunk_store: StoreLike | None = None,
     zarr_format: int | None = None,
     attributes: dict[str, Any] | None = None,
+    cache_attrs: bool = True,
+    synchronizer: Any = None,
+    zarr_version: int | None = None,
 ) -> AsyncGroup:
     """Open a group, creating it if the mode allows (zarr-python 2 ``zarr.open_group``).
 
@@ -240,7 +254,9 @@ async def open_group(
     else walks the hierarchy (xarray's default); True requires it (modes
     ``"r"``/``"r+"``); False never looks (see ``azarr.api.consolidated_first``).
     ``chunk_store`` keeps the chunks of every array below apart from the
-    metadata (zarr-python 2; `SplitStore`).
+    metadata (zarr-python 2; `SplitStore`). ``cache_attrs``, ``synchronizer`` and
+    ``zarr_version`` (``zarr_format``) are zarr-python 2's (see `azarr.create`); members opened through the
+    group inherit the first two.
 
     Raises
     ------
@@ -252,6 +268,11 @@ async def open_group(
         Mode ``w-`` and a group exists.
     """
     mode = _check_mode(mode)
+    options: dict[str, Any] = {
+        "allow_pickle": allow_pickle,
+        "synchronizer": synchronizer,
+        "cache_attrs": cache_attrs,
+    }
     split = with_chunk_store(
         resolve_store(store, storage_options, read_only=mode == "r"),
         chunk_store,
@@ -260,7 +281,7 @@ async def open_group(
     )
     the_store, io = await open_managed(split, None, read_only=mode == "r")
     node_path = normalize_path(path)
-    fmt = check_zarr_format(zarr_format)
+    fmt = format_argument(zarr_format, zarr_version)
     kind_known, kind = False, None
     if wants_consolidated(use_consolidated, mode):
         node, kind, kind_known = await consolidated_and_kind(
@@ -269,13 +290,14 @@ async def open_group(
         if isinstance(node, AsyncArray):
             raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
         if node is not None:
+            node._synchronizer, node._cache_attrs = synchronizer, cache_attrs
             return node
     if mode in ("r", "r+", "a"):
         if not kind_known:
             kind = await node_kind(io, node_path)
         if kind == "group":
             return await AsyncGroup.open(
-                the_store, node_path, read_only=mode == "r", allow_pickle=allow_pickle, zarr_format=fmt
+                the_store, node_path, read_only=mode == "r", zarr_format=fmt, **options
             )
         if kind == "array":
             raise ContainsArrayError(f"path {node_path!r} in {the_store.url} is an array, not a group")
@@ -283,18 +305,13 @@ async def open_group(
             raise GroupNotFoundError(f"no group at path {node_path!r} in {the_store.url}")
     try:
         return await AsyncGroup.init(
-            the_store,
-            node_path,
-            overwrite=mode == "w",
-            allow_pickle=allow_pickle,
-            zarr_format=fmt,
-            attributes=attributes,
+            the_store, node_path, overwrite=mode == "w", zarr_format=fmt, attributes=attributes, **options
         )
     except ContainsGroupError:
         if mode != "a":
             raise
         # Created by another writer between the check and our conditional create.
-        return await AsyncGroup.open(the_store, node_path, read_only=False, allow_pickle=allow_pickle)
+        return await AsyncGroup.open(the_store, node_path, read_only=False, **options)
 
 
 async def open(
@@ -303,6 +320,7 @@ async def open(
     *,
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    zarr_version: int | None = None,
     **kwargs: Any,
 ) -> AsyncArray | AsyncGroup:
     """Open an array or a group, whichever is at ``path`` (zarr-python 2 ``zarr.open``).
@@ -316,6 +334,8 @@ async def open(
     FileNotFoundError
         (`GroupNotFoundError`) modes ``r``/``r+`` and nothing at ``path``.
     """
+    if zarr_version is not None:
+        kwargs["zarr_format"] = format_argument(kwargs.get("zarr_format"), zarr_version)
     mode = _check_mode(mode)
     the_store, io = await open_managed(store, storage_options, read_only=mode == "r")
     node_path = normalize_path(path)
@@ -332,7 +352,7 @@ async def open(
         )
         if node is not None:
             return node
-    group_kwargs = {k: v for k, v in kwargs.items() if k in ("allow_pickle", "zarr_format")}
+    group_kwargs = {k: v for k, v in kwargs.items() if k in _GROUP_OPTIONS}
     if mode in ("r", "r+", "a"):
         if not kind_known:
             kind = await node_kind(io, node_path)
@@ -356,25 +376,37 @@ async def group(
     allow_pickle: bool | None = None,
     zarr_format: int | None = None,
     attributes: dict[str, Any] | None = None,
+    chunk_store: StoreLike | None = None,
+    cache_attrs: bool = True,
+    synchronizer: Any = None,
+    zarr_version: int | None = None,
 ) -> AsyncGroup:
     """Create a group, or open it if one exists (zarr-python 2 ``zarr.group``).
 
-    ``zarr_format`` (2 or 3) and ``attributes`` apply to a group created here.
+    ``zarr_format`` (2 or 3) and ``attributes`` apply to a group created here;
+    ``chunk_store``, ``cache_attrs``, ``synchronizer`` and ``zarr_version`` (zarr-python 2's
+    name of ``zarr_format``) as for `open_group`.
 
     Raises
     ------
     ContainsArrayError
         An array is at ``path`` and ``overwrite`` is False.
     """
-    the_store, io = await open_managed(store, storage_options, read_only=False)
+    split = with_chunk_store(resolve_store(store, storage_options), chunk_store, storage_options)
+    the_store, io = await open_managed(split, None, read_only=False)
     node_path = normalize_path(path)
+    options: dict[str, Any] = {
+        "allow_pickle": allow_pickle,
+        "synchronizer": synchronizer,
+        "cache_attrs": cache_attrs,
+    }
     if not overwrite and await contains_group(io, node_path):
-        return await AsyncGroup.open(the_store, node_path, allow_pickle=allow_pickle)
+        return await AsyncGroup.open(the_store, node_path, **options)
     return await AsyncGroup.init(
         the_store,
         node_path,
         overwrite=overwrite,
-        allow_pickle=allow_pickle,
-        zarr_format=check_zarr_format(zarr_format),
+        zarr_format=format_argument(zarr_format, zarr_version),
         attributes=attributes,
+        **options,
     )

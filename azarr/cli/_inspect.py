@@ -12,7 +12,7 @@ from azarr import AsyncArray, AsyncGroup
 from azarr.cli._app import Session, command
 from azarr.cli._format import display_url, human_bytes, table
 from azarr.core._array_info import describe_codec
-from azarr.core.group import array_tree_line
+from azarr.core._reports import array_tree_line
 from azarr.errors import GroupNotFoundError
 from azarr.scheduler import StoreIO
 from azarr.storage import Store
@@ -178,8 +178,8 @@ async def tree(session: Session, url: str, path: str, depth: int | None) -> None
         line = array_tree_line(node.path.rpartition("/")[2] or "/", node, codecs=True)
         session.output({"name": node.name, "path": node.path, **summary}, line)
         return
-    text = await node.tree(level=depth, codecs=True)
-    first, _, rest = text.partition("\n")  # the root line says the hierarchy's format
+    drawn = str(await node.tree(level=depth, codecs=True))
+    first, _, rest = drawn.partition("\n")  # the root line says the hierarchy's format
     text = f"{first} (Zarr v{node.zarr_format})" + (f"\n{rest}" if rest else "")
     session.output(await _tree_data(node, depth) if session.json else None, text)
 

@@ -138,7 +138,7 @@ async def _check_documents(store: Store, keys: list[str], report: Report) -> Non
                     report.groups.append(directory)
                     await _check_inline_consolidated(store, key, keys, report)
             elif name == ZMETADATA:
-                await azarr.open_consolidated(store, path=directory)
+                await azarr.open_consolidated(store, mode="r", path=directory)
                 await _check_consolidated(store, key, keys, report)
             elif name == ZATTRS and not node_document(directory):
                 report.problem(key, "attributes of no array or group (no .zarray or .zgroup beside it)")

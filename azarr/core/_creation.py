@@ -10,6 +10,7 @@ up into the api layer.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from azarr.core._creation_v3 import build_v3_array_metadata
 from azarr.core._formats import creation_format
 from azarr.core._hierarchy import prepare_node_path, write_node_document
 from azarr.core._normalize import (
+    h5py_compression,
     normalize_chunks,
     normalize_compressor,
     normalize_fill_value,
@@ -27,7 +29,7 @@ from azarr.core._normalize import (
 from azarr.core._paths import node_key, normalize_path
 from azarr.core.array import AsyncArray
 from azarr.errors import ReadOnlyError
-from azarr.metadata import ZARR_JSON, ZARRAY, AnyArrayMetadata, ArrayMetadata, normalize_dtype
+from azarr.metadata import ZARR_JSON, ZARRAY, AnyArrayMetadata, ArrayMetadata, encode_json, normalize_dtype
 from azarr.scheduler import StoreIO
 from azarr.storage import Store
 
@@ -49,6 +51,14 @@ async def create_array(
     write_empty_chunks: bool | None = None,
     allow_pickle: bool | None = None,
     attributes: dict[str, Any] | None = None,
+    read_only: bool = False,
+    synchronizer: Any = None,
+    cache_metadata: bool = True,
+    cache_attrs: bool = True,
+    compression: Any = "default",
+    compression_opts: Any = None,
+    fillvalue: Any = None,
+    shuffle: Any = None,
     zarr_format: int | None = None,
     **v3_options: Any,
 ) -> AsyncArray:
@@ -70,94 +80,120 @@ async def create_array(
     MetadataError, CodecError
         Invalid dtype, fill_value or codec; nothing is written.
     """
+    if fillvalue is not None:
+        fill_value = fillvalue  # h5py's spelling (zarr-python 2 accepts it)
+    if shuffle is not None:
+        warnings.warn(
+            "ignoring keyword argument 'shuffle' (h5py's filter flag; Blosc's shuffle is a compressor option)",
+            UserWarning,
+            stacklevel=3,
+        )
     node_path = normalize_path(path)
     if store.read_only:
         raise ReadOnlyError(f"cannot create array {node_path!r}: store {store.url} is read-only")
-    fmt = creation_format(zarr_format)
-    if fmt == 3:
-        return await _create_v3_array(
-            store,
-            node_path,
-            shape,
-            chunks=chunks,
-            dtype=dtype,
-            compressor=compressor,
-            fill_value=fill_value,
-            order=order,
-            overwrite=overwrite,
-            filters=filters,
-            object_codec=object_codec,
-            dimension_separator=dimension_separator,
-            write_empty_chunks=write_empty_chunks,
-            allow_pickle=allow_pickle,
-            attributes=attributes,
-            **v3_options,
+    if dimension_separator and store.dimension_separator and dimension_separator != store.dimension_separator:
+        raise ValueError(
+            f"dimension_separator {dimension_separator!r} conflicts with the separator "
+            f"{store.dimension_separator!r} of store {store.url}"
         )
-    if v3_options:
+    compressor = h5py_compression(compressor, compression, compression_opts)
+    fmt = creation_format(zarr_format)
+    arguments: dict[str, Any] = {
+        "chunks": chunks,
+        "dtype": dtype,
+        "compressor": compressor,
+        "fill_value": fill_value,
+        "order": order,
+        "filters": filters,
+        "object_codec": object_codec,
+        "dimension_separator": dimension_separator,
+    }
+    metadata: AnyArrayMetadata
+    if fmt == 3:
+        metadata = await _write_v3_array(
+            store, node_path, shape, overwrite=overwrite, attributes=attributes, **arguments, **v3_options
+        )
+    elif v3_options:
         raise TypeError(f"{sorted(v3_options)} apply to Zarr v3 arrays only; pass zarr_format=3")
-    metadata = build_array_metadata(
-        shape,
-        chunks=chunks,
-        dtype=dtype,
-        compressor=compressor,
-        fill_value=fill_value,
-        order=order,
-        filters=filters,
-        object_codec=object_codec,
-        dimension_separator=dimension_separator,
-        key=node_key(node_path, ZARRAY),
-    )
-    io = StoreIO(store)
-    await prepare_node_path(io, node_path, overwrite=overwrite, zarr_format=2)
-    await write_node_document(io, node_path, ZARRAY, metadata.to_json(), overwrite=overwrite)
-    if store.rewrites_metadata:
-        # A translating store (N5Store) keeps another document than it was given: use what it reads back.
-        stored = await io.get(node_key(node_path, ZARRAY))
-        if stored is not None:
-            metadata = ArrayMetadata.from_json(stored, key=node_key(node_path, ZARRAY))
+    else:
+        metadata = await _write_v2_array(store, node_path, shape, overwrite=overwrite, **arguments)
     array = AsyncArray(
-        store, node_path, metadata, {}, allow_pickle=allow_pickle, write_empty_chunks=write_empty_chunks
+        store,
+        node_path,
+        metadata,
+        dict(attributes or {}) if fmt == 3 else {},  # v3: already inside zarr.json
+        allow_pickle=allow_pickle,
+        write_empty_chunks=write_empty_chunks,
+        synchronizer=synchronizer,
+        cache_attrs=cache_attrs,
     )
-    if attributes:
+    if attributes and fmt == 2:
         await array.attrs.put(attributes)
-    return array
+    array.read_only = read_only
+    return array if cache_metadata else array.set_recheck_metadata(True)
 
 
-async def _create_v3_array(
+async def _write_v2_array(
     store: Store,
     node_path: str,
     shape: int | tuple[int, ...],
     *,
     overwrite: bool,
-    write_empty_chunks: bool | None,
-    allow_pickle: bool | None,
+    dimension_separator: str | None,
+    **arguments: Any,
+) -> ArrayMetadata:
+    """`create_array`'s ``.zarray``, as zarr-python 2.18 writes it; the metadata as a later open reads it."""
+    metadata = build_array_metadata(
+        shape,
+        dimension_separator=dimension_separator or store.dimension_separator,
+        key=node_key(node_path, ZARRAY),
+        **arguments,
+    )
+    document = metadata.to_dict()
+    if not (dimension_separator or store.dimension_separator):
+        # zarr-python 2.18 states the separator at creation only when one was chosen (by the
+        # caller or the store), so the document is byte for byte the one it writes; "." it is.
+        del document["dimension_separator"]
+    io = StoreIO(store)
+    await prepare_node_path(io, node_path, overwrite=overwrite, zarr_format=2)
+    await write_node_document(io, node_path, ZARRAY, encode_json(document), overwrite=overwrite)
+    if store.rewrites_metadata:
+        # A translating store (N5Store) keeps another document than it was given: use what it reads back.
+        stored = await io.get(node_key(node_path, ZARRAY))
+        if stored is not None:
+            metadata = ArrayMetadata.from_json(stored, key=node_key(node_path, ZARRAY))
+    return metadata
+
+
+async def _write_v3_array(
+    store: Store,
+    node_path: str,
+    shape: int | tuple[int, ...],
+    *,
+    overwrite: bool,
     attributes: dict[str, Any] | None,
     **arguments: Any,
-) -> AsyncArray:
-    """`create_array` for ``zarr_format=3``: one ``zarr.json``, attributes inside."""
+) -> AnyArrayMetadata:
+    """`create_array`'s ``zarr.json`` for ``zarr_format=3`` (attributes inside)."""
     metadata: AnyArrayMetadata = build_v3_array_metadata(
         shape, attributes=attributes, key=node_key(node_path, ZARR_JSON), **arguments
     )
     io = StoreIO(store)
     await prepare_node_path(io, node_path, overwrite=overwrite, zarr_format=3)
     await write_node_document(io, node_path, ZARR_JSON, metadata.to_json(), overwrite=overwrite, kind="array")
-    return AsyncArray(
-        store,
-        node_path,
-        metadata,
-        dict(attributes or {}),
-        allow_pickle=allow_pickle,
-        write_empty_chunks=write_empty_chunks,
-    )
+    return metadata
 
 
 async def create_array_from_data(store: Store, path: str | None, data: Any, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data`` (zarr-python 2 ``zarr.array``); shape and dtype from ``data`` unless given."""
     values = np.asanyarray(data)
-    kwargs.setdefault("dtype", values.dtype)
+    if kwargs.get("dtype") is None:
+        kwargs["dtype"] = values.dtype
+    read_only = kwargs.pop("read_only", False)  # applies once the data is written
     created = await create_array(store, path, kwargs.pop("shape", values.shape), **kwargs)
     if values.size:
         await created.set_basic_selection(Ellipsis, values)
+    created.read_only = read_only
     return created
 
 
@@ -179,6 +215,8 @@ def build_array_metadata(
     The document is round-tripped through its JSON form, so what is returned
     is exactly what a later open will read.
     """
+    if dtype is None:
+        dtype = "f8"  # zarr-python 2's default
     if object_codec is None and filters and _is_plain_object_dtype(dtype):
         # zarr-python 2.18 accepts an object array whose first filter encodes the
         # objects (e.g. Categorize) without object_codec; the metadata check below
@@ -203,7 +241,8 @@ def build_array_metadata(
         order=order,  # type: ignore[arg-type]
         dimension_separator=dimension_separator or ".",  # type: ignore[arg-type]
     )
-    return ArrayMetadata.from_json(draft.to_dict(), key=key)
+    # From the JSON bytes, as a later open reads them (nested codec settings in key order too).
+    return ArrayMetadata.from_json(draft.to_json(), key=key)
 
 
 def _is_plain_object_dtype(dtype: Any) -> bool:

@@ -55,6 +55,23 @@ def check_zarr_format(zarr_format: Any, *, allow_none: bool = True) -> ZarrForma
     raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
+def format_argument(zarr_format: Any, zarr_version: Any = None) -> ZarrFormat | None:
+    """``zarr_format``, or ``zarr_version`` (zarr-python 2's name for it, which zarr-python 3
+    keeps as a deprecated alias); None when neither is given.
+
+    Raises
+    ------
+    ValueError
+        Either is not 2 or 3, or they differ.
+    """
+    if zarr_version is None:
+        return check_zarr_format(zarr_format)
+    version = check_zarr_format(zarr_version)
+    if zarr_format is not None and check_zarr_format(zarr_format) != version:
+        raise ValueError(f"zarr_format={zarr_format!r} and zarr_version={zarr_version!r} differ")
+    return version
+
+
 def creation_format(zarr_format: Any) -> ZarrFormat:
     """The format a new node gets: ``zarr_format``, else ``azarr.config`` ``zarr_format`` (2)."""
     chosen = check_zarr_format(zarr_format)

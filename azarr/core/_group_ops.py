@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from azarr.core._hierarchy import node_kind, require_parent_groups
 from azarr.core._paths import join_path
-from azarr.errors import ContainsArrayError, ContainsGroupError, NodeNotFoundError
+from azarr.errors import ContainsArrayError, ContainsGroupError, PathNotFoundError
 from azarr.scheduler import StoreIO
 
 if TYPE_CHECKING:
@@ -44,43 +44,13 @@ async def visit_nodes(group: AsyncGroup, func: Visitor, *, with_path: bool, with
     return None
 
 
-async def group_info_items(group: AsyncGroup) -> list[tuple[str, str]]:
-    """zarr-python 2's ``Group.info`` rows: name, type, store, and the member counts and names."""
-    from azarr.core.array import AsyncArray
-
-    members = await group._members()
-    arrays = [name for name, node in members if isinstance(node, AsyncArray)]
-    groups = [name for name, node in members if not isinstance(node, AsyncArray)]
-    store = group.store
-    items = [
-        ("Name", group.name),
-        ("Type", "azarr.AsyncGroup"),
-        ("Read-only", str(group.read_only)),
-        ("Store type", f"{type(store).__module__}.{type(store).__qualname__}"),
-        ("No. members", str(len(members))),
-        ("No. arrays", str(len(arrays))),
-        ("No. groups", str(len(groups))),
-    ]
-    if arrays:
-        items.append(("Arrays", ", ".join(arrays)))
-    if groups:
-        items.append(("Groups", ", ".join(groups)))
-    return items
-
-
-def format_group_info(items: list[tuple[str, str]]) -> str:
-    """Rows aligned on the longest label, as zarr-python 2's ``InfoReporter`` prints a group."""
-    width = max(len(label) for label, _ in items)
-    return "\n".join(f"{label:<{width}} : {value}" for label, value in items) + "\n"
-
-
 async def move_node(group: AsyncGroup, source: str, dest: str) -> None:
     """Move the node at ``source`` to ``dest``, both relative to ``group`` (zarr-python 2 ``Group.move``).
 
     Raises
     ------
-    NodeNotFoundError
-        Nothing at ``source``.
+    PathNotFoundError
+        Nothing at ``source`` (a ``KeyError`` and, as in zarr-python 2, a ``ValueError``).
     ContainsArrayError, ContainsGroupError
         A node exists at ``dest``.
     ValueError
@@ -92,7 +62,7 @@ async def move_node(group: AsyncGroup, source: str, dest: str) -> None:
     io = StoreIO(store)
     src, dst = join_path(group.path, source), join_path(group.path, dest)
     if await node_kind(io, src) is None:
-        raise NodeNotFoundError(f"the source, {source!r}, does not exist in group {group.name!r}")
+        raise PathNotFoundError(f"the source, {source!r}, does not exist in group {group.name!r}")
     kind = await node_kind(io, dst)
     if kind == "array":
         raise ContainsArrayError(f"the dest, {dest!r}, already exists in group {group.name!r} (an array)")

@@ -30,6 +30,13 @@ class Node:
     zarr_format : {2, 3}, default 2
         The node's format: where its documents are (``.zarray``/``.zgroup`` and
         ``.zattrs``, or one ``zarr.json``).
+    synchronizer : optional
+        zarr-python 2's ``synchronizer=``, kept for the nodes opened below and reported by
+        ``info``; the synchronous facade takes its lock around writes only where the
+        store has no conditional writes (see `azarr.sync.ThreadSynchronizer`).
+    cache_attrs : bool
+        zarr-python 2's ``cache_attrs=``: False makes the synchronous facade reread
+        ``.zattrs`` before each read of ``attrs`` (async code calls ``await attrs.refresh()``).
     """
 
     #: "array" or "group", for messages.
@@ -44,6 +51,8 @@ class Node:
         read_only: bool,
         allow_pickle: bool | None,
         zarr_format: int = 2,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> None:
         # The node's one path to its store: budgeted, timed, retried (never the raw store).
         self._io = StoreIO(store)
@@ -51,6 +60,8 @@ class Node:
         self._read_only = read_only or store.read_only
         self._allow_pickle = allow_pickle
         self._zarr_format = zarr_format
+        self._synchronizer = synchronizer
+        self._cache_attrs = cache_attrs
         self._attrs = self._make_attributes(dict(attributes or {}))
 
     def _make_attributes(self, values: dict[str, Any]) -> Attributes:
@@ -86,8 +97,23 @@ class Node:
 
     @property
     def read_only(self) -> bool:
-        """True if changes are refused."""
+        """True if changes are refused; settable (zarr-python 2), except on a read-only store."""
         return self._read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self._read_only = bool(value) or self._io.store.read_only
+        self._attrs.read_only = self._read_only
+
+    @property
+    def synchronizer(self) -> Any:
+        """zarr-python 2's ``synchronizer=`` given at open or creation (None by default)."""
+        return self._synchronizer
+
+    @property
+    def cache_attrs(self) -> bool:
+        """False if the synchronous facade rereads ``.zattrs`` before each read (zarr-python 2 ``cache_attrs``)."""
+        return self._cache_attrs
 
     @property
     def attrs(self) -> Attributes:
@@ -100,7 +126,7 @@ class Node:
 
     def _check_writable(self) -> None:
         if self._read_only:
-            raise ReadOnlyError(f"{self._kind} {self.name!r} in {self._io.url} is read-only")
+            raise ReadOnlyError(f"{self._kind} {'/' + self._path!r} in {self._io.url} is read-only")
 
     def _node_state(self) -> dict[str, Any]:
         """Pickled configuration shared by arrays and groups (never data or sessions)."""
@@ -111,4 +137,5 @@ class Node:
             "read_only": self._read_only,
             "allow_pickle": self._allow_pickle,
             "zarr_format": self._zarr_format,
+            "cache_attrs": self._cache_attrs,
         }

@@ -5,6 +5,7 @@ same call produces the same ``.zarray`` in both libraries."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ def normalize_shape(shape: int | Sequence[int] | tuple[Any, ...]) -> tuple[int, 
         dims = tuple(shape)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    dims = _integral(dims, "shape")
     result = []
     for axis, extent in enumerate(dims):
         if isinstance(extent, bool) or not isinstance(extent, (int, np.integer)):
@@ -55,6 +57,17 @@ def normalize_shape(shape: int | Sequence[int] | tuple[Any, ...]) -> tuple[int, 
             raise ValueError(f"shape[{axis}] must be >= 0, got {extent}")
         result.append(int(extent))
     return tuple(result)
+
+
+def _integral(values: tuple[Any, ...], what: str) -> tuple[Any, ...]:
+    """``values`` with floats of integral value made ints, with zarr-python 2's `UserWarning`."""
+    if not any(isinstance(v, (float, np.floating)) for v in values):
+        return values
+    converted = tuple(
+        int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else v for v in values
+    )
+    warnings.warn(f"{what} contains non-integer value(s)", UserWarning, stacklevel=4)
+    return converted
 
 
 def guess_chunks(shape: tuple[int, ...], typesize: int) -> tuple[int, ...]:
@@ -108,7 +121,7 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], typesize: int) -> tupl
         return tuple(max(s, 1) for s in shape)
     if isinstance(chunks, (int, np.integer)):
         chunks = (int(chunks),) * len(shape)
-    chunks = tuple(chunks)
+    chunks = _integral(tuple(chunks), "chunks")
     if len(chunks) > len(shape):
         raise ValueError(f"chunks {chunks} have more dimensions than shape {shape}")
     chunks = chunks + tuple(shape[len(chunks) :])
@@ -152,7 +165,9 @@ def normalize_fill_value(fill_value: Any, dtype: np.dtype[Any]) -> Any:
         return fill_value
     try:
         if isinstance(fill_value, bytes) and dtype.kind == "V":
-            return np.frombuffer(fill_value, dtype=dtype)[0]
+            # As zarr-python 2: the bytes as a void of the item size, zero-padded, so b"" is
+            # the all-zero value of a structured dtype.
+            return np.array(fill_value, dtype=dtype.str).view(dtype)[()]
         return np.array(fill_value, dtype=dtype)[()]
     except Exception as exc:
         raise ValueError(f"fill_value {fill_value!r} is not valid for dtype {dtype}: {exc}") from exc
@@ -191,13 +206,71 @@ def normalize_compressor(compressor: Any, shape: tuple[int, ...]) -> dict[str, A
 
     0-d arrays are never compressed (zarr-python 2: a single value gains nothing).
     """
-    if shape == () or compressor is None or compressor == "none" or compressor is False:
-        return None
+    if shape == () or compressor is None or compressor == "none" or not _truthy(compressor):
+        return None  # zarr-python 2: any false value (None, False, [], "") means no compressor
     if isinstance(compressor, str):
         if compressor == "default":
             return _default_compressor()
-        return codec_config({"id": compressor}, role="compressor")
+        # zarr-python 2 refuses a codec id here too (BadCompressorError, a ValueError).
+        raise ValueError(
+            f"compressor {compressor!r}: give a numcodecs codec or its config dict, "
+            f"e.g. {{'id': {compressor!r}}}, not its name"
+        )
     return codec_config(compressor, role="compressor")
+
+
+def _truthy(value: Any) -> bool:
+    try:
+        return bool(value)
+    except Exception:  # a codec whose truth value is ambiguous counts as given
+        return True
+
+
+def h5py_compression(compressor: Any, compression: Any, compression_opts: Any) -> Any:
+    """The compressor of h5py-style ``compression=``/``compression_opts=`` arguments (zarr-python 2).
+
+    ``compression`` is a codec id (``"zlib"``, ``"gzip"``, ...) built with
+    ``compression_opts`` (one argument, a sequence of them, or a dict of keywords),
+    ``None``/``"none"`` for no compressor, a codec, or ``"default"`` (the default: not
+    given). A ``compressor`` other than ``"default"`` wins, with a `UserWarning`
+    (zarr-python 2.18 does the same).
+
+    Raises
+    ------
+    ValueError
+        ``compression`` is of no usable kind.
+    CodecError
+        An unknown codec id.
+    """
+    if compression == "default" and compression_opts is None:
+        return compressor
+    if compressor != "default":
+        for name, value, unset in (
+            ("compression", compression, "default"),
+            ("compression_opts", compression_opts, None),
+        ):
+            if value != unset:
+                warnings.warn(
+                    f"{name!r} keyword argument overridden by 'compressor'", UserWarning, stacklevel=4
+                )
+        return compressor
+    if compression is None or compression == "none":
+        return None
+    if compression == "default":
+        return "default"
+    if isinstance(compression, str):
+        config_: dict[str, Any] = {"id": compression}
+        codec_cls = type(numcodecs.get_codec(dict(config_))) if compression_opts is not None else None
+        if codec_cls is None:
+            return config_
+        if isinstance(compression_opts, dict):
+            return codec_cls(**compression_opts)
+        if isinstance(compression_opts, (list, tuple)):
+            return codec_cls(*compression_opts)
+        return codec_cls(compression_opts)
+    if hasattr(compression, "get_config"):
+        return compression
+    raise ValueError(f"bad value for compression: {compression!r}")
 
 
 def _default_compressor() -> dict[str, Any] | None:

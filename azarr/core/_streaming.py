@@ -69,10 +69,18 @@ async def prepare_source(source: Any) -> None:
 
 
 def source_chunks(source: Any) -> tuple[int, ...] | None:
-    """The source's chunk shape (``chunks`` of zarr/h5py arrays), or None if it has none."""
+    """The source's chunk shape, or None if it has none.
+
+    ``chunks`` of zarr and h5py arrays; ``chunklen`` rows of a bcolz ``carray`` (as
+    zarr-python 2 reads it: ``(chunklen,) + shape[1:]``).
+    """
     chunks = getattr(source, "chunks", None)
     if isinstance(chunks, tuple) and chunks and all(isinstance(c, int) and c > 0 for c in chunks):
         return chunks
+    chunklen = getattr(source, "chunklen", None)
+    shape = getattr(source, "shape", None)
+    if isinstance(chunklen, int) and chunklen > 0 and isinstance(shape, tuple) and shape:
+        return (chunklen, *shape[1:])
     return None
 
 

@@ -55,13 +55,17 @@ class OIndex(_Accessor):
 class VIndex(_Accessor):
     """Coordinate and mask selection accessor (zarr-python 2 ``Array.vindex``).
 
-    A single bool array of the array's shape is a mask selection
-    (`AsyncArray.get_mask_selection`); int arrays are a coordinate
-    selection (`AsyncArray.get_coordinate_selection`).
+    A single bool array (or nested list of bools, as zarr-python 2 takes it)
+    is a mask selection (`AsyncArray.get_mask_selection`); int arrays are a
+    coordinate selection (`AsyncArray.get_coordinate_selection`).
     """
 
     def _kind(self, selection: Any) -> tuple[str, Any]:
         candidate = selection[0] if isinstance(selection, tuple) and len(selection) == 1 else selection
+        if isinstance(candidate, list):
+            as_array = np.asarray(candidate)
+            if as_array.dtype == bool:
+                candidate = as_array
         if isinstance(candidate, np.ndarray) and candidate.dtype == bool:
             return "mask", candidate
         return "coordinate", selection

@@ -35,7 +35,8 @@ from azarr.core._array_ops import (
 )
 from azarr.core._formats import Document, NodeDocuments, ZarrFormat, metadata_key, read_node
 from azarr.core._node import Node
-from azarr.core._paths import node_key, normalize_path
+from azarr.core._paths import basename, node_key, normalize_path
+from azarr.core._reports import InfoReport, array_info_items
 from azarr.core._shape_change import change_shape
 from azarr.core._streaming import is_array_source, read_source, region_of, stream_into
 from azarr.errors import ArrayNotFoundError, ReadOnlyError
@@ -103,6 +104,8 @@ class AsyncArray(Node):
         (default) the process's, if ``azarr.config`` ``chunk_cache_bytes`` is set; False
         none; True the process's (it must be configured); or a cache of its own. Like
         TensorStore's ``cache_pool`` context resource and ``recheck_cached_data``.
+    synchronizer, cache_attrs
+        zarr-python 2's options, kept for the synchronous facade (see `azarr.sync.Array`).
     """
 
     _kind = "array"
@@ -119,6 +122,8 @@ class AsyncArray(Node):
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
         cache: ChunkCache | bool | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> None:
         super().__init__(
             store,
@@ -126,6 +131,8 @@ class AsyncArray(Node):
             attributes,
             read_only=read_only,
             allow_pickle=allow_pickle,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
             zarr_format=metadata.zarr_format,
         )
         self._metadata = metadata
@@ -192,6 +199,8 @@ class AsyncArray(Node):
         partial_decompress: bool = False,
         zarr_format: ZarrFormat | None = None,
         cache: ChunkCache | bool | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncArray:
         """Open the array at ``path``, Zarr v2 or v3 (``.zarray``, ``.zattrs`` and ``zarr.json``
         are read concurrently: one round trip).
@@ -219,6 +228,8 @@ class AsyncArray(Node):
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
             cache=cache,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
         )
 
     @classmethod
@@ -233,6 +244,8 @@ class AsyncArray(Node):
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
         cache: ChunkCache | bool | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncArray:
         """The array at normalized ``path`` from its documents as `read_node` found them (either format).
 
@@ -252,6 +265,8 @@ class AsyncArray(Node):
                 write_empty_chunks=write_empty_chunks,
                 partial_decompress=partial_decompress,
                 cache=cache,
+                synchronizer=synchronizer,
+                cache_attrs=cache_attrs,
             )
         metadata = found.array_metadata(path)
         return cls(
@@ -264,6 +279,8 @@ class AsyncArray(Node):
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
             cache=cache,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
         )
 
     @classmethod
@@ -279,6 +296,8 @@ class AsyncArray(Node):
         write_empty_chunks: bool | None = None,
         partial_decompress: bool = False,
         cache: ChunkCache | bool | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncArray:
         """The array at normalized ``path`` from its already-read ``.zarray`` and ``.zattrs`` documents (bytes, or decoded).
 
@@ -300,9 +319,21 @@ class AsyncArray(Node):
             write_empty_chunks=write_empty_chunks,
             partial_decompress=partial_decompress,
             cache=cache,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
         )
 
     # ---------------------------------------------------------------- properties
+    @property
+    def name(self) -> str | None:  # type: ignore[override]
+        """Absolute name, e.g. ``"/group/array"``; None for an array at the store's root (zarr-python 2)."""
+        return "/" + self._path if self._path else None
+
+    @property
+    def basename(self) -> str | None:  # type: ignore[override]
+        """Last segment of the name; None for an array at the store's root (zarr-python 2)."""
+        return basename(self._path) if self._path else None
+
     @property
     def metadata(self) -> AnyArrayMetadata:
         """The parsed ``.zarray`` (`ArrayMetadata`) or ``zarr.json`` (`ArrayV3Metadata`) document."""
@@ -414,10 +445,10 @@ class AsyncArray(Node):
     @property
     def cdata_shape(self) -> tuple[int, ...]:
         """Chunks per dimension (the chunk grid's shape; inner chunks of a sharded array, as in
-        zarr-python 3)."""
+        zarr-python 3); ``(1,)`` for a 0-d array, as in zarr-python 2."""
         if self._metadata.sharding is None:
-            return self._metadata.cdata_shape
-        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True))
+            return self._metadata.cdata_shape or (1,)
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunks, strict=True)) or (1,)
 
     @property
     def nchunks(self) -> int:
@@ -448,50 +479,26 @@ class AsyncArray(Node):
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return f"<azarr.AsyncArray {self.name!r} {self.shape} {self.dtype}{' read-only' if self.read_only else ''}>"
+        name = f" {self.name!r}" if self.name is not None else ""
+        return f"<azarr.AsyncArray{name} {self.shape} {self.dtype}{' read-only' if self.read_only else ''}>"
 
     @property
-    def info(self) -> str:
-        """A report of the array's configuration (no I/O; see `info_complete`)."""
-        return _format_info(self._info_items())
+    def info(self) -> InfoReport:
+        """A report of the array's configuration (no I/O; `info_complete` adds what is stored).
 
-    def _codec_info_items(self) -> list[tuple[str, str]]:
-        if self._zarr_format == 3:
-            from azarr.core._array_info import codec_entries, describe_codec
+        An `InfoReport`: a ``str`` whose ``repr`` is the report and which a notebook shows as
+        a table (zarr-python 2's ``InfoReporter``).
+        """
+        return InfoReport(array_info_items(self, type_name="azarr.AsyncArray"))
 
-            return [(f"Codec [{i}]", describe_codec(c)) for i, c in enumerate(codec_entries(self._metadata))]
-        items = [(f"Filter [{i}]", repr(f)) for i, f in enumerate(self.filters or ())]
-        items.append(("Compressor", repr(self.compressor)))
-        return items
-
-    async def info_complete(self) -> str:
-        """`info` plus bytes stored and chunks initialized (lists the store)."""
+    async def info_items(self) -> list[tuple[str, str]]:
+        """zarr-python 2's ``Array.info_items()``: the `info_complete` rows as ``(label, value)`` pairs."""
         stored, initialized = await asyncio.gather(self.nbytes_stored(), self.nchunks_initialized())
-        items = self._info_items()
-        items.append(("No. bytes stored", f"{stored} ({_human_bytes(stored)})"))
-        if stored > 0:
-            items.append(("Storage ratio", f"{self.nbytes / stored:.1f}"))
-        items.append(("Chunks initialized", f"{initialized}/{self.nchunks}"))
-        return _format_info(items)
+        return array_info_items(self, type_name="azarr.AsyncArray", stored=stored, initialized=initialized)
 
-    def _info_items(self) -> list[tuple[str, str]]:
-        items = [
-            ("Type", "azarr.AsyncArray"),
-            ("Name", self.name),
-            ("Data type", str(self.dtype)),
-            ("Shape", str(self.shape)),
-            ("Chunk shape", str(self.chunks)),
-            *([("Shard shape", str(self.shards))] if self.shards is not None else []),
-            ("Order", self.order),
-            ("Read-only", str(self.read_only)),
-        ]
-        if self._zarr_format == 3:
-            items.insert(2, ("Zarr format", "3"))
-        items.extend(self._codec_info_items())
-        store_type = type(self.store)
-        items.append(("Store type", f"{store_type.__module__}.{store_type.__qualname__}"))
-        items.append(("No. bytes", f"{self.nbytes} ({_human_bytes(self.nbytes)})"))
-        return items
+    async def info_complete(self) -> InfoReport:
+        """`info` plus bytes stored, storage ratio and chunks initialized, as zarr-python 2's ``Array.info`` (lists the store)."""
+        return InfoReport(await self.info_items())
 
     # ---------------------------------------------------------------- chunk bookkeeping
     def _chunk_key(self, coords: tuple[int, ...]) -> str:
@@ -824,6 +831,10 @@ class AsyncArray(Node):
         if is_array_source(value):  # other selections than a region: the source is read whole
             value = await read_source(value)
         fields = fields or None
+        if isinstance(fields, (list, tuple)) and len(fields) == 1 and not _is_record(value):
+            # One field in a list and values of that field (not records of it), as zarr-python 2
+            # takes them: write them to the field.
+            fields = fields[0]
         value_dtype = check_fields(fields, self.dtype)
         values = _prepare_value(value, tuple(indexer.shape), tuple(indexer.result_shape), value_dtype)
         with telemetry.operation("write", self, indexer.nchunks, tuple(indexer.result_shape)):
@@ -1031,6 +1042,7 @@ class AsyncArray(Node):
             write_empty_chunks=state["write_empty_chunks"],
             partial_decompress=state.get("partial_decompress", False),
             cache=state.get("cache"),
+            cache_attrs=state.get("cache_attrs", True),
         )
         if state.get("is_view"):
             self._is_view = True
@@ -1146,6 +1158,8 @@ class AsyncArray(Node):
             write_empty_chunks=self._write_empty_chunks,
             partial_decompress=self._partial_decompress,
             cache=self._cache,
+            synchronizer=self._synchronizer,
+            cache_attrs=self._cache_attrs,
         )
         view._is_view = True
         return view
@@ -1237,11 +1251,26 @@ def _check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.nda
         raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
     if out.shape != shape:
         raise ValueError(f"out has shape {out.shape}, but the selection has shape {shape}")
-    if out.dtype != dtype:
+    if out.dtype != dtype and not _same_fields(out.dtype, dtype):
         raise ValueError(f"out has dtype {out.dtype}, but the selection has dtype {dtype}")
     if not out.flags.writeable:
         raise ValueError("out must be writeable")
     return out
+
+
+def _is_record(value: Any) -> bool:
+    """Whether ``value`` holds records: a structured array or scalar, or a tuple (one record)."""
+    dtype = getattr(value, "dtype", None)
+    return isinstance(value, tuple) or (isinstance(dtype, np.dtype) and dtype.names is not None)
+
+
+def _same_fields(out: np.dtype[Any], dtype: np.dtype[Any]) -> bool:
+    """The same named fields and field types, laid out apart: NumPy's view of several fields (``a[["x", "y"]]``)."""
+    return (
+        out.names is not None
+        and out.names == dtype.names
+        and all(out.fields[n][0] == dtype.fields[n][0] for n in out.names)  # type: ignore[index]
+    )
 
 
 def _is_scalar(value: Any, dtype: np.dtype[Any]) -> bool:
@@ -1277,18 +1306,3 @@ def _prepare_value(
             "(and cannot be broadcast to it)"
         ) from None
     return array if shape == result_shape else array.reshape(shape)
-
-
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("", "K", "M", "G", "T"):
-        if size < 1024 or unit == "T":
-            return f"{size:.1f}{unit}" if unit else f"{int(size)}"
-        size /= 1024
-    return str(n)
-
-
-def _format_info(items: list[tuple[str, str]]) -> str:
-    # zarr-python 2 aligns on its longest label, "Chunks initialized" (18).
-    width = max(18, *(len(k) for k, _ in items))
-    return "\n".join(f"{k:<{width}} : {v}" for k, v in items) + "\n"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from azarr.errors import MetadataError, ReadOnlyError
 from azarr.metadata import decode_json, encode_json, encode_v3_json, parse_attributes
 from azarr.scheduler import StoreIO
+from azarr.storage import Store
 
 
 class Attributes(Mapping[str, Any]):
@@ -48,6 +51,11 @@ class Attributes(Mapping[str, Any]):
         if not isinstance(document, dict):
             raise MetadataError(f"{self.key!r}: must be a JSON object, got {type(document).__name__}")
         return parse_attributes(document.get("attributes", {}), key=self.key)
+
+    @property
+    def store(self) -> Store:
+        """The store holding the document."""
+        return self._io.store
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -95,11 +103,12 @@ class Attributes(Mapping[str, Any]):
         """
         changes: dict[str, Any] = {}
         changes.update(*args, **kwargs)
+        changes = _string_keys(changes)
         await self._modify(lambda current: {**current, **changes})
 
     async def put(self, values: Mapping[str, Any]) -> None:
         """Replace all attributes with ``values`` (zarr-python 2 ``attrs.put``)."""
-        await self._write(dict(values))
+        await self._write(_string_keys(dict(values)))
 
     async def set(self, name: str, value: Any) -> None:
         """Set one attribute (the async form of ``attrs[name] = value``)."""
@@ -153,3 +162,19 @@ class Attributes(Mapping[str, Any]):
             return
         await self._io.set(self.key, document)
         self._values = values
+
+
+def _string_keys(values: dict[Any, Any]) -> dict[str, Any]:
+    """``values`` with keys that are not ``str`` turned into ``str`` (as JSON does), with a warning.
+
+    zarr-python 2.18 accepts such keys with this `DeprecationWarning`; the document
+    stores them as JSON strings either way, so the in-memory copy uses the strings too.
+    """
+    if all(isinstance(key, str) for key in values):
+        return values
+    warnings.warn(
+        "only attribute keys of type 'string' will be allowed in the future", DeprecationWarning, stacklevel=4
+    )
+    return {
+        key if isinstance(key, str) else json.dumps(key).strip('"'): value for key, value in values.items()
+    }

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from azarr.core._creation import create_array, create_array_from_data
 from azarr.core._formats import Document, NodeDocuments, ZarrFormat, creation_format, metadata_key, read_node
-from azarr.core._group_ops import format_group_info, group_info_items, like_array, move_node, visit_nodes
+from azarr.core._group_ops import like_array, move_node, visit_nodes
 from azarr.core._hierarchy import (
     contains_array,
     contains_group,
@@ -18,6 +18,7 @@ from azarr.core._hierarchy import (
 )
 from azarr.core._node import Node
 from azarr.core._paths import join_path, node_key, normalize_path
+from azarr.core._reports import InfoReport, TreeReport, group_info_items, tree_report
 from azarr.core.array import AsyncArray
 from azarr.errors import (
     ContainsArrayError,
@@ -56,6 +57,8 @@ class AsyncGroup(Node):
     zarr_format : {2, 3}, default 2
         The group's format; its members are of the same format (the other format's
         nodes are not members, as in zarr-python 3), and so are nodes created in it.
+    synchronizer, cache_attrs
+        zarr-python 2's options, passed on to the members (see `azarr.sync.Group`).
     """
 
     _kind = "group"
@@ -69,9 +72,18 @@ class AsyncGroup(Node):
         read_only: bool = False,
         allow_pickle: bool | None = None,
         zarr_format: int = 2,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> None:
         super().__init__(
-            store, path, attributes, read_only=read_only, allow_pickle=allow_pickle, zarr_format=zarr_format
+            store,
+            path,
+            attributes,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            zarr_format=zarr_format,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
         )
 
     # ---------------------------------------------------------------- opening
@@ -84,6 +96,8 @@ class AsyncGroup(Node):
         read_only: bool = False,
         allow_pickle: bool | None = None,
         zarr_format: ZarrFormat | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncGroup:
         """Open the group at ``path``, Zarr v2 (``.zgroup``, ``.zattrs``) or v3 (``zarr.json``).
 
@@ -101,7 +115,15 @@ class AsyncGroup(Node):
         if found is None or found.kind != "group":
             what = "an array" if found is not None else "no .zgroup or zarr.json"
             raise GroupNotFoundError(f"no group at path {path!r} in {store.url} ({what} there)")
-        return cls.from_node(store, path, found, read_only=read_only, allow_pickle=allow_pickle)
+        return cls.from_node(
+            store,
+            path,
+            found,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
+        )
 
     @classmethod
     def from_node(
@@ -112,6 +134,8 @@ class AsyncGroup(Node):
         *,
         read_only: bool = False,
         allow_pickle: bool | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncGroup:
         """The group at normalized ``path`` from its documents as `read_node` found them.
 
@@ -120,14 +144,16 @@ class AsyncGroup(Node):
         MetadataError
             A document is invalid (names its key).
         """
+        options: dict[str, Any] = {
+            "read_only": read_only,
+            "allow_pickle": allow_pickle,
+            "synchronizer": synchronizer,
+            "cache_attrs": cache_attrs,
+        }
         if found.zarr_format == 2:
-            return cls.from_documents(
-                store, path, found.metadata, found.attributes, read_only=read_only, allow_pickle=allow_pickle
-            )
+            return cls.from_documents(store, path, found.metadata, found.attributes, **options)
         metadata = GroupV3Metadata.from_json(found.metadata, key=metadata_key(path, 3))
-        return cls(
-            store, path, metadata.attributes, read_only=read_only, allow_pickle=allow_pickle, zarr_format=3
-        )
+        return cls(store, path, metadata.attributes, zarr_format=3, **options)
 
     @classmethod
     def from_documents(
@@ -139,6 +165,8 @@ class AsyncGroup(Node):
         *,
         read_only: bool = False,
         allow_pickle: bool | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncGroup:
         """The group at normalized ``path`` from its already-read ``.zgroup`` and ``.zattrs`` documents (bytes, or decoded).
 
@@ -150,7 +178,15 @@ class AsyncGroup(Node):
         GroupMetadata.from_json(zgroup, key=node_key(path, ZGROUP))
         attrs_key = node_key(path, ZATTRS)
         attributes = {} if zattrs is None else parse_attributes(zattrs, key=attrs_key)
-        return cls(store, path, attributes, read_only=read_only, allow_pickle=allow_pickle)
+        return cls(
+            store,
+            path,
+            attributes,
+            read_only=read_only,
+            allow_pickle=allow_pickle,
+            synchronizer=synchronizer,
+            cache_attrs=cache_attrs,
+        )
 
     @classmethod
     async def init(
@@ -162,6 +198,8 @@ class AsyncGroup(Node):
         attributes: dict[str, Any] | None = None,
         allow_pickle: bool | None = None,
         zarr_format: int | None = None,
+        synchronizer: Any = None,
+        cache_attrs: bool = True,
     ) -> AsyncGroup:
         """Create a group at ``path``, with any missing ancestor groups (zarr-python 2 ``init_group``).
 
@@ -181,12 +219,17 @@ class AsyncGroup(Node):
         fmt = creation_format(zarr_format)
         io = StoreIO(store)
         await prepare_node_path(io, path, overwrite=overwrite, zarr_format=fmt)
+        options: dict[str, Any] = {
+            "allow_pickle": allow_pickle,
+            "synchronizer": synchronizer,
+            "cache_attrs": cache_attrs,
+        }
         if fmt == 3:
             document = GroupV3Metadata(attributes=dict(attributes or {})).to_json()
             await write_node_document(io, path, "zarr.json", document, overwrite=overwrite, kind="group")
-            return cls(store, path, attributes, allow_pickle=allow_pickle, zarr_format=3)
+            return cls(store, path, attributes, zarr_format=3, **options)
         await write_node_document(io, path, ZGROUP, group_document(2), overwrite=overwrite)
-        group = cls(store, path, allow_pickle=allow_pickle)
+        group = cls(store, path, **options)
         if attributes:
             await group.attrs.put(attributes)
         return group
@@ -196,6 +239,15 @@ class AsyncGroup(Node):
         return f"<azarr.AsyncGroup {self.name!r}{' read-only' if self.read_only else ''}>"
 
     # ---------------------------------------------------------------- members
+    def _child_options(self) -> dict[str, Any]:
+        """What nodes opened or created through this group inherit from it (as in zarr-python 2)."""
+        return {
+            "allow_pickle": self._allow_pickle,
+            "synchronizer": self._synchronizer,
+            "cache_attrs": self._cache_attrs,
+            "zarr_format": self._zarr_format,
+        }
+
     async def get(self, name: str) -> AsyncArray | AsyncGroup:
         """The array or group at ``name`` (relative, may contain ``/``), like ``group[name]``.
 
@@ -211,8 +263,7 @@ class AsyncGroup(Node):
             self.store,
             join_path(self._path, name),
             read_only=self._read_only,
-            allow_pickle=self._allow_pickle,
-            zarr_format=self._zarr_format,  # type: ignore[arg-type]
+            **self._child_options(),
         )
         if node is None:
             raise NodeNotFoundError(
@@ -241,8 +292,7 @@ class AsyncGroup(Node):
                 self.store,
                 join_path(self._path, name),
                 read_only=self._read_only,
-                allow_pickle=self._allow_pickle,
-                zarr_format=self._zarr_format,  # type: ignore[arg-type]
+                **self._child_options(),
             )
 
         nodes = await bounded_map(open_child, names, self._io.budget.max_requests)
@@ -292,32 +342,57 @@ class AsyncGroup(Node):
         for name, _ in await self._members():
             yield name
 
-    async def group_keys(self) -> AsyncIterator[str]:
-        """Yield the names of child groups, sorted (zarr-python 2 ``group_keys``)."""
-        async for name, _ in self.groups():
+    async def group_keys(self, recurse: bool = False) -> AsyncIterator[str]:
+        """Yield the names of child groups, sorted (zarr-python 2 ``group_keys``); see `groups`."""
+        async for name, _ in self.groups(recurse):
             yield name
 
-    async def array_keys(self) -> AsyncIterator[str]:
-        """Yield the names of child arrays, sorted (zarr-python 2 ``array_keys``)."""
-        async for name, _ in self.arrays():
+    async def array_keys(self, recurse: bool = False) -> AsyncIterator[str]:
+        """Yield the names of child arrays, sorted (zarr-python 2 ``array_keys``); see `arrays`."""
+        async for name, _ in self.arrays(recurse):
             yield name
 
-    async def groups(self) -> AsyncIterator[tuple[str, AsyncGroup]]:
-        """Yield ``(name, group)`` for child groups."""
-        for name, node in await self._members():
-            if isinstance(node, AsyncGroup):
-                yield name, node
+    async def groups(self, recurse: bool = False) -> AsyncIterator[tuple[str, AsyncGroup]]:
+        """Yield ``(name, group)`` for child groups.
 
-    async def arrays(self) -> AsyncIterator[tuple[str, AsyncArray]]:
-        """Yield ``(name, array)`` for child arrays."""
-        for name, node in await self._members():
-            if isinstance(node, AsyncArray):
-                yield name, node
+        ``recurse=True`` goes on below each child group after it (azarr's addition, as
+        zarr-python 2's ``arrays(recurse=True)``): names stay those within their parent.
+        """
+        async for name, node in self._listed(AsyncGroup, recurse):
+            yield name, node  # type: ignore[misc]
+
+    async def arrays(self, recurse: bool = False) -> AsyncIterator[tuple[str, AsyncArray]]:
+        """Yield ``(name, array)`` for child arrays.
+
+        ``recurse=True`` also yields the arrays of every group below, each child group's
+        after the arrays before it in name order (zarr-python 2 ``arrays(recurse=True)``);
+        names are those within their parent group, as in zarr-python 2.
+        """
+        async for name, node in self._listed(AsyncArray, recurse):
+            yield name, node  # type: ignore[misc]
+
+    async def _listed(
+        self, kind: type[AsyncArray] | type[AsyncGroup], recurse: bool
+    ) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """``(name, node)`` of the members of class ``kind``, in name order, with those below if ``recurse``."""
+        entries = await self._subtree(None if recurse else 0)
+
+        def walk(subtree: _Subtree) -> Iterator[tuple[str, AsyncArray | AsyncGroup]]:
+            for name, node, below in subtree:
+                if isinstance(node, kind):
+                    yield name, node
+                if recurse:
+                    yield from walk(below)
+
+        for item in walk(entries):
+            yield item
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self.keys()
 
-    async def tree(self, level: int | None = None, *, codecs: bool = False) -> str:
+    async def tree(
+        self, expand: bool = False, level: int | None = None, *, codecs: bool = False
+    ) -> TreeReport:
         """Text rendering of the hierarchy below this group, like zarr-python 2's ``Group.tree()``, e.g.:
 
             /
@@ -325,19 +400,25 @@ class AsyncGroup(Node):
              │   └── baz (100,) float64
              └── foo
 
+        The first line is the group's basename (``/`` for the root). A `TreeReport`: a ``str``
+        whose ``repr`` is the tree, ``bytes(tree)`` draws it in ASCII and a notebook shows it
+        as preformatted text (zarr-python 2's ``TreeViewer``).
+
         Parameters
         ----------
+        expand : bool
+            zarr-python 2's option for its notebook widget; ignored.
         level : int, optional
             Maximum depth to descend.
         codecs : bool, keyword-only
             Also show each array's Zarr format and codec chain in encoding order
             (``baz (100,) float64 v3 bytes > zstd``; azarr's addition, what ``azarr tree`` prints).
         """
-        lines = [self.name if self._path else "/"]
-        if level is None or level > 0:
-            subtree = await self._subtree(None if level is None else level - 1)
-            lines.extend(_tree_lines(subtree, "", codecs=codecs))
-        return "\n".join(lines)
+        del expand
+        below = (
+            await self._subtree(None if level is None else level - 1) if level is None or level > 0 else []
+        )
+        return tree_report(self.basename or "/", below, codecs=codecs)
 
     # ---------------------------------------------------------------- creation
     async def create_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
@@ -350,11 +431,7 @@ class AsyncGroup(Node):
         """
         self._check_writable()
         return await AsyncGroup.init(
-            self.store,
-            join_path(self._path, name),
-            overwrite=overwrite,
-            allow_pickle=self._allow_pickle,
-            zarr_format=self._zarr_format,
+            self.store, join_path(self._path, name), overwrite=overwrite, **self._child_options()
         )
 
     async def require_group(self, name: str, *, overwrite: bool = False) -> AsyncGroup:
@@ -367,9 +444,7 @@ class AsyncGroup(Node):
         """
         path = join_path(self._path, name)
         if not overwrite and await contains_group(self._io, path):
-            return await AsyncGroup.open(
-                self.store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
-            )
+            return await AsyncGroup.open(self.store, path, read_only=self._read_only, **self._child_options())
         if not overwrite and await contains_array(self._io, path):
             raise ContainsArrayError(
                 f"cannot require group {path!r}: an array exists there in {self._io.url}"
@@ -378,9 +453,7 @@ class AsyncGroup(Node):
             return await self.create_group(name, overwrite=overwrite)
         except ContainsGroupError:
             # Another writer created it between the check and our conditional create.
-            return await AsyncGroup.open(
-                self.store, path, read_only=self._read_only, allow_pickle=self._allow_pickle
-            )
+            return await AsyncGroup.open(self.store, path, read_only=self._read_only, **self._child_options())
 
     async def create_dataset(self, name: str, **kwargs: Any) -> AsyncArray:
         """Create an array ``name``; keyword arguments as `azarr.create` (``data=`` writes it).
@@ -389,8 +462,8 @@ class AsyncGroup(Node):
         """
         self._check_writable()
         path = join_path(self._path, name)
-        kwargs.setdefault("allow_pickle", self._allow_pickle)
-        kwargs.setdefault("zarr_format", self._zarr_format)
+        for option, value in self._child_options().items():
+            kwargs.setdefault(option, value)
         data = kwargs.pop("data", None)
         if data is not None:
             return await create_array_from_data(self.store, path, data, **kwargs)
@@ -424,7 +497,7 @@ class AsyncGroup(Node):
             self.store,
             path,
             read_only=self._read_only,
-            allow_pickle=kwargs.get("allow_pickle", self._allow_pickle),
+            **(self._child_options() | {k: v for k, v in kwargs.items() if k in _CHILD_OPTIONS}),
         )
         wanted_shape = normalize_shape(shape)
         if existing.shape != wanted_shape:
@@ -472,6 +545,7 @@ class AsyncGroup(Node):
             read_only=state["read_only"],
             allow_pickle=state["allow_pickle"],
             zarr_format=state.get("zarr_format", 2),
+            cache_attrs=state.get("cache_attrs", True),
         )
 
     # ---------------------------------------------------------------- sync facade
@@ -511,22 +585,20 @@ class AsyncGroup(Node):
         return len(await self._members())
 
     @property
-    def info(self) -> str:
-        """Name, type and store of the group (no I/O; `info_complete` adds its members)."""
-        store = self.store
-        return format_group_info(
-            [
-                ("Name", self.name),
-                ("Type", "azarr.AsyncGroup"),
-                *([("Zarr format", "3")] if self._zarr_format == 3 else []),
-                ("Read-only", str(self.read_only)),
-                ("Store type", f"{type(store).__module__}.{type(store).__qualname__}"),
-            ]
-        )
+    def info(self) -> InfoReport:
+        """Name, type and store of the group (no I/O; `info_complete` adds its members).
 
-    async def info_complete(self) -> str:
+        An `InfoReport`: a ``str`` whose ``repr`` is the report (zarr-python 2's ``InfoReporter``).
+        """
+        return InfoReport(group_info_items(self, None, type_name="azarr.AsyncGroup"))
+
+    async def info_items(self) -> list[tuple[str, str]]:
+        """zarr-python 2's ``Group.info_items()``: the `info_complete` rows as ``(label, value)`` pairs."""
+        return group_info_items(self, await self._members(), type_name="azarr.AsyncGroup")
+
+    async def info_complete(self) -> InfoReport:
         """zarr-python 2's ``Group.info``: `info` plus member counts and names (lists the group)."""
-        return format_group_info(await group_info_items(self))
+        return InfoReport(await self.info_items())
 
     async def create_groups(self, *names: str, **kwargs: Any) -> tuple[AsyncGroup, ...]:
         """Create several child groups (zarr-python 2 ``create_groups``); arguments as `create_group`."""
@@ -593,6 +665,9 @@ class AsyncGroup(Node):
         await self.store.close()
 
 
+#: The keyword arguments of `AsyncGroup._child_options`.
+_CHILD_OPTIONS = ("allow_pickle", "synchronizer", "cache_attrs", "zarr_format")
+
 _SubtreeEntry = tuple[str, "AsyncArray | AsyncGroup", "list[_SubtreeEntry]"]
 """``(name, node, its members)``: a group's members as `AsyncGroup._subtree` found them
 (an array's, and a group's beyond the depth asked for, are ``[]``)."""
@@ -606,38 +681,6 @@ def _flatten(subtree: _Subtree, prefix: str = "") -> Iterator[tuple[str, AsyncAr
         yield from _flatten(below, f"{prefix}{name}/")
 
 
-def array_tree_line(name: str, array: AsyncArray, *, codecs: bool) -> str:
-    """An array's line in ``tree()``: name, shape, dtype (``codecs``: its format and codec chain)."""
-    chain = f" v{array.zarr_format} {_chain_label(array.codecs)}" if codecs else ""
-    return f"{name} {array.shape} {array.dtype}{chain}"
-
-
-def _chain_label(entries: list[dict[str, Any]]) -> str:
-    """``bytes > zstd``; a sharded array's ``sharding_indexed[bytes > zstd]`` (its inner chain)."""
-    names = []
-    for entry in entries:
-        inner = (
-            (entry.get("configuration") or {}).get("codecs") if entry["name"] == "sharding_indexed" else None
-        )
-        names.append(f"{entry['name']}[{_chain_label(inner)}]" if inner else str(entry["name"]))
-    return " > ".join(names)
-
-
-def _tree_lines(subtree: _Subtree, indent: str, *, codecs: bool) -> list[str]:
-    """The ``tree()`` lines of ``subtree`` (zarr-python 2's layout; ``codecs``: with each
-    array's format and codec chain)."""
-    lines: list[str] = []
-    for i, (name, node, below) in enumerate(subtree):
-        last = i == len(subtree) - 1
-        branch = " └── " if last else " ├── "
-        if isinstance(node, AsyncArray):
-            lines.append(f"{indent}{branch}{array_tree_line(name, node, codecs=codecs)}")
-        else:
-            lines.append(f"{indent}{branch}{name}")
-            lines.extend(_tree_lines(below, indent + ("    " if last else " │  "), codecs=codecs))
-    return lines
-
-
 async def open_node(
     store: Store,
     path: str,
@@ -645,6 +688,8 @@ async def open_node(
     read_only: bool = False,
     allow_pickle: bool | None = None,
     zarr_format: ZarrFormat | None = None,
+    synchronizer: Any = None,
+    cache_attrs: bool = True,
 ) -> AsyncArray | AsyncGroup | None:
     """Open whatever node is at ``path`` (of ``zarr_format``, if given); None if there is none.
 
@@ -652,9 +697,15 @@ async def open_node(
     array of either format, or a v3 group) and ``.zgroup`` only when there is neither
     (an array wins, as in zarr-python 2's ``open``; ``zarr.json`` wins over v2 documents).
     """
+    options: dict[str, Any] = {
+        "read_only": read_only,
+        "allow_pickle": allow_pickle,
+        "synchronizer": synchronizer,
+        "cache_attrs": cache_attrs,
+    }
     found = await read_node(StoreIO(store), path, zarr_format=zarr_format)
     if found is None:
         return None
     if found.kind == "array":
-        return AsyncArray.from_node(store, path, found, read_only=read_only, allow_pickle=allow_pickle)
-    return AsyncGroup.from_node(store, path, found, read_only=read_only, allow_pickle=allow_pickle)
+        return AsyncArray.from_node(store, path, found, **options)
+    return AsyncGroup.from_node(store, path, found, **options)

@@ -200,6 +200,10 @@ class Store(ABC):
     #: a caller nothing over `get_blocking`. A subclass overriding ``_get`` or
     #: ``_get_blocking`` loses it unless it declares it again.
     reads_into_buffers: ClassVar[bool] = False
+    #: The chunk-key separator (``"."`` or ``"/"``) of arrays created in this store
+    #: without ``dimension_separator=``: zarr-python 2's store option of that name
+    #: (``key_separator`` of its ``FSStore``). None means ``"."``.
+    dimension_separator: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -61,6 +61,10 @@ class FsspecStore(Store):
     # Extra keyword arguments for ``fs._cat_file`` (S3Store skips s3fs's size probe).
     _cat_kwargs: ClassVar[dict[str, Any]] = {}
 
+    #: The fsspec mapper this store was made from (`azarr.storage.make_store` of an
+    #: ``FSMap``), kept as zarr-python 2's ``FSStore.map``; None otherwise.
+    map: Any = None
+
     def __init__(
         self,
         fs: Any = None,

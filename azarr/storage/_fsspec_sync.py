@@ -94,6 +94,10 @@ class SyncFsspecStore(Store):
     'SyncFsspecStore'
     """
 
+    #: The fsspec mapper this store was made from (`azarr.storage.make_store` of an
+    #: ``FSMap``), kept as zarr-python 2's ``FSStore.map``; None otherwise.
+    map: Any = None
+
     def __init__(
         self,
         fs: Any,
@@ -211,7 +215,13 @@ class SyncFsspecStore(Store):
 
     def _write(self, path: str, value: bytes) -> None:
         try:
-            self.fs.pipe_file(path, value)
+            try:
+                self.fs.pipe_file(path, value)
+            except FileNotFoundError:
+                # A file system without auto_mkdir (a local one by default): make the parent
+                # directories and write again, as fsspec's own FSMap does.
+                self.fs.mkdirs(self.fs._parent(path), exist_ok=True)
+                self.fs.pipe_file(path, value)
         finally:
             self.fs.invalidate_cache(path)
 

@@ -45,6 +45,18 @@ def iter_keys(keys: Iterable[Any], prefix: str) -> list[str]:
     return out
 
 
+#: What an object needs to serve as a mapping store without being a ``MutableMapping``
+#: (zarr-python 2 takes such duck-typed mappings too).
+_MAPPING_METHODS = ("keys", "__getitem__", "__setitem__", "__delitem__", "__contains__")
+
+
+def is_mapping_like(value: Any) -> bool:
+    """True for a ``MutableMapping``, or an object with its key, item and membership methods."""
+    return isinstance(value, MutableMapping) or all(
+        callable(getattr(value, name, None)) for name in _MAPPING_METHODS
+    )
+
+
 class MappingStore(Store):
     """A store over a synchronous ``MutableMapping[str, bytes]``, run in a small thread pool.
 
@@ -116,7 +128,7 @@ class MappingStore(Store):
         read_only: bool = False,
         max_workers: int | None = None,
     ) -> None:
-        if not isinstance(mapping, MutableMapping):
+        if not is_mapping_like(mapping):
             raise TypeError(f"MappingStore needs a MutableMapping, got {type(mapping).__name__}")
         super().__init__(read_only=read_only)
         self._mapping = mapping
@@ -203,7 +215,7 @@ class MappingStore(Store):
         return key in self._mapping
 
     def _keys(self, prefix: str) -> list[str]:
-        return iter_keys(list(self._mapping), prefix)
+        return iter_keys(list(self._mapping.keys()), prefix)
 
     def _remove_prefix(self, prefix: str) -> None:
         for key in self._keys(prefix):

@@ -33,8 +33,11 @@ class NestedDirectoryStore(LocalStore):
 
     Listings show the files as they are (``a/0/1``), so counts that parse
     listed chunk keys (``nchunks_initialized``) see no ``.``-separated chunks;
-    reads and writes by key are mapped.
+    reads and writes by key are mapped. Arrays created here default to
+    ``dimension_separator="/"``, as zarr-python 2.18's do.
     """
+
+    dimension_separator = "/"
 
     def _path(self, key: str) -> Path:
         return super()._path(nested_key(key))

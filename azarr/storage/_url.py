@@ -7,7 +7,7 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any, TypeAlias
 
 from azarr.storage._base import Store
-from azarr.storage._mapping import MappingStore
+from azarr.storage._mapping import MappingStore, is_mapping_like
 from azarr.storage._memory import MemoryStore
 from azarr.storage._spec import StoreSpec, open_store
 
@@ -158,7 +158,7 @@ def make_store(
         a decoded kerchunk reference set (``{"version": 1, "refs": ...}``, or version 0 with
         string metadata documents) opens a `ReferenceStore` (``storage_options``: its
         ``remote_protocol``, ``remote_options``, ``allowed_targets``); a ``dict`` is wrapped in a
-        `MemoryStore` sharing it, and any other ``MutableMapping`` (``dbm``,
+        `MemoryStore` sharing it, an ``fsspec`` mapper becomes the store of its file system, and any other ``MutableMapping`` (``dbm``,
         zarr-python 2 stores, ...) in a `MappingStore`, which calls it from a
         worker thread.
     storage_options : dict, optional
@@ -185,11 +185,18 @@ def make_store(
         return open_store(store_like, read_only=read_only)
     if isinstance(store_like, str | os.PathLike):
         return from_url(store_like, storage_options=storage_options, read_only=read_only)
-    if isinstance(store_like, MutableMapping):
+    if isinstance(store_like, dict):
+        # A decoded kerchunk reference set is a dict (json.load's); other mappings (dbm files,
+        # zarr-python 2 stores) are not probed: the probe reads their metadata keys.
         from azarr.storage._reference import ReferenceStore, is_reference_mapping
 
-        if is_reference_mapping(store_like):  # a decoded kerchunk reference set
+        if is_reference_mapping(store_like):
             return ReferenceStore(store_like, **dict(storage_options or {}))
+    mapper = _fsspec_mapper(store_like)
+    if mapper is not None:
+        reject_options("an fsspec mapper", repr(store_like), storage_options, frozenset())
+        return mapper_store(mapper, read_only=read_only)
+    if is_mapping_like(store_like):
         reject_options("a mapping", type(store_like).__name__, storage_options, frozenset())
         if isinstance(store_like, dict):
             return MemoryStore(store_like, read_only=read_only)
@@ -198,3 +205,28 @@ def make_store(
         f"cannot use {type(store_like).__name__} as a store: give a Store, a URL or path, "
         "or a MutableMapping of str -> bytes"
     )
+
+
+def _fsspec_mapper(value: Any) -> Any:
+    """``value`` if it is an ``fsspec.FSMap`` (``fsspec.get_mapper(...)``), else None."""
+    if type(value).__name__ != "FSMap":
+        return None
+    from fsspec.mapping import FSMap
+
+    return value if isinstance(value, FSMap) else None
+
+
+def mapper_store(mapper: Any, *, read_only: bool = False) -> Store:
+    """The store of an fsspec mapper's file system and root: its `FsspecStore` (async file
+    systems) or `SyncFsspecStore`, not a `MappingStore` calling the mapper key by key.
+    ``store.map`` keeps the mapper (zarr-python 2's ``FSStore.map``)."""
+    from azarr.storage._fsspec import FsspecStore
+    from azarr.storage._fsspec_sync import SyncFsspecStore
+
+    store: FsspecStore | SyncFsspecStore
+    if getattr(mapper.fs, "async_impl", False):
+        store = FsspecStore(mapper.fs, mapper.root, read_only=read_only)
+    else:
+        store = SyncFsspecStore(mapper.fs, mapper.root, read_only=read_only)
+    store.map = mapper
+    return store

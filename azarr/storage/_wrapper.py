@@ -60,6 +60,7 @@ class WrapperStore(Store):
         self.supports_conditional_writes = self.forwards_conditional and inner.supports_conditional_writes
         self.supports_conditional_reads = self.forwards_conditional and inner.supports_conditional_reads
         self.resolves_references = self.forwards_references and inner.resolves_references
+        self.dimension_separator = inner.dimension_separator
 
     # ------------------------------------------------------------------ identity
     @property

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from azarr.errors import KeyExistsError, StoreError, StoreUnavailableError
+from azarr.errors import DeleteUnsupportedError, KeyExistsError, StoreError, StoreUnavailableError
 from azarr.storage._base import ByteRange, Store
 from azarr.storage._mapping import iter_keys
 from azarr.storage._spec import StoreSpec
@@ -216,7 +216,8 @@ class ZipStore(Store):
     key that is already in the archive raises `KeyExistsError`
     (zarr-python 2 appends a duplicate entry and warns; readers then disagree about
     which one is current). ``delete`` of a key that is not there is a no-op, and of
-    one that is raises `StoreError`. Write each chunk once:
+    one that is raises `DeleteUnsupportedError` (a `StoreError` and, as in zarr-python 2,
+    a ``NotImplementedError``). Write each chunk once:
     create an array and write it in whole-chunk slices, e.g. ``azarr.array(data,
     store=zip_store)``; partial updates of a written chunk fail.
 
@@ -371,7 +372,7 @@ class ZipStore(Store):
 
     async def _delete(self, key: str) -> None:
         if await self._exists(key):
-            raise StoreError(
+            raise DeleteUnsupportedError(
                 f"cannot delete {key!r} from {self.url}: entries of a zip archive cannot be removed"
             )
 
@@ -391,7 +392,7 @@ class ZipStore(Store):
     async def _delete_prefix(self, prefix: str) -> None:
         keys = await self._io.call(self._translate, "delete_prefix", prefix, self._archive.keys, prefix)
         if keys:
-            raise StoreError(
+            raise DeleteUnsupportedError(
                 f"cannot delete {len(keys)} keys under {prefix!r} from {self.url}: "
                 "entries of a zip archive cannot be removed"
             )

@@ -14,13 +14,22 @@ and Ctrl-C cancel the work, and a forked child starts its own loop:
 ``Array.async_array`` / ``AsyncArray.to_sync()`` cross between the two worlds.
 
 Every public coroutine of the async classes has a blocking twin here with the same
-parameters plus a keyword-only ``timeout`` (a test keeps them in step). So what does I/O
-is a method even where zarr-python 2 had a property: ``z.nchunks_initialized()``,
-``z.nbytes_stored()``, ``z.info_complete()`` (``z.info`` reads no store and stays a
-property). Listing methods (``g.keys()``, ``g.arrays()``) list once and return iterators.
+parameters plus a keyword-only ``timeout`` (a test keeps them in step). Where zarr-python 2
+has a property, so does the facade, even when it reads the store: ``z.nchunks_initialized``,
+``z.nbytes_stored``, ``z.info`` (zarr 2's report, with bytes stored), ``g.info``; setters write
+(``z.shape = ...`` resizes, ``z.fill_value = ...`` rewrites ``.zarray``). Listing methods
+(``g.keys()``, ``g.arrays()``) list once and return iterators.
+
+zarr-python 2's store classes are here too, as mappings over azarr's stores (`DirectoryStore`,
+`ZipStore`, `MemoryStore`, ...; see ``azarr.sync.storage``), with its synchronizers and the
+report types ``info`` and ``tree()`` return. Differences from zarr-python 2 that remain are
+listed in ``docs/parity.md``.
 """
 
+from azarr.core._reports import InfoReport, TreeReport
+from azarr.errors import CopyError, MetadataError
 from azarr.sync._api import (
+    LazyLoader,
     array,
     consolidate_metadata,
     contains_array,
@@ -60,11 +69,56 @@ from azarr.sync._array import Array
 from azarr.sync._attributes import Attributes
 from azarr.sync._group import Group
 from azarr.sync._loop import SyncError, SyncTimeoutError, get_loop, in_io_thread, iterate, run, shutdown
+from azarr.sync._stores import (
+    ConsolidatedMetadataStore,
+    DirectoryStore,
+    FSStore,
+    KVStore,
+    LocalStore,
+    LRUStoreCache,
+    MemoryStore,
+    N5FSStore,
+    N5Store,
+    NestedDirectoryStore,
+    Store,
+    TempStore,
+    ZipStore,
+)
+from azarr.sync._synchronizers import ProcessSynchronizer, ThreadSynchronizer
+
+#: zarr-python 2's names of the report classes (``zarr.util.InfoReporter``, ``TreeViewer``).
+InfoReporter = InfoReport
+TreeViewer = TreeReport
+#: zarr-python 2's deprecated name of `MemoryStore`.
+DictStore = MemoryStore
 
 __all__ = [
     "Array",
     "Attributes",
+    "ConsolidatedMetadataStore",
+    "CopyError",
+    "DictStore",
+    "DirectoryStore",
+    "FSStore",
     "Group",
+    "InfoReport",
+    "InfoReporter",
+    "KVStore",
+    "LRUStoreCache",
+    "LazyLoader",
+    "LocalStore",
+    "MemoryStore",
+    "MetadataError",
+    "N5FSStore",
+    "N5Store",
+    "NestedDirectoryStore",
+    "ProcessSynchronizer",
+    "Store",
+    "TempStore",
+    "ThreadSynchronizer",
+    "TreeReport",
+    "TreeViewer",
+    "ZipStore",
     "SyncError",
     "SyncTimeoutError",
     "array",

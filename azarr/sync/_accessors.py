@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from azarr.core import accessors as _async_accessors
-from azarr.sync._mirror import mirrors
-from azarr.sync._owner import Runner
+from azarr.sync._mirror import mirrors, to_async
+from azarr.sync._owner import Writer
 
 
 class _Accessor:
     """``acc[sel]`` and ``acc[sel] = value`` of one selection kind, run on the I/O loop."""
 
-    def __init__(self, inner: _async_accessors._Accessor, owner: Runner) -> None:
+    def __init__(self, inner: _async_accessors._Accessor, owner: Writer) -> None:
         self._inner = inner
         self._owner = owner
 
@@ -20,7 +20,7 @@ class _Accessor:
         return self._owner._run(self._inner.get(selection), None)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._owner._run(self._inner.set(selection, value), None)
+        self._owner._write(self._inner.set(selection, to_async(value)), None)
 
     @mirrors(_async_accessors._Accessor.get)
     def get(self, selection: Any, *, timeout: float | None = None) -> Any:
@@ -28,7 +28,7 @@ class _Accessor:
 
     @mirrors(_async_accessors._Accessor.set)
     def set(self, selection: Any, value: Any, *, timeout: float | None = None) -> None:
-        self._owner._run(self._inner.set(selection, value), timeout)
+        self._owner._write(self._inner.set(selection, to_async(value)), timeout)
 
 
 class OIndex(_Accessor):

@@ -52,6 +52,25 @@ class Forward(Generic[T]):
         return value
 
 
+class MetadataForward(Forward[T]):
+    """A `Forward` of a value from ``.zarray``: reread first when the array does not cache metadata.
+
+    zarr-python 2's ``cache_metadata=False`` rereads ``.zarray`` before answering ``z.shape``
+    & co, so another process's resize is seen at once.
+    """
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> MetadataForward[T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> MetadataForward[T] | T:
+        if obj is None:
+            return self
+        obj._refresh_if_uncached()  # type: ignore[attr-defined]
+        value: T = getattr(obj._async, self.name)  # type: ignore[attr-defined]
+        return value
+
+
 def with_timeout(signature: inspect.Signature) -> inspect.Signature:
     """``signature`` with a keyword-only ``timeout=None`` before any ``**kwargs``."""
     params = list(signature.parameters.values())
@@ -114,12 +133,15 @@ def to_sync(node: Any, timeout: float | None = None) -> Any:
 
 
 def to_async(value: Any) -> Any:
-    """A sync `Array` / `Group` as the async node it wraps; anything else as is."""
+    """A sync `Array` / `Group` / store as the async node or store it wraps; anything else as is."""
     from azarr.sync._array import Array
     from azarr.sync._group import Group
+    from azarr.sync._stores import Store
 
     if isinstance(value, Array):
         return value.async_array
     if isinstance(value, Group):
         return value.async_group
+    if isinstance(value, Store):
+        return value.async_store
     return value

@@ -1,15 +1,23 @@
-"""Build (once, cached) the zarr-python 2.18 reference virtualenv used by the interop tests.
+"""Build (once, cached) the virtualenvs the interop tests run zarr-python 2.18 in.
 
-The venv lives at ``<repo>/.cache/ref-zarr218/venv`` and is installed from the exact pins in
-``tests/interop/requirements-zarr218.txt``. Its cache key is the SHA-256 of that file plus the base
-interpreter's version, stored in ``venv/.azarr-ref-key`` once the build has been verified; a venv
-without a matching key (changed pins, interrupted build) is deleted and rebuilt. A ``flock`` on
-``.cache/ref-zarr218/.lock`` serialises parallel test sessions, so only one builds and the others
-wait and reuse it.
+``REFERENCE`` (``<repo>/.cache/ref-zarr218/venv``, pins in ``requirements-zarr218.txt``): zarr 2.18
+and xarray 2024.10, the reference implementation the corpus and round-trip tests compare against.
 
-Set ``AZARR_REF_PYTHON`` to an existing interpreter (with zarr 2.18 installed) to skip the build.
+``SHIM`` (``<repo>/.cache/zarr218-azarr/venv``, pins in ``requirements-zarr218-azarr.txt``): zarr 2.18
+(whose wheel ships its own test suite as ``zarr.tests``) beside azarr's dependencies and pytest;
+azarr itself is not installed there but put on ``PYTHONPATH`` from this checkout at run time, so
+the venv does not go stale as azarr changes (``test_zarr2_suite.py``, ``test_zarr2_tutorial.py``).
 
-Run ``python tests/interop/refenv.py`` to build the venv outside pytest; it prints the interpreter path.
+Each venv is installed from exact pins (``--no-deps``: every transitive package is listed). Its
+cache key is the SHA-256 of its requirements file plus the base interpreter's version, stored in
+``venv/.azarr-ref-key`` once the build has been verified; a venv without a matching key (changed
+pins, interrupted build) is deleted and rebuilt. A ``flock`` on ``<cache dir>/.lock`` serialises
+parallel test sessions, so only one builds and the others wait and reuse it.
+
+Set ``AZARR_REF_PYTHON`` (reference) or ``AZARR_SHIM_PYTHON`` (shim) to an existing interpreter with
+those packages to skip the build.
+
+Run ``python tests/interop/refenv.py [shim]`` to build a venv outside pytest; it prints the interpreter path.
 """
 
 from __future__ import annotations
@@ -24,15 +32,56 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
-REQUIREMENTS = HERE / "requirements-zarr218.txt"
-CACHE_DIR = REPO_ROOT / ".cache" / "ref-zarr218"
-VENV = CACHE_DIR / "venv"
-ENV_VAR = "AZARR_REF_PYTHON"
 KEY_FILE = ".azarr-ref-key"
 EXPECTED_ZARR = "2.18."
+
+
+class VenvSpec(NamedTuple):
+    """One cached venv: where it lives, what it installs, how it is checked.
+
+    (A named tuple, not a dataclass: benchmarks/peers.py loads this file without registering it
+    in ``sys.modules``, where dataclasses look up their string annotations.)
+    """
+
+    name: str  # the cache directory under <repo>/.cache, and the tag of progress lines
+    requirements: Path
+    env_var: str  # an interpreter given here is used instead of building
+    imports: tuple[str, ...]  # imported to check the venv (zarr and numpy versions are printed)
+
+    @property
+    def cache_dir(self) -> Path:
+        return REPO_ROOT / ".cache" / self.name
+
+    @property
+    def venv(self) -> Path:
+        return self.cache_dir / "venv"
+
+    @property
+    def tag(self) -> str:
+        return f"[{self.name}]"
+
+
+REFERENCE = VenvSpec(
+    "ref-zarr218",
+    HERE / "requirements-zarr218.txt",
+    "AZARR_REF_PYTHON",
+    ("zarr", "numcodecs", "xarray", "numpy", "msgpack"),
+)
+SHIM = VenvSpec(
+    "zarr218-azarr",
+    HERE / "requirements-zarr218-azarr.txt",
+    "AZARR_SHIM_PYTHON",
+    ("zarr", "numcodecs", "numpy", "pytest", "aiohttp", "s3fs", "gcsfs", "msgpack"),
+)
+# The reference venv's paths under their historical names (benchmarks/peers.py reuses that venv).
+REQUIREMENTS = REFERENCE.requirements
+CACHE_DIR = REFERENCE.cache_dir
+VENV = REFERENCE.venv
+ENV_VAR = REFERENCE.env_var
 # The build is pip against PyPI plus local wheel mirrors; generous but bounded.
 BUILD_TIMEOUT_S = 900.0
 
@@ -47,10 +96,10 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def cache_key() -> str:
+def cache_key(spec: VenvSpec = REFERENCE) -> str:
     """Hash of the pinned requirements and the base interpreter's ``major.minor``."""
     h = hashlib.sha256()
-    h.update(REQUIREMENTS.read_bytes())
+    h.update(spec.requirements.read_bytes())
     h.update(f"python{sys.version_info.major}.{sys.version_info.minor}".encode())
     return h.hexdigest()
 
@@ -135,12 +184,10 @@ def find_python(version: str, *, env_var: str | None = None) -> Path:
     )
 
 
-def check_interpreter(python: Path | str) -> str:
-    """Return ``"zarr X numcodecs Y xarray Z numpy W"`` of ``python`` or raise `RefEnvError`."""
-    code = (
-        "import zarr, numcodecs, xarray, numpy, msgpack;"
-        "print(zarr.__version__, numcodecs.__version__, xarray.__version__, numpy.__version__)"
-    )
+def check_interpreter(python: Path | str, spec: VenvSpec = REFERENCE) -> str:
+    """Return ``"zarr X numcodecs Y numpy W ..."`` of ``python`` or raise `RefEnvError`."""
+    shown = [name for name in spec.imports if name in ("zarr", "numcodecs", "xarray", "numpy")]
+    code = f"import {', '.join(spec.imports)}; print({', '.join(f'{n}.__version__' for n in shown)})"
     try:
         proc = subprocess.run(
             [str(python), "-E", "-s", "-c", code], capture_output=True, text=True, timeout=120, check=False
@@ -148,11 +195,15 @@ def check_interpreter(python: Path | str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RefEnvError(f"reference interpreter {python} cannot run: {exc!r}") from exc
     if proc.returncode != 0:
-        raise RefEnvError(f"reference interpreter {python} cannot import zarr & co:\n{proc.stderr}")
-    zarr_v, numcodecs_v, xarray_v, numpy_v = proc.stdout.split()
-    if not zarr_v.startswith(EXPECTED_ZARR):
-        raise RefEnvError(f"reference interpreter {python} has zarr {zarr_v}, need {EXPECTED_ZARR}x")
-    return f"zarr {zarr_v} numcodecs {numcodecs_v} xarray {xarray_v} numpy {numpy_v}"
+        raise RefEnvError(
+            f"reference interpreter {python} cannot import {', '.join(spec.imports)}:\n{proc.stderr}"
+        )
+    versions = dict(zip(shown, proc.stdout.split(), strict=True))
+    if not versions["zarr"].startswith(EXPECTED_ZARR):
+        raise RefEnvError(
+            f"reference interpreter {python} has zarr {versions['zarr']}, need {EXPECTED_ZARR}x"
+        )
+    return " ".join(f"{name} {version}" for name, version in versions.items())
 
 
 def _clean_env() -> dict[str, str]:
@@ -166,7 +217,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def _run_logged(
-    cmd: list[str], log: Path, report: Reporter, deadline: float, *, tag: str = "[ref-zarr218]"
+    cmd: list[str], log: Path, report: Reporter, deadline: float, *, tag: str = REFERENCE.tag
 ) -> None:
     """Run ``cmd``, streaming its output to ``log`` and a short progress line per pip step
     (prefixed by ``tag``, the venv's name)."""
@@ -229,42 +280,52 @@ def build_pinned_venv(
     return python
 
 
-def _build(venv: Path, key: str, report: Reporter) -> None:
-    log = CACHE_DIR / "build.log"
-    log.write_text(f"building reference venv {venv} (key {key})\n")
+def _build(spec: VenvSpec, key: str, report: Reporter) -> None:
+    log = spec.cache_dir / "build.log"
+    log.write_text(f"building venv {spec.venv} (key {key})\n")
     deadline = time.monotonic() + BUILD_TIMEOUT_S
-    python = build_pinned_venv(sys.executable, venv, REQUIREMENTS, log, report, deadline, tag="[ref-zarr218]")
-    versions = check_interpreter(python)
-    (venv / KEY_FILE).write_text(key + "\n")
-    report(f"[ref-zarr218] ready: {versions}")
+    python = build_pinned_venv(
+        sys.executable, spec.venv, spec.requirements, log, report, deadline, tag=spec.tag
+    )
+    versions = check_interpreter(python, spec)
+    (spec.venv / KEY_FILE).write_text(key + "\n")
+    report(f"{spec.tag} ready: {versions}")
 
 
-def ensure_reference_python(report: Reporter = _stderr) -> Path:
-    """Return the path of a python with zarr 2.18, building the cached venv if needed.
+def ensure_python(spec: VenvSpec, report: Reporter = _stderr) -> Path:
+    """Return the path of ``spec``'s python, building its cached venv if needed.
 
     Raises `RefEnvError` if the environment cannot be built or verified.
     """
-    override = os.environ.get(ENV_VAR)
+    override = os.environ.get(spec.env_var)
     if override:
-        report(f"[ref-zarr218] using {ENV_VAR}={override}: {check_interpreter(override)}")
+        report(f"{spec.tag} using {spec.env_var}={override}: {check_interpreter(override, spec)}")
         return Path(override)
-    venv = VENV
-    key = cache_key()
+    venv = spec.venv
+    key = cache_key(spec)
     key_file = venv / KEY_FILE
-    with venv_lock(CACHE_DIR / ".lock", report):
+    with venv_lock(spec.cache_dir / ".lock", report, spec.tag):
         if key_file.is_file() and key_file.read_text().strip() == key:
             return venv_python(venv)
         if venv.exists():
-            report("[ref-zarr218] cached venv is stale or incomplete; rebuilding")
+            report(f"{spec.tag} cached venv is stale or incomplete; rebuilding")
         start = time.monotonic()
-        _build(venv, key, report)
-        report(f"[ref-zarr218] built in {time.monotonic() - start:.1f} s")
+        _build(spec, key, report)
+        report(f"{spec.tag} built in {time.monotonic() - start:.1f} s")
     return venv_python(venv)
+
+
+def ensure_reference_python(report: Reporter = _stderr) -> Path:
+    """Return the path of a python with zarr 2.18 and xarray 2024.10, building the cached venv if needed.
+
+    Raises `RefEnvError` if the environment cannot be built or verified.
+    """
+    return ensure_python(REFERENCE, report)
 
 
 if __name__ == "__main__":
     try:
-        print(ensure_reference_python())
+        print(ensure_python(SHIM if sys.argv[1:] == ["shim"] else REFERENCE))
     except RefEnvError as exc:
         _stderr(str(exc))
         sys.exit(1)

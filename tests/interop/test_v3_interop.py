@@ -12,6 +12,7 @@ xarray + zarr-python 3.4 (``engine="azarr"`` against ``engine="zarr"``), go the 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -163,7 +164,8 @@ def test_groups_with_attributes_and_consolidated_metadata(v3_corpus: Path) -> No
         assert group["flag"][:].all()
         assert sorted(name for name, _ in group.members(max_depth=None)) == ["flag", "sub", "sub/x"]
     consolidated_group = azarr.sync.open_consolidated(str(v3_corpus / "zarr-group"))
-    assert type(consolidated_group.store).__name__ == "ConsolidatedStore"
+    # azarr.sync shows it as zarr 2's ConsolidatedMetadataStore; the async store is azarr's overlay.
+    assert isinstance(consolidated_group.async_group.store, azarr.ConsolidatedStore)
 
 
 def test_xarray_dataset_opens_with_the_azarr_engine_as_with_zarr(v3_corpus: Path) -> None:
@@ -186,3 +188,60 @@ def test_xarray_dataset_opens_with_the_azarr_engine_as_with_zarr(v3_corpus: Path
             assert [str(x) for x in var.values.ravel()] == expected["strings"][name]
         else:
             np.testing.assert_array_equal(var.values, arrays[f"var/{name}"], strict=True)
+
+
+#: Run by zarr-python 3.4 on what zarr-python 2 code edited through azarr.sync (argv: the array,
+#: the group, azarr's read of the array as .npy).
+_READ_EDITED = """
+import json, sys
+import numpy as np, zarr
+from zarr.storage import LocalStore
+from zarr_metadata.model import ZarrV3ArrayMetadata, ZarrV3GroupMetadata
+a = zarr.open_array(LocalStore(sys.argv[1], read_only=True), mode="r")
+g = zarr.open_group(LocalStore(sys.argv[2], read_only=True), mode="r")
+ZarrV3ArrayMetadata.from_json(json.load(open(sys.argv[1] + "/zarr.json")))
+ZarrV3GroupMetadata.from_json(json.load(open(sys.argv[2] + "/zarr.json")))
+print(json.dumps({
+    "shape": list(a.shape), "fill_value": int(a.fill_value), "attrs": dict(a.attrs),
+    "same": bool(np.array_equal(a[...], np.load(sys.argv[3]))), "group_attrs": dict(g.attrs),
+    "members": sorted(g.metadata.consolidated_metadata.flattened_metadata),
+}))
+"""
+
+
+def test_zarr2_code_on_zarr34_data_through_azarr_sync(
+    v3_corpus: Path, zarr3_python: Path, tmp_path: Path
+) -> None:
+    """zarr-python 2 code (azarr.sync) on arrays and groups zarr-python 3.4 wrote: the properties
+    read the store, the setters write ``zarr.json``, and zarr-python 3.4 reads what they wrote."""
+    array_dir, group_dir = tmp_path / "a", tmp_path / "g"
+    shutil.copytree(v3_corpus / "zarr" / "int16-big-blosc-crc-v2-F-2d", array_dir)
+    shutil.copytree(v3_corpus / "zarr-group", group_dir)
+    z = azarr.sync.open_array(str(array_dir))
+    files = [p for p in array_dir.rglob("*") if p.is_file()]
+    assert z.zarr_format == 3 and z.nchunks_initialized == len(files) - 1  # all but zarr.json
+    assert z.nbytes_stored == sum(p.stat().st_size for p in files)
+    assert "Zarr format        : 3" in str(z.info) and "crc32c" in str(z.info)
+    z.shape = tuple(n + 3 for n in z.shape)
+    z.fill_value = 5
+    z.attrs = {"edited": True}
+    np.save(tmp_path / "azarr.npy", z[...])
+    group = azarr.sync.open_group(str(group_dir))
+    group.attrs["note"] = "sync"
+    assert group.tree() == "/\n ├── flag (5,) bool\n └── sub\n     └── x (4, 3) float32"
+    proc = subprocess.run(
+        [str(zarr3_python), "-c", _READ_EDITED, str(array_dir), str(group_dir), str(tmp_path / "azarr.npy")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == {
+        "shape": list(z.shape),
+        "fill_value": 5,
+        "attrs": {"edited": True},
+        "same": True,
+        "group_attrs": {"title": "corpus", "n": [1, 2], "note": "sync"},
+        "members": ["flag", "sub", "sub/x"],
+    }

@@ -27,9 +27,11 @@ import numpy as np
 import pytest
 
 import azarr
+import azarr.sync
 from azarr.storage import LocalStore
 
 from .conftest import RefCorpus, RefResult, RunRef
+from .ref_scripts import creation_documents
 from .ref_scripts.compare import MANIFEST, expected_file_name, save_npy
 from .ref_scripts.write_corpus import CORPUS, ArraySpec, declare_corpus
 
@@ -228,3 +230,21 @@ def test_xarray_opens_azarr_dataset(run_ref_script: RunRef, tmp_path: Path) -> N
     (tmp_path / "expectations.json").write_text(json.dumps(expectations))
     result = run_ref_script("check_xarray.py", tmp_path / "xarray.zarr", tmp_path / "expectations.json")
     assert result.returncode == 0, result.report
+
+
+def test_documents_and_chunks_are_zarr2s_bytes(run_ref_script: RunRef) -> None:
+    """For the same zarr-python 2 call, every key ``azarr.sync`` stores holds the bytes zarr 2.18
+    stores (``.zarray``, ``.zgroup``, ``.zattrs`` and chunks), so ``digest()``/``nbytes_stored``
+    agree with zarr 2's (``ref_scripts/creation_documents.py`` makes the calls with both)."""
+    result = run_ref_script("creation_documents.py")
+    assert result.returncode == 0, result.stderr[-4000:]
+    theirs = json.loads(result.stdout)
+    ours = creation_documents.documents(azarr.sync, azarr.sync.MemoryStore)
+    assert ours.keys() == theirs.keys()
+    differ = {
+        call: sorted(
+            k for k in ours[call].keys() | theirs[call].keys() if ours[call].get(k) != theirs[call].get(k)
+        )
+        for call in ours
+    }
+    assert {call: keys for call, keys in differ.items() if keys} == {}
