@@ -102,7 +102,7 @@ class _Instruments:
             # One point per URL: stores of one URL with other options (two credentials, a
             # wrapper's own spec) are added up; a gauge shows the lowest limit among them.
             by_url: dict[str, int] = {}
-            for stats in list(_stats._stats.values()):
+            for stats in _stats.every_stats():
                 value = getattr(stats, attribute)
                 if value is not None:
                     old = by_url.get(stats.url)

@@ -296,6 +296,13 @@ def stats_for(store: Store) -> StoreStats:
         return stats
 
 
+def every_stats() -> list[StoreStats]:
+    """The counters of every store spec used so far, copied under the registry's lock (a
+    metrics scrape runs on any thread while others open stores)."""
+    with _stats_lock:
+        return list(_stats.values())
+
+
 def stats_of_spec(spec: StoreSpec) -> StoreStats | None:
     """The counters of the store spec ``spec``, if a store of it was ever used."""
     return _stats.get(spec)

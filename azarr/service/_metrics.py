@@ -42,7 +42,7 @@ class _StoreCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        everything = [(stats.url, stats.as_dict()) for stats in list(_stats._stats.values())]
+        everything = [(stats.url, stats.as_dict()) for stats in _stats.every_stats()]
         for name, attribute, doc in _COUNTERS:
             family = CounterMetricFamily(name, doc, labels=["store"])
             for url, counts in everything:
