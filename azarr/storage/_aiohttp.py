@@ -217,28 +217,25 @@ async def _receive_into(resp: aiohttp.ClientResponse, view: memoryview, length: 
     import aiohttp
 
     content, filled = resp.content, 0
+
+    def put(block: bytes) -> int:
+        end = filled + len(block)
+        if end > length:
+            raise aiohttp.ClientPayloadError(f"response body longer than its Content-Length ({length} bytes)")
+        view[filled:end] = block
+        return end
+
     while filled < length:  # what arrived with the head (read_nowait raises a stored error)
         block = content.read_nowait()
         if not block:
             break
-        end = filled + len(block)
-        if end > length:
-            raise aiohttp.ClientPayloadError(f"response body longer than its Content-Length ({length} bytes)")
-        view[filled:end] = block
-        filled = end
+        filled = put(block)
     if filled < length and not content.is_eof():
         receiver = _BodyInto.attach(resp, view, filled)
         if receiver is not None:
             return await receiver.wait(resp)
-    while True:
-        block = await content.readany()
-        if not block:
-            break
-        end = filled + len(block)
-        if end > length:
-            raise aiohttp.ClientPayloadError(f"response body longer than its Content-Length ({length} bytes)")
-        view[filled:end] = block
-        filled = end
+    while block := await content.readany():
+        filled = put(block)
     if filled != length:
         raise aiohttp.ClientPayloadError(f"response body ended after {filled} of {length} bytes")
     return view
