@@ -57,6 +57,7 @@ with warnings.catch_warnings():
     from numcodecs.compat import ensure_bytes, ensure_ndarray_like
     from numcodecs.lz4 import LZ4
     from numcodecs.zstd import Zstd
+    from numcodecs.zstd import decompress as zstd_decompress
 
     try:
         from numcodecs.errors import UnsafeDecodeError
@@ -178,6 +179,7 @@ class ChunkCodec:
         "_perm",
         "_plain",
         "_swap",
+        "_zstd_direct",
         "chunks",
         "compressor",
         "compressors",
@@ -285,6 +287,7 @@ class ChunkCodec:
         # No compressor, no filters: a stored chunk is the chunk's memory as is (the common
         # uncompressed case), decoded and encoded without the generic steps.
         self._blosc_direct = self._declared_size is not None and isinstance(self.compressor, Blosc)
+        self._zstd_direct = self._declared_size is not None and type(self.compressor) is Zstd
         self._blosc_compress_args = _blosc_compress_args(self.compressor, self.dtype, self.filters)
         self._plain = (
             self.compressor is None
@@ -533,7 +536,12 @@ class ChunkCodec:
                             return target if self._swap is None else _to_native(target)
                         target = out if out is not None else self._empty()
                         buffer = target if self._buffer_dtype is None else target.view(self._buffer_dtype)
-                        self.compressor.decode(data, out=buffer)
+                        if self._zstd_direct:
+                            # numcodecs.zstd.decompress, the C call under Zstd.decode without its
+                            # two buffer normalisations (~8 us of a 64 KiB inner chunk's ~80).
+                            zstd_decompress(view, buffer)
+                        else:
+                            self.compressor.decode(data, out=buffer)
                         return target if self._swap is None else _to_native(target)
                 chunk: Any = self._decode_step(self.compressor, data, len(self.filters))
             else:
