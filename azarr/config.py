@@ -50,6 +50,9 @@ _DEFAULTS: dict[str, Any] = {
     # bodies from remote stores are read into (azarr/pipeline/_buffers.py); 0: a new
     # bytes object per body.
     "buffer_pool_bytes": 128 * 2**20,
+    # Whether a read's result and the receive buffers (from 4 MiB) keep NumPy's request
+    # for transparent huge pages; off, they fault in 4 KiB pages (azarr/pipeline/_pages.py).
+    "huge_pages": False,
     # Seconds the pooled S3 connections of a closed store stay open for the next
     # store with the same settings (storage/_aiohttp.py SharedSessions); 0: close at once.
     "connection_linger": 15.0,
@@ -221,6 +224,9 @@ def set(**settings: Any) -> Any:
         ``buffer_pool_bytes`` (bytes of idle receive buffers kept for chunk bodies
         from remote stores once no read runs, each buffer counted by the longest body it
         held; default 128 MiB; 0 reads every body into a new ``bytes``),
+        ``huge_pages`` (bool, default False: a read's result and the receive buffers,
+        from 4 MiB, are allocated without NumPy's transparent huge-page advice, whose
+        faults can stall to compact memory; True keeps it),
         ``connection_linger`` (seconds an S3 connection pool stays open after its last
         store closed, for the next store with the same settings; default 15, 0: at once),
         ``request_timeout`` (seconds or None), ``retry_max_attempts``,

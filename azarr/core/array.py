@@ -60,6 +60,7 @@ from azarr.indexing import (
 )
 from azarr.metadata import ZARRAY, ZATTRS, AnyArrayMetadata, ArrayMetadata, ArrayV3Metadata, parse_attributes
 from azarr.pipeline import ChunkPipeline
+from azarr.pipeline._pages import empty as empty_result
 from azarr.pipeline._shards import ShardedChunks
 from azarr.scheduler import ChunkCache, ProgressCallback, StoreIO, bounded_map
 from azarr.storage import Store
@@ -698,7 +699,7 @@ class AsyncArray(Node):
             # for a C-ordered result (an F-ordered one would reshape to a copy, and the data
             # decoded into the copy would be lost).
             order = self.order if out_shape == result_shape else "C"
-            result: np.ndarray[Any, Any] = np.empty(result_shape, dtype=out_dtype, order=order)  # type: ignore[call-overload]
+            result: np.ndarray[Any, Any] = empty_result(result_shape, out_dtype, order)
         else:
             result = _check_out(out, result_shape, out_dtype)
         target = result if out_shape == result_shape else result.reshape(out_shape)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from azarr import config
+from azarr.pipeline._pages import empty
 
 __all__ = ["BODY_BUFFERS", "BufferPool"]
 
@@ -126,7 +127,7 @@ class BufferPool:
             if buffer is not None:
                 self._idle_bytes -= buffer.written
         if buffer is None:
-            buffer = np.empty(capacity, dtype=np.uint8).view(_PoolBuffer)
+            buffer = empty(capacity, np.uint8).view(_PoolBuffer)  # a whole shard's: 4 KiB pages
             buffer.written = 0
         if nbytes > buffer.written:  # the holder's own attribute until it is released
             buffer.written = nbytes

@@ -48,6 +48,7 @@ from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._coalesced import read_coalesced
 from azarr.pipeline._locks import key_lock
+from azarr.pipeline._pages import empty
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
 from azarr.pipeline._sharded import read_sharded, write_sharded
 from azarr.pipeline._shards import ShardedChunks
@@ -268,7 +269,7 @@ class ChunkPipeline:
         the next ones); see ``benchmarks/README.md``.
         """
         if self.shards is not None:
-            result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
+            result: np.ndarray[Any, Any] = empty(shape, dtype, self.codec.order)
             await self.read([projection], 1, result, fields=fields, progress=progress)
             return result
         key, partial = self.chunk_key(projection.chunk_coords), self._partial
