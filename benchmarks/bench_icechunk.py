@@ -94,19 +94,16 @@ def icechunk_python() -> str:
 
 def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
     env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "RUST_LOG": "error"}
-    proc = subprocess.run(
+    from benchmarks.peers import run_worker_json
+
+    return run_worker_json(
         [icechunk_python(), str(WORKER)],
-        input=json.dumps({**task, "impl": impl}),
-        capture_output=True,
-        text=True,
+        what=f"{impl} worker",
+        task={**task, "impl": impl},
         env=env,
         timeout=1800,
-        check=False,
+        stderr_chars=4000,
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
 
 
 def markdown(results: dict[str, Any]) -> str:

@@ -64,7 +64,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -370,11 +369,9 @@ def run_impl(
         env = {**os.environ, "PYTHONPATH": repo}
     elif impl == BASELINE:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["AZARR_BASELINE"], repo])}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=3600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr}")
-    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
+    from benchmarks.peers import run_worker_json  # here: --worker runs this file in peer interpreters
+
+    return run_worker_json(cmd, what=f"{impl} worker", env=env)
 
 
 def merge_runs(merged: dict[str, dict[str, Any]], report: dict[str, Any]) -> None:

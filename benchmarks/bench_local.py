@@ -65,7 +65,6 @@ import platform
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -389,11 +388,9 @@ def run_one(impl: str, op: str, case: str, mib: int, path: Path, opts: dict[str,
         env = {**os.environ, "PYTHONPATH": repo}
     elif impl == BASELINE:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["AZARR_BASELINE"], repo])}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=3600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{impl} {op} {case} failed (exit {proc.returncode}):\n{proc.stderr}")
-    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
+    from benchmarks.peers import run_worker_json  # here: --worker runs this file in peer interpreters
+
+    return run_worker_json(cmd, what=f"{impl} {op} {case}", env=env)
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -87,19 +87,16 @@ def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
         "AWS_EC2_METADATA_DISABLED": "true",
         "PYTHONPATH": str(REPO_ROOT) if impl == "azarr" else "",
     }
-    proc = subprocess.run(
+    from benchmarks.peers import run_worker_json
+
+    return run_worker_json(
         [interpreter(impl), str(WORKER)],
-        input=json.dumps({**task, "impl": impl}),
-        capture_output=True,
-        text=True,
+        what=f"{impl} worker",
+        task={**task, "impl": impl},
         env=env,
         timeout=1800,
-        check=False,
+        stderr_chars=4000,
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
 
 
 def _variant(text: str) -> dict[str, int]:

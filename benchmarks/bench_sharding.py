@@ -39,7 +39,6 @@ import math
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -74,19 +73,16 @@ def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
         "AWS_EC2_METADATA_DISABLED": "true",
         "PYTHONPATH": str(REPO_ROOT) if impl in ("azarr", "raw") else "",
     }
-    proc = subprocess.run(
+    from benchmarks.peers import run_worker_json
+
+    return run_worker_json(
         [interpreter(impl), str(WORKER)],
-        input=json.dumps({**task, "impl": impl}),
-        capture_output=True,
-        text=True,
+        what=f"{impl} worker",
+        task={**task, "impl": impl},
         env=env,
         timeout=3600,
-        check=False,
+        stderr_chars=4000,
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{impl} worker failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return report
 
 
 async def _setup(server: Any, bucket: str, shape: tuple[int, int], picks: list[list[int]]) -> dict[str, Any]:

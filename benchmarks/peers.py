@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CACHE_ROOT = REPO_ROOT / ".cache" / "bench-venvs"
@@ -206,6 +208,40 @@ PEERS: dict[str, Peer] = {
         modules=("matplotlib", "numpy"),
     ),
 }
+
+
+def run_worker_json(
+    cmd: list[str],
+    *,
+    what: str,
+    task: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 3600,
+    stderr_chars: int | None = None,
+) -> dict[str, Any]:
+    """Run a benchmark worker (``task`` as JSON on its stdin, if given) and return the JSON
+    object on the last line of its stdout.
+
+    Raises
+    ------
+    RuntimeError
+        The worker exited non-zero: names ``what`` and the exit code, with its stderr
+        (the last ``stderr_chars`` characters, if given).
+    """
+    proc = subprocess.run(
+        cmd,
+        input=None if task is None else json.dumps(task),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        stderr = proc.stderr if stderr_chars is None else proc.stderr[-stderr_chars:]
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{stderr}")
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
 
 
 def _stderr(msg: str) -> None:
