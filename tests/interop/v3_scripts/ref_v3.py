@@ -150,21 +150,27 @@ def _check(label: str, read: Any, case: dict[str, Any], results: dict[str, str])
         results[label] = f"{type(exc).__name__}: {exc}"
 
 
+def _read_with_both(path: Path, case: dict[str, Any], results: dict[str, str]) -> None:
+    """The array azarr wrote at ``path``, read by zarr-python and (where the case says it
+    can) TensorStore, each checked against the case's values."""
+    _check(
+        f"zarr:{case['name']}",
+        lambda: zarr.open_array(LocalStore(path, read_only=True), mode="r")[...],
+        case,
+        results,
+    )
+    if case["ts"]:
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}, "open": True}
+        _check(f"ts:{case['name']}", lambda: ts.open(spec).result().read().result(), case, results)
+
+
 def read(root: Path) -> dict[str, str]:
     from zarr_metadata.model import ZarrV3ArrayMetadata, ZarrV3GroupMetadata
 
     results: dict[str, str] = {}
     for case in cases.cases():
         path = root / "azarr" / case["name"]
-        _check(
-            f"zarr:{case['name']}",
-            lambda p=path: zarr.open_array(LocalStore(p, read_only=True), mode="r")[...],
-            case,
-            results,
-        )
-        if case["ts"]:
-            spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}, "open": True}
-            _check(f"ts:{case['name']}", lambda s=spec: ts.open(s).result().read().result(), case, results)
+        _read_with_both(path, case, results)
         try:
             ZarrV3ArrayMetadata.from_json(json.loads((path / "zarr.json").read_text()))
             results[f"zarr-metadata:{case['name']}"] = "ok"
@@ -230,15 +236,7 @@ def shards(root: Path) -> dict[str, Any]:
     results: dict[str, str] = {}
     for case in shard_cases.cases():
         path = root / "azarr-shards" / case["name"]
-        _check(
-            f"zarr:{case['name']}",
-            lambda p=path: zarr.open_array(LocalStore(p, read_only=True), mode="r")[...],
-            case,
-            results,
-        )
-        if case["ts"]:
-            spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}, "open": True}
-            _check(f"ts:{case['name']}", lambda s=spec: ts.open(s).result().read().result(), case, results)
+        _read_with_both(path, case, results)
     return {"ts_refused": refused, "read": results}
 
 
