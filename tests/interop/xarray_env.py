@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .refenv import (
+    REPO_ROOT,
     RefEnvError,
     Reporter,
     _run_logged,
@@ -45,7 +46,6 @@ from .refenv import (
 )
 
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent.parent
 REQUIREMENTS = HERE / "requirements-xarray-suite.txt"
 CACHE_DIR = REPO_ROOT / ".cache" / "xarray-suite"
 VENV = CACHE_DIR / "venv"
