@@ -211,7 +211,9 @@ async def test_create_race_has_one_winner(
     )
     assert sorted(results) == ["ContainsArrayError"] * 7 + ["ok"], results
     winner = chunks[results.index("ok")]
-    document = json.loads(await store.get("race/.zarray") or b"{}")
+    # Through StoreIO: the proxy still resets 2 % of requests, and a bare Store.get
+    # does not retry (CI failed once on exactly this read).
+    document = json.loads(await StoreIO(store).get("race/.zarray") or b"{}")
     assert document["chunks"] == [winner]
 
 
