@@ -1,5 +1,8 @@
 """Crash-safe ``resize``/``append`` (azarr/core/_shape_change.py): the store is made ready
-before the new shape is published, so a writer stopped at any point never exposes old data.
+before the new shape is published, so a writer stopped at any point leaves what a finished
+or a never-started change would. What a resize keeps is zarr-python 2's and 3's: stored
+objects wholly outside the new shape go, an object cut by the new edge stays as it is (a
+later grow shows what it held beyond the edge).
 
 Stops are simulated here by a store that raises at the n-th write (every n, so every
 point between two requests is tried); tests/test_kill9.py kills real processes. Each
@@ -144,11 +147,22 @@ async def _each_stop(
         stop_at += 1
 
 
-def _expected(shape: tuple[int, ...], kept: tuple[int, ...]) -> np.ndarray[Any, Any]:
+def _expected(shape: tuple[int, ...], kept: tuple[int, ...], unit: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """``DATA`` resized to ``kept`` and then to ``shape``: the stored objects (of shape ``unit``)
+    that ``kept`` cuts keep all their data, the ones wholly outside it read ``fill_value``."""
     out = np.full(shape, FILL, dtype="i4")
-    region = tuple(slice(0, k) for k in kept)
+    region = tuple(slice(0, min(-(-k // u) * u, n)) for k, u, n in zip(kept, unit, shape, strict=True))
     out[region] = DATA[region]
     return out
+
+
+async def _finished(
+    layout: Layout, operation: Callable[[azarr.AsyncArray], Awaitable[Any]]
+) -> np.ndarray[Any, Any]:
+    """What ``operation`` leaves when nothing stops it, on a freshly filled array."""
+    arr = await _filled(MemoryStore(), layout)
+    await operation(arr)
+    return await arr.get_basic_selection()
 
 
 @pytest.fixture
@@ -169,12 +183,21 @@ def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     ],
     indirect=True,
 )
-async def test_grow_clears_what_a_killed_shrink_left(base_store: Store, layout: Layout) -> None:
+async def test_grow_deletes_what_a_killed_shrink_left(base_store: Store, layout: Layout) -> None:
+    """A shrink killed by code that publishes first (zarr-python, older azarr), then a grow:
+    the same as a shrink that finished, then the grow."""
     await _filled(base_store, layout)
-    await plant_shape(base_store, layout.document, (13, 24))  # chunks of rows 16.., rows 13..15 of row 1
+    await plant_shape(base_store, layout.document, (13, 24))  # objects of rows 16.. stay stored
     arr = await azarr.open_array(base_store, mode="r+")
     await arr.resize(*SHAPE)
-    np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24)))
+    got = await arr.get_basic_selection()
+    np.testing.assert_array_equal(got, _expected(SHAPE, (13, 24), layout.unit))
+
+    async def shrink_and_grow(arr: azarr.AsyncArray) -> None:
+        await arr.resize(13, 24)
+        await arr.resize(*SHAPE)
+
+    np.testing.assert_array_equal(got, await _finished(layout, shrink_and_grow))
     # on two axes at once, and through append
     await arr.set_basic_selection(..., DATA)
     await plant_shape(base_store, layout.document, (13, 5))
@@ -185,11 +208,16 @@ async def test_grow_clears_what_a_killed_shrink_left(base_store: Store, layout: 
     np.testing.assert_array_equal(got[:13], DATA[:13, :5])
     assert (got[13:] == 9).all()
     await arr.resize(*SHAPE)
-    got = await arr.get_basic_selection()
-    assert (got[:, 5:] == FILL).all(), "stale columns exposed by the grow"
+
+    async def finished(arr: azarr.AsyncArray) -> None:
+        await arr.resize(13, 5)
+        await arr.append(np.zeros((27, 5), dtype="i4") + 9)
+        await arr.resize(*SHAPE)
+
+    np.testing.assert_array_equal(await arr.get_basic_selection(), await _finished(layout, finished))
 
 
-async def test_shrink_deletes_and_clears_before_publishing(layout: Layout) -> None:
+async def test_shrink_deletes_before_publishing(layout: Layout) -> None:
     store = StoppingStore(MemoryStore())
     await _filled(store, layout)
     store.log.clear()
@@ -197,18 +225,17 @@ async def test_shrink_deletes_and_clears_before_publishing(layout: Layout) -> No
     await arr.resize(13, 24)
     assert store.log[-1] == ("set", layout.document), store.log
     chunk_ops = store.log[:-1]
-    assert {op for op, _ in chunk_ops} == {"set", "delete"}
-    # the chunks (or shards) of the row cut at row 13 are rewritten; the rows below deleted
+    # the chunks (or shards) of the row cut at row 13 stay as they are; the rows below go
     rows, columns = layout.grid(SHAPE)
     cut = 13 // layout.unit[0]
-    assert sorted(k for op, k in chunk_ops if op == "set") == [layout.key(cut, c) for c in range(columns)]
-    deleted = sorted(k for op, k in chunk_ops if op == "delete")
+    assert all(op == "delete" for op, _ in chunk_ops), chunk_ops
+    deleted = sorted(k for _, k in chunk_ops)
     assert deleted == sorted(layout.key(r, c) for r in range(cut + 1, rows) for c in range(columns))
-    # the cut rows hold fill_value beyond the new edge: a later grow finds nothing to clear
+    # nothing wholly outside the shape is left: a later grow finds nothing to delete
     store.log.clear()
     await arr.resize(*SHAPE)
     assert store.log == [("set", layout.document)]
-    np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24)))
+    np.testing.assert_array_equal(await arr.get_basic_selection(), _expected(SHAPE, (13, 24), layout.unit))
 
 
 @pytest.mark.parametrize(
@@ -217,15 +244,16 @@ async def test_shrink_deletes_and_clears_before_publishing(layout: Layout) -> No
         *((name, shape) for name in ("v2", "v3") for shape in [(13, 24), (40, 5), (3, 3), (0, 24)]),
         ("v2-nested", (13, 5)),
         ("v3-v2keys", (13, 5)),
-        # shards cut by the new edge keep their inner chunks inside it, cleared where cut
+        # shards cut by the new edge stay as they are
         *(("v3-sharded", shape) for shape in [(13, 24), (13, 5), (3, 3), (20, 20)]),
     ],
 )
 async def test_shrink_stopped_at_any_write_never_exposes_old_data(
     layout_name: str, new_shape: tuple[int, int]
 ) -> None:
-    """Stop the shrink at each of its writes; run it again and grow back: the regrown region is
-    fill_value (stopped before publishing, the region being removed is old data or fill)."""
+    """Stop the shrink at each of its writes; run it again and grow back: the same as a shrink
+    and grow that nothing stopped (stopped before publishing, the region being removed is old
+    data or fill)."""
     layout = LAYOUTS[layout_name]
 
     async def prepare(store: Store) -> None:
@@ -245,7 +273,9 @@ async def test_shrink_stopped_at_any_write_never_exposes_old_data(
             np.testing.assert_array_equal(got, DATA[: new_shape[0], : new_shape[1]])
         await reader.resize(*new_shape)  # the shrink run again, then grown back
         await reader.resize(*SHAPE)
-        np.testing.assert_array_equal(await reader.get_basic_selection(), _expected(SHAPE, new_shape))
+        np.testing.assert_array_equal(
+            await reader.get_basic_selection(), _expected(SHAPE, new_shape, layout.unit)
+        )
 
 
 async def test_grow_stopped_at_any_write_never_exposes_old_data(layout: Layout) -> None:
@@ -257,28 +287,30 @@ async def test_grow_stopped_at_any_write_never_exposes_old_data(layout: Layout) 
         reader = await azarr.open_array(store, mode="r")
         got = await reader.get_basic_selection()
         assert reader.shape in {SHAPE, (13, 5)}
-        np.testing.assert_array_equal(got, _expected(reader.shape, (13, 5))[: got.shape[0], : got.shape[1]])
+        np.testing.assert_array_equal(got, _expected(reader.shape, (13, 5), layout.unit))
         if finished:
             assert store.log[-1] == ("set", layout.document)
 
 
 async def test_append_stopped_after_publishing_shows_fill_not_old_data(layout: Layout) -> None:
-    """The window between claiming the rows and writing them: the claim was made on a clean region."""
+    """The window between claiming the rows and writing them: what a finished resize shows."""
     store = StoppingStore(MemoryStore())
     await _filled(store, layout)
     await plant_shape(store, layout.document, (13, 24))
     arr = await azarr.open_array(store, mode="r+")
     store.log.clear()
-    # writes: the cleared cut chunks (or shards), the deleted stale ones, .zarray; then stop
+    # writes: the deleted stale objects (rows 16..), .zarray; then stop
     rows, columns = layout.grid(SHAPE)
-    store.stop_at = rows * columns - (13 // layout.unit[0]) * columns + 1
+    store.stop_at = (rows - layout.grid((13, 24))[0]) * columns + 1
     with pytest.raises(Stopped):
         await arr.append(np.full((20, 24), 5, dtype="i4"))
     assert store.log[-1] == ("set", layout.document)
     store.stop_at = None
     reader = await azarr.open_array(store, mode="r")
     assert reader.shape == (33, 24)
-    np.testing.assert_array_equal(await reader.get_basic_selection(), _expected((33, 24), (13, 24)))
+    np.testing.assert_array_equal(
+        await reader.get_basic_selection(), _expected((33, 24), (13, 24), layout.unit)
+    )
 
 
 async def test_append_to_a_clean_array_costs_no_extra_write(layout: Layout) -> None:

@@ -853,13 +853,15 @@ class AsyncArray(Node):
     async def resize(self, *shape: int | tuple[int, ...]) -> None:
         """Change the shape; chunks wholly outside the new shape are deleted.
 
-        Zarr-python 2 ``Array.resize``: data in chunks that stay keeps its
-        place; growing exposes ``fill_value`` in new chunks. Accepts
-        ``resize(10, 20)`` and ``resize((10, 20))``. Unlike zarr-python 2, the
+        Zarr-python 2 and 3 ``Array.resize``: data in chunks that stay keeps its
+        place, including the part of a chunk cut by the new edge (growing again
+        shows it, as in zarr-python); growing exposes ``fill_value`` in new
+        chunks. Sharded arrays: shards take the place of chunks. Accepts
+        ``resize(10, 20)`` and ``resize((10, 20))``. Unlike zarr-python, the
         store is prepared before the new shape is written: a shrink deletes
-        (and clears the cut edge chunks) first, a grow clears stale data in the
-        region it exposes first, so a resize killed at any point never shows old
-        data as new elements (``docs/consistency.md``, "Crash windows").
+        first, a grow deletes stale chunks in the region it exposes first, so a
+        resize killed at any point leaves what a finished or a never-started one
+        would (``docs/consistency.md``, "Crash windows").
 
         Raises
         ------
@@ -878,8 +880,9 @@ class AsyncArray(Node):
         new_shape = normalize_shape(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new_shape) != self.ndim:
             raise ValueError(f"cannot resize {self.ndim}-d array {self.name!r} to shape {new_shape}")
-        # Chunks beyond the new shape are deleted, and stale data in a newly exposed
-        # region cleared, before the shape is written (crash-safe: docs/consistency.md).
+        # Chunks wholly outside the new shape (and stale ones in a newly exposed region)
+        # are deleted before the shape is written (crash-safe: docs/consistency.md);
+        # chunks cut by the edge keep their data, as in zarr-python 2 and 3.
         await change_shape(self, lambda current: current.replace(shape=new_shape))
 
     @rechecks_metadata

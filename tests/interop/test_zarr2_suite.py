@@ -61,26 +61,6 @@ LISTED_FAILURES: dict[str, str] = {
     "test_core::::test_scalar_indexing": "stores hold bytes (docs/parity.md, stores)",
     "test_hierarchy::TestGroupWithZipStore::test_context_manager": "ZipStore.zf (docs/parity.md, stores)",
     "test_creation::::test_create": _CHUNK_LIMIT,
-    **{
-        f"test_core::{cls}::test_resize_2d": "a resize's exposed region reads fill_value (docs/parity.md, resize)"
-        for cls in (
-            "TestArray",
-            "TestArrayNoCache",
-            "TestArrayWithChunkStore",
-            "TestArrayWithCustomMapping",
-            "TestArrayWithDBMStore",
-            "TestArrayWithDirectoryStore",
-            "TestArrayWithFSStoreFromFilesystem",
-            "TestArrayWithFSStoreNested",
-            "TestArrayWithFSStorePartialRead",
-            "TestArrayWithFilters",
-            "TestArrayWithN5Store",
-            "TestArrayWithNestedDirectoryStore",
-            "TestArrayWithNoCompressor",
-            "TestArrayWithPath",
-            "TestArrayWithStoreCache",
-        )
-    },
 }
 
 
