@@ -275,10 +275,16 @@ class ChunkPipeline:
         key, partial = self.chunk_key(projection.chunk_coords), self._partial
         cache = self.chunk_cache()
         if cache is not None:
-            chunk = await self._cached_chunk(cache, key)
+
+            def copy_new(chunk: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+                return self._copy_new(chunk, shape, dtype, projection, fields)
+
+            chunk, done = await self._cached_chunk(cache, key, copy_new)
             ProgressTracker(1, progress).advance(0)
             if chunk is None:
                 return self._filled(shape, dtype, projection, fields)
+            if done is not None:
+                return done[0]  # type: ignore[no-any-return]
             return await CodecBatcher().run(
                 self._copy_new, chunk, shape, dtype, projection, fields, weight=self.codec.nbytes
             )
@@ -396,12 +402,25 @@ class ChunkPipeline:
         """One chunk decoded into memory of its own, read-only, for several readers to copy
         from (runs in the codec pool; hands a pooled receive buffer back)."""
         chunk = self.codec.decode(data, key=key)
-        if chunk.base is not None and np.shares_memory(chunk, np.frombuffer(data, dtype=np.uint8)):
-            chunk = chunk.copy(order="K")  # a view of the body (no compressor): its buffer goes back
+        # A view of the body (no compressor) is copied unless the body is immutable bytes,
+        # which the view keeps alive: a pooled receive buffer goes back, a bytearray may change.
+        if (
+            type(data) is not bytes
+            and chunk.base is not None
+            and np.shares_memory(chunk, np.frombuffer(data, dtype=np.uint8))
+        ):
+            chunk = chunk.copy(order="K")
         chunk.flags.writeable = False
         if type(data) is memoryview:
             BODY_BUFFERS.release(data)
         return chunk
+
+    def _decode_shared_then(
+        self, data: bytes | memoryview, key: str, then: Callable[[np.ndarray[Any, Any]], Any] | None
+    ) -> tuple[np.ndarray[Any, Any], tuple[Any] | None]:
+        """`_decode_shared`, then ``then(chunk)`` in the same job: ``(chunk, (result,) or None)``."""
+        chunk = self._decode_shared(data, key)
+        return chunk, None if then is None else (then(chunk),)
 
     @staticmethod
     def _scatter(
@@ -440,8 +459,12 @@ class ChunkPipeline:
         codec = CodecBatcher()
 
         async def read_chunk(projection: ChunkProjection) -> None:
-            chunk = await self._cached_chunk(cache, chunk_key(projection.chunk_coords))
-            await copy_out(codec, chunk, out, projection, fields, fill)
+            def scatter(chunk: np.ndarray[Any, Any]) -> None:
+                self._scatter(chunk, out, projection, fields)
+
+            chunk, done = await self._cached_chunk(cache, chunk_key(projection.chunk_coords), scatter)
+            if done is None:
+                await copy_out(codec, chunk, out, projection, fields, fill)
             tracker.advance(0)
 
         try:
@@ -469,18 +492,22 @@ class ChunkPipeline:
         if not codec.try_submit(self._scatter, job, self.codec.nbytes):
             await codec.submit(self._scatter, job, self.codec.nbytes)
 
-    async def _cached_chunk(self, cache: ChunkCache, key: str) -> np.ndarray[Any, Any] | None:
+    async def _cached_chunk(
+        self, cache: ChunkCache, key: str, then: Callable[[np.ndarray[Any, Any]], Any] | None = None
+    ) -> tuple[np.ndarray[Any, Any] | None, tuple[Any] | None]:
         """The decoded chunk at ``key`` (None: not stored) from ``cache`` when it holds it
-        and it passes ``recheck_cached_data``, else from one shared load that fills it."""
+        and it passes ``recheck_cached_data``, else from one shared load that fills it; and
+        ``(then(chunk),)`` if this call's load decoded it (``then`` runs in the same codec-pool
+        job as the decode: one pool hop per chunk on a cold cache, not two), else None."""
         io = self.io
         ident = (io.store.budget_key, key)
         (entry,) = await self.cached_entries(cache, key, [ident])
         if entry is not None:
-            return entry.value  # type: ignore[no-any-return]
+            return entry.value, None
         load, value = await SHARED_READS.lead_or_follow(ident)
         if load is None:
             io.stats.count_shared(collapsed=1)
-            return value  # type: ignore[no-any-return]
+            return value, None
         nbytes = self.codec.nbytes
         try:
             async with io.budget.reserve(nbytes) if nbytes >= RESERVE_MIN_BYTES else contextlib.nullcontext():
@@ -489,17 +516,17 @@ class ChunkPipeline:
                     data, generation = await io.get(key, max_bytes=bound), None
                 else:
                     data, generation = await io.get_with_generation(key, max_bytes=bound)
-            chunk = (
-                None
+            chunk, done = (
+                (None, None)
                 if data is None
-                else await CodecBatcher().run(self._decode_shared, data, key, weight=nbytes)
+                else await CodecBatcher().run(self._decode_shared_then, data, key, then, weight=nbytes)
             )
         except BaseException as exc:
             SHARED_READS.fail(ident, load, exc)
             raise
         if SHARED_READS.publish(ident, load, chunk):
             self.keep(cache, ident, chunk, generation)
-        return chunk
+        return chunk, done
 
     async def cached_entries(
         self, cache: ChunkCache, stat_key: str, idents: Sequence[tuple[StoreSpec, str]]
