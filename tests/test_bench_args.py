@@ -48,3 +48,19 @@ def test_indexing_small_chunk_case() -> None:
 
 def test_geometric_mean() -> None:
     assert bench_indexing.geometric_mean([0.5, 2.0, 4.0, 0.25]) == pytest.approx(1.0)
+
+
+def test_v3_v2_cases_and_paired_ratio() -> None:
+    from benchmarks import bench_v3_v2
+
+    assert bench_v3_v2.encoding("v2 /", "none")["dimension_separator"] == "/"
+    v3 = bench_v3_v2.encoding("v3 .", "zstd")
+    assert v3["zarr_format"] == 3 and v3["chunk_key_encoding"]["configuration"] == {"separator": "."}
+    assert [c["name"] for c in v3["codecs"]] == ["bytes", "zstd"]
+    # Each v3 run over the v2 run of its own round: 1.1, 1.0, 0.5 -> median 1.0.
+    v2_runs = [{"round": 0, "seconds": 1.0}, {"round": 1, "seconds": 2.0}, {"round": 2, "seconds": 4.0}]
+    v3_runs = [{"round": 0, "seconds": 1.1}, {"round": 1, "seconds": 2.0}, {"round": 2, "seconds": 2.0}]
+    assert math.isclose(bench_v3_v2.paired_ratio(v3_runs, v2_runs), 1.0)
+    with pytest.raises(SystemExit) as info:
+        bench_v3_v2.main(["--compressors", "lz5"])
+    assert info.value.code == 2
