@@ -138,53 +138,56 @@ async def read_sharded(
                 SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
 
         try:
+            # Held until the inner chunks are decoded (`azarr.scheduler._budget`): a whole shard
+            # received into a pooled buffer keeps it until its last inner chunk is out, so the
+            # budget bounds the buffers alive (and the pool reuses them) however far the
+            # network runs ahead of the codec threads.
             async with io.budget.reserve(len(items) * nbytes):
                 parts, buffer, generation = await shards.get_many(
                     key, [local for local, _, _, _ in items], whole=whole, acquire=acquire
                 )
-            stored: list[tuple[memoryview, str, ChunkProjection]] = []
-            decoded: list[tuple[int, memoryview, str]] = []
-            for i, (local, projection, ident, load) in enumerate(items):
-                data = None if parts is None else parts[i]
-                label = shards.label(key, shard, local)
-                if (
-                    data is not None
-                    and cache is None
-                    and (ident is None or load is None or SHARED_READS.alone(ident, load))
-                ):
-                    # Nobody else wants it: decoded straight into `out`, as if nothing were shared.
-                    open_loads.discard(i)
-                    if buffer is not None:
-                        stored.append((data, label, projection))
-                    else:
-                        job = (data, label, out, projection, fields, direct)
-                        if not codec.try_submit(decode, job, nbytes):
-                            await codec.submit(decode, job, nbytes)
-                        tracker.advance(len(data))
-                elif data is None:
-                    if load is not None:
+                lonely = _alone(items, parts) if cache is None else ()
+                stored: list[tuple[memoryview, str, ChunkProjection]] = []
+                decoded: list[tuple[int, memoryview, str]] = []
+                for i, (_, projection, ident, load) in enumerate(items):
+                    data = None if parts is None else parts[i]
+                    label = shards.label(key, projection.chunk_coords)
+                    if data is not None and cache is None and (load is None or i in lonely):
+                        # Nobody else wants it: decoded straight into `out`, as if nothing were shared.
                         open_loads.discard(i)
-                        _publish(pipeline, cache, ident, load, None, generation)
-                    await copy_out(None, projection)
-                else:
-                    decoded.append((i, data, label))
-            # One decode per inner chunk others wait for (or the cache keeps), copied from.
-            chunks = await asyncio.gather(
-                *(codec.run(decode_shared, data, label, weight=nbytes) for _, data, label in decoded)
-            )
-            for (i, _, _), chunk in zip(decoded, chunks, strict=True):
-                open_loads.discard(i)
-                _publish(pipeline, cache, items[i][2], items[i][3], chunk, generation)
-            for (i, _, _), chunk in zip(decoded, chunks, strict=True):
-                await copy_out(chunk, items[i][1])
+                        if buffer is not None:
+                            stored.append((data, label, projection))
+                        else:
+                            job = (data, label, out, projection, fields, direct)
+                            if not codec.try_submit(decode, job, nbytes):
+                                await codec.submit(decode, job, nbytes)
+                            tracker.advance(len(data))
+                    elif data is None:
+                        if load is not None:
+                            open_loads.discard(i)
+                            _publish(pipeline, cache, ident, load, None, generation)
+                        await copy_out(None, projection)
+                    else:
+                        decoded.append((i, data, label))
+                # One decode per inner chunk others wait for (or the cache keeps), copied from.
+                chunks = await asyncio.gather(
+                    *(codec.run(decode_shared, data, label, weight=nbytes) for _, data, label in decoded)
+                )
+                for (i, _, _), chunk in zip(decoded, chunks, strict=True):
+                    open_loads.discard(i)
+                    _publish(pipeline, cache, items[i][2], items[i][3], chunk, generation)
+                for (i, _, _), chunk in zip(decoded, chunks, strict=True):
+                    await copy_out(chunk, items[i][1])
+                if buffer is not None:
+                    jobs = [stored[i : i + per_job] for i in range(0, len(stored), per_job)]
+                    await asyncio.gather(
+                        *(codec.run(decode_many, job, weight=len(job) * nbytes) for job in jobs)
+                    )
+                    BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
+                    tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
         except BaseException as exc:
             fail(exc)
             raise
-        if buffer is not None:
-            jobs = [stored[i : i + per_job] for i in range(0, len(stored), per_job)]
-            await asyncio.gather(*(codec.run(decode_many, job, weight=len(job) * nbytes) for job in jobs))
-            BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
-            tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
 
     async def follow(key: str, shard: tuple[int, ...], item: _Led) -> None:
         """Wait for an inner chunk another read is fetching; lead it if that read was cancelled."""
@@ -220,10 +223,11 @@ async def read_sharded(
         # From the first join on, nothing is awaited before `lead` (or the failure path) owns the loads.
         leads: list[_Led] = []
         follows: list[_Led] = []
-        for (local, projection), ident, entry in zip(members, idents, entries, strict=True):
-            if entry is None:
-                load, leader = SHARED_READS.join(ident)
-                (leads if leader else follows).append((local, projection, ident, load))
+        missing = [i for i, entry in enumerate(entries) if entry is None]
+        joined = SHARED_READS.join_many([idents[i] for i in missing])
+        for i, (load, leader) in zip(missing, joined, strict=True):
+            local, projection = members[i]
+            (leads if leader else follows).append((local, projection, idents[i], load))
         waiting = [asyncio.ensure_future(follow(key, shard, item)) for item in follows]
         try:
             if leads:
@@ -243,6 +247,20 @@ async def read_sharded(
         except BaseException:
             await codec.abandon()  # no codec thread may write into `out` once we return
             raise
+
+
+def _alone(items: list[_Led], parts: Parts | None) -> set[int]:
+    """Which of ``items`` (by place) have arrived and are wanted by no other read (`SharedReads.alone`)."""
+    if parts is None:
+        return set()
+    places: list[int] = []
+    led: list[tuple[tuple[StoreSpec, str], Load]] = []
+    for i, (_, _, ident, load) in enumerate(items):
+        if ident is not None and load is not None and parts[i] is not None:
+            places.append(i)
+            led.append((ident, load))
+    flags = SHARED_READS.alone_many(led)
+    return {i for i, flag in zip(places, flags, strict=True) if flag}
 
 
 def _publish(
@@ -303,7 +321,7 @@ async def write_sharded(
         for local, p in members:
             # An inner chunk covered whole is encoded from the values alone: its stored bytes are not decoded.
             stored = None if old is None or (p.is_complete_chunk and fields is None) else old[local]
-            items.append((local, shards.label(key, shard, local), p, stored))
+            items.append((local, shards.label(key, p.chunk_coords), p, stored))
         jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
         results = await asyncio.gather(*(codec.run(encode, job, weight=len(job) * nbytes) for job in jobs))
         parts: list[bytes | memoryview | None] = [None] * shards.count if old is None else list(old)

@@ -152,16 +152,16 @@ class ShardedChunks:
         # an index for a few microseconds, and their generations hold files open: not cached.
         self._cached = self._versioned and store.supports_conditional_reads and not store.is_local
         self._strides = tuple(math.prod(self.chunks_per_shard[d + 1 :]) for d in range(len(shard_shape)))
+        self._geometry = tuple(zip(self.chunks_per_shard, self._strides, strict=True))
 
     # ---------------------------------------------------------------- geometry
     def locate(self, coords: Sequence[int]) -> tuple[tuple[int, ...], int]:
         """The shard holding inner chunk ``coords`` (inner grid) and its number there (C order)."""
         local = 0
         shard = []
-        for c, n, stride in zip(coords, self.chunks_per_shard, self._strides, strict=True):
-            q, r = divmod(c, n)
-            shard.append(q)
-            local += r * stride
+        for c, (n, stride) in zip(coords, self._geometry, strict=True):  # per inner chunk read
+            shard.append(c // n)
+            local += c % n * stride
         return tuple(shard), local
 
     def inner_coords(self, shard: Sequence[int], local: int) -> tuple[int, ...]:
@@ -329,9 +329,11 @@ class ShardedChunks:
         view = memoryview(body)
         return [_cut(view, index.range_of(i)) for i in range(self.count)]
 
-    def label(self, key: str, shard: Sequence[int], local: int) -> str:
-        """How an inner chunk is named in errors: the shard's key and the inner chunk's place."""
-        return f"{key} (inner chunk {self.inner_coords(shard, local)})"
+    @staticmethod
+    def label(key: str, coords: tuple[int, ...]) -> str:
+        """How an inner chunk is named in errors: the shard's key and the inner chunk's
+        coordinates in the inner grid (a projection's ``chunk_coords``, `inner_coords`)."""
+        return f"{key} (inner chunk {coords})"
 
     # ---------------------------------------------------------------- writes
     async def put(self, key: str, shard: bytes | None) -> None:

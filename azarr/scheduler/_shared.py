@@ -80,19 +80,31 @@ class JoinAgain(Exception):
 
 
 class Load:
-    """A fetch and decode of one chunk that other readers (any loop, any thread) can wait for."""
+    """A fetch and decode of one chunk that other readers (any loop, any thread) can wait for.
+
+    ``future`` is made when the first follower joins (`SharedReads.join`, under the lock):
+    most loads have none (a whole-array read of a sharded array makes one per inner chunk),
+    and a ``concurrent.futures.Future`` with its condition and lock is ~10 µs of event-loop
+    time each.
+    """
 
     __slots__ = ("cacheable", "followers", "future")
 
     def __init__(self) -> None:
-        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        # RUNNING, so a follower's cancellation (asyncio.wrap_future cancels the concurrent
-        # future) cannot cancel the load the others wait for.
-        self.future.set_running_or_notify_cancel()
+        self.future: concurrent.futures.Future[Any] | None = None
         self.followers = 0
         # Cleared when a write or delete of the key overtakes the load: its result may
         # then be older than the store, and must not be cached.
         self.cacheable = True
+
+    def _follow(self) -> None:
+        """Count a follower in (caller holds the lock), making the future it waits on."""
+        if self.future is None:
+            self.future = concurrent.futures.Future()
+            # RUNNING, so a follower's cancellation (asyncio.wrap_future cancels the concurrent
+            # future) cannot cancel the load the others wait for.
+            self.future.set_running_or_notify_cancel()
+        self.followers += 1
 
 
 class SharedReads:
@@ -115,10 +127,26 @@ class SharedReads:
         with self._lock:
             load = self._loads.get(ident)
             if load is not None:
-                load.followers += 1
+                load._follow()
                 return load, False
             load = self._loads[ident] = Load()
             return load, True
+
+    def join_many(self, idents: list[tuple[StoreSpec, str]]) -> list[tuple[Load, bool]]:
+        """`join` for each of ``idents``, under one hold of the lock (the inner chunks of a
+        shard: thousands per read)."""
+        loads = self._loads
+        joined: list[tuple[Load, bool]] = []
+        with self._lock:
+            for ident in idents:
+                load = loads.get(ident)
+                if load is not None:
+                    load._follow()
+                    joined.append((load, False))
+                else:
+                    load = loads[ident] = Load()
+                    joined.append((load, True))
+        return joined
 
     async def wait(self, load: Load) -> Any:
         """A follower's wait for ``load``: its value, or its leader's error.
@@ -128,6 +156,7 @@ class SharedReads:
         JoinAgain
             The leader was cancelled: `join` again.
         """
+        assert load.future is not None  # made when this follower joined
         try:
             value = await asyncio.wrap_future(load.future)
         except BaseException:
@@ -161,6 +190,20 @@ class SharedReads:
                 del self._loads[ident]  # nobody waits, and nobody can join any more
             return True
 
+    def alone_many(self, led: list[tuple[tuple[StoreSpec, str], Load]]) -> list[bool]:
+        """`alone` for each ``(ident, load)`` of ``led``, under one hold of the lock."""
+        loads = self._loads
+        out: list[bool] = []
+        with self._lock:
+            for ident, load in led:
+                if load.followers:
+                    out.append(False)
+                    continue
+                if loads.get(ident) is load:
+                    del loads[ident]
+                out.append(True)
+        return out
+
     def publish(self, ident: tuple[StoreSpec, str], load: Load, value: Any) -> bool:
         """End ``load`` with ``value`` for its followers; True if it may be cached (no
         write overtook it)."""
@@ -168,7 +211,9 @@ class SharedReads:
             if self._loads.get(ident) is load:
                 del self._loads[ident]
             cacheable = load.cacheable
-        load.future.set_result(value)
+            future = load.future  # nobody can join once the load is out of the table
+        if future is not None:
+            future.set_result(value)
         return cacheable
 
     def fail(self, ident: tuple[StoreSpec, str], load: Load, exc: BaseException) -> None:
@@ -177,7 +222,9 @@ class SharedReads:
         with self._lock:
             if self._loads.get(ident) is load:
                 del self._loads[ident]
-        load.future.set_exception(exc if isinstance(exc, Exception) else JoinAgain())
+            future = load.future
+        if future is not None:
+            future.set_exception(exc if isinstance(exc, Exception) else JoinAgain())
 
     def forget(self, spec: StoreSpec, key: str | None = None, *, prefix: str | None = None) -> None:
         """A write or delete of ``key`` (or of every key under ``prefix``) finished: detach
