@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -652,3 +653,78 @@ async def test_shards_larger_in_all_than_the_byte_budget_are_written_and_read() 
     await asyncio.wait_for(a.set_basic_selection((slice(0, 80), slice(0, 3)), -5), 10)  # partial shards
     data[:, :3] = -5
     np.testing.assert_array_equal(await asyncio.wait_for(a.get_basic_selection(...), 10), data)
+
+
+async def test_whole_shard_buffers_stay_in_the_byte_budget_until_their_inner_chunks_are_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A shard received whole holds its buffer until its last inner chunk is decoded: the byte
+    # budget bounds the buffers alive however far the network runs ahead of the codec threads
+    # (released after the receive, 23 of the 24 shards' buffers were alive at once here).
+    from azarr.pipeline import _sharded
+    from azarr.scheduler import set_budget
+
+    store = ReceivingStore()
+    a = await make(store, shape=(40, 90), dtype="f8")  # 24 shards of 10 x 15 (1,200 bytes each)
+    data = values((40, 90)).astype("f8")
+    await a.set_basic_selection(..., data)
+    set_budget(store, max_bytes=2 * 10 * 15 * 8)  # two shards' decoded size
+    alive: set[int] = set()
+    peak = 0
+    acquire, release = _sharded.BODY_BUFFERS.acquire, _sharded.BODY_BUFFERS.release
+
+    def counting_acquire(nbytes: int, at_least: int = 0) -> memoryview:
+        nonlocal peak
+        view = acquire(nbytes, at_least)
+        alive.add(id(view.obj))
+        peak = max(peak, len(alive))
+        return view
+
+    def counting_release(view: memoryview) -> None:
+        alive.discard(id(view.obj))  # (views of inner chunks are handed back too, and ignored)
+        release(view)
+
+    monkeypatch.setattr(_sharded.BODY_BUFFERS, "acquire", counting_acquire)
+    monkeypatch.setattr(_sharded.BODY_BUFFERS, "release", counting_release)
+    # Decoding far slower than receiving: every inner chunk through the general path, slowly.
+    from azarr.codecs import ChunkCodec
+    from azarr.pipeline._chunks import ChunkPipeline
+
+    decode_into = ChunkPipeline._decode_into
+
+    def slow_decode_into(self: Any, *args: Any) -> None:
+        time.sleep(0.001)
+        decode_into(self, *args)
+
+    monkeypatch.setattr(ChunkCodec, "scratch_decoder", lambda self: None)
+    monkeypatch.setattr(ChunkPipeline, "_decode_into", slow_decode_into)
+    with azarr.config.set(codec_threads=1):
+        got = await a.get_basic_selection(...)
+    np.testing.assert_array_equal(got, data)
+    assert not alive
+    assert peak == 2
+
+
+@pytest.mark.parametrize("damage", ["corrupt frame", "declared size"])
+async def test_a_damaged_inner_chunk_of_a_pooled_whole_shard_names_the_shard_and_the_inner_chunk(
+    damage: str,
+) -> None:
+    # Whole shards from remote stores are decoded through ChunkCodec.scratch_decoder, which
+    # hands anything it cannot decode to the general path to say what is wrong.
+    from azarr.errors import CodecError
+
+    store = ReceivingStore()
+    a = await make(store, shape=(20, 30), dtype="f4", chunks=(10, 10), shards=(20, 30))
+    await a.set_basic_selection(..., values((20, 30)).astype("f4") + 0.5)
+    shard = bytearray(await store.get("c/0/0") or b"")
+    index = np.frombuffer(bytes(shard[-(6 * 16 + 4) : -4]), dtype="<u8").reshape(-1, 2)
+    offset, nbytes = (int(v) for v in index[4])  # inner chunk (1, 1)
+    if damage == "corrupt frame":
+        shard[offset + nbytes // 2 : offset + nbytes] = bytes(nbytes - nbytes // 2)
+    else:
+        shard[offset + 5] ^= (
+            0x01  # the frame's content size (one byte after the 4-byte magic and the descriptor)
+        )
+    await store.set("c/0/0", bytes(shard))
+    with pytest.raises(CodecError, match=r"c/0/0 \(inner chunk \(1, 1\)\)"):
+        await a.get_basic_selection(...)

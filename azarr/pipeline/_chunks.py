@@ -622,6 +622,26 @@ class ChunkPipeline:
         if type(data) is memoryview:
             BODY_BUFFERS.release(data)
 
+    def _decode_many_into(
+        self,
+        items: Sequence[tuple[bytes | memoryview, str, ChunkProjection]],
+        out: np.ndarray[Any, Any],
+        fields: Fields,
+        direct: bool,
+    ) -> None:
+        """`_decode_into` for each ``(data, key, projection)`` of ``items`` (runs in the codec
+        pool): a shard's inner chunks, scattered through `ChunkCodec.scratch_decoder` where no
+        region of ``out`` takes a chunk whole, else one by one."""
+        fast = None if direct or fields is not None else self.codec.scratch_decoder()
+        for data, key, projection in items:
+            chunk = None if fast is None else fast(data)
+            if chunk is None:
+                self._decode_into(data, key, out, projection, fields, direct)
+                continue
+            out[projection.out_selection] = chunk[projection.chunk_selection]
+            if type(data) is memoryview:
+                BODY_BUFFERS.release(data)
+
     def _direct_region(
         self, out: np.ndarray[Any, Any], projection: ChunkProjection
     ) -> np.ndarray[Any, Any] | None:

@@ -117,8 +117,7 @@ async def read_sharded(
     acquire = functools.partial(BODY_BUFFERS.acquire, at_least=shards.count * nbytes) if pooled else None
 
     def decode_many(items: list[tuple[memoryview, str, ChunkProjection]]) -> None:
-        for data, label, projection in items:  # in the codec pool
-            decode(data, label, out, projection, fields, direct)
+        pipeline._decode_many_into(items, out, fields, direct)  # in the codec pool
 
     async def copy_out(chunk: np.ndarray[Any, Any] | None, projection: ChunkProjection) -> None:
         """One inner chunk shared with other reads (or cached) into ``out``."""
