@@ -114,3 +114,22 @@ def test_spec_round_trips_options() -> None:
     assert spec.constructor_params() == {"transport": "s3fs"}
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert StoreSpec.from_url("s3://b/p", storage_options={"anon": True}).driver == "s3"
+
+
+def test_a_spec_pickled_to_another_process_hashes_as_that_process_makes_it() -> None:
+    # A spec keeps its hash once computed; string hashes differ between processes, so the
+    # cached value must not travel with a pickled spec.
+    import subprocess
+
+    spec = StoreSpec.create("s3", "b/p", {"key": "k", "endpoint_url": "http://h"})
+    hash(spec)
+    code = (
+        "import pickle, sys; from azarr.storage import StoreSpec; "
+        "got = pickle.loads(sys.stdin.buffer.read()); "
+        "made = StoreSpec.create('s3', 'b/p', {'endpoint_url': 'http://h', 'key': 'k'}); "
+        "print(hash(got) == hash(made) and {made: 1}.get(got) == 1)"
+    )
+    answer = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(spec), capture_output=True, check=True
+    )
+    assert answer.stdout.strip() == b"True"

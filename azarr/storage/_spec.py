@@ -179,6 +179,20 @@ class StoreSpec:
         """The live store for this spec (shared while anyone holds it; see `open_store`)."""
         return open_store(self, read_only=read_only)
 
+    def __hash__(self) -> int:
+        # Computed once (the frozen options are tuples, hashed anew each time): specs key
+        # every process-wide table, one lookup per inner chunk of a sharded read.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.driver, self.root, self.options, self.params))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)  # string hashes differ between processes
+        return state
+
     def __repr__(self) -> str:
         parts = [f"driver={self.driver!r}", f"root={redact_url(self.root)!r}"]
         if self.options:
