@@ -151,8 +151,8 @@ class ShardedChunks:
         # Indexes are cached where reads can be pinned to their generation. Local stores read
         # an index for a few microseconds, and their generations hold files open: not cached.
         self._cached = self._versioned and store.supports_conditional_reads and not store.is_local
-        self._strides = tuple(math.prod(self.chunks_per_shard[d + 1 :]) for d in range(len(shard_shape)))
-        self._geometry = tuple(zip(self.chunks_per_shard, self._strides, strict=True))
+        strides = (math.prod(self.chunks_per_shard[d + 1 :]) for d in range(len(shard_shape)))
+        self._geometry = tuple(zip(self.chunks_per_shard, strides, strict=True))  # (count, stride) per axis
 
     # ---------------------------------------------------------------- geometry
     def locate(self, coords: Sequence[int]) -> tuple[tuple[int, ...], int]:
@@ -163,14 +163,6 @@ class ShardedChunks:
             shard.append(c // n)
             local += c % n * stride
         return tuple(shard), local
-
-    def inner_coords(self, shard: Sequence[int], local: int) -> tuple[int, ...]:
-        """The inner grid coordinates of inner chunk ``local`` of ``shard``."""
-        coords = []
-        for s, n, stride in zip(shard, self.chunks_per_shard, self._strides, strict=True):
-            q, local = divmod(local, stride)
-            coords.append(s * n + q)
-        return tuple(coords)
 
     def inner_in_array(self, shard: Sequence[int]) -> int:
         """How many of the shard's inner chunks lie (at least in part) inside the array."""
@@ -332,7 +324,7 @@ class ShardedChunks:
     @staticmethod
     def label(key: str, coords: tuple[int, ...]) -> str:
         """How an inner chunk is named in errors: the shard's key and the inner chunk's
-        coordinates in the inner grid (a projection's ``chunk_coords``, `inner_coords`)."""
+        coordinates in the inner grid (a projection's ``chunk_coords``)."""
         return f"{key} (inner chunk {coords})"
 
     # ---------------------------------------------------------------- writes
