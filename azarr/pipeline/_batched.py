@@ -59,6 +59,11 @@ _PARALLEL_MIN_CHUNK_BYTES = 32 << 10
 #: Share of a job's time in the store's calls from which jobs of small chunks run on every
 #: codec thread too (see _JobGate).
 _STORE_BOUND_SHARE = 0.8
+#: Files a job asks the store to read ahead of the one it reads (`Store.read_ahead_blocking`),
+#: at most, and their decoded bytes at most: deep enough to keep the disk busy from one
+#: thread (10,000 cold 1.6 KB files: 32 ahead 0.33-0.63 s, 128 ahead 0.25-0.26 s, none 1.1-1.9 s).
+_AHEAD_FILES = 128
+_AHEAD_BYTES = 32 << 20
 #: Chunks at least this large (bytes, decoded) reserve their size in the store's
 #: bytes-in-flight budget while they are fetched, decoded or stored (here and in
 #: `azarr.pipeline._chunks`); smaller ones cannot add up to much under the request limit.
@@ -249,10 +254,21 @@ def _read_job(
     nbytes = 0
     with pipeline.io.blocking_batch() as store:
         get = store.get
-        for projection in job:
+        keys = [chunk_key(projection.chunk_coords) for projection in job]
+        # Files the store reads ahead (local files): a window ahead of the chunk being read,
+        # topped up by half a window at a time, so the disk has many reads at once.
+        window = 0
+        if pipeline.io.store.reads_ahead and len(keys) > 1:
+            window = max(2, min(_AHEAD_FILES, _AHEAD_BYTES // max(codec.nbytes, 1)))
+        ahead = 0
+        for i, projection in enumerate(job):
             if stop.stopped:
                 break
-            key = chunk_key(projection.chunk_coords)
+            if window and i >= ahead - window // 2 and ahead < len(keys):
+                upto = min(len(keys), i + window)
+                store.read_ahead(keys[ahead:upto])
+                ahead = upto
+            key = keys[i]
             if raw and projection.is_complete_chunk:
                 rows = raw_rows(out, projection, codec.chunks, codec.order)
                 if rows is not None:

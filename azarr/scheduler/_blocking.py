@@ -32,7 +32,7 @@ class BlockingBatch:
     `StoreIO.get_blocking`: the job holds one slot for all its calls.
     """
 
-    __slots__ = ("_get", "_io", "_latencies", "_read", "_written")
+    __slots__ = ("_ahead", "_get", "_io", "_latencies", "_read", "_written")
 
     def __init__(self, io: StoreIO) -> None:
         self._io = io
@@ -40,6 +40,7 @@ class BlockingBatch:
         self._latencies: list[float] = []
         self._read = 0
         self._written = 0
+        self._ahead = False
 
     def __enter__(self) -> BlockingBatch:
         return self
@@ -74,6 +75,12 @@ class BlockingBatch:
             self._read += nbytes
         return found
 
+    def read_ahead(self, keys: Sequence[str]) -> None:
+        """``store.read_ahead_blocking(keys)``, timed as the store's time (opening files cold
+        waits on the disk); what it started and the job did not read ends with the batch."""
+        self._ahead = True
+        self._timed(self._io.store.read_ahead_blocking, keys)
+
     def set(self, key: str, value: bytes | memoryview) -> None:
         """``store.set_blocking(key, value)``, timed (``value`` as `Store.set_blocking`)."""
         try:
@@ -90,7 +97,11 @@ class BlockingBatch:
             SHARED_READS.forget(self._io.store.budget_key, key)
 
     def close(self) -> None:
-        """Record the batch's successful calls in the store's stats (once; later calls add nothing)."""
+        """Record the batch's successful calls in the store's stats (once; later calls add
+        nothing), and end its reads ahead (`Store.end_read_ahead_blocking`)."""
+        if self._ahead:
+            self._ahead = False
+            self._io.store.end_read_ahead_blocking()
         latencies, self._latencies = self._latencies, []
         read, written, self._read, self._written = self._read, self._written, 0, 0
         self._io.stats.record_many(latencies, read=read, written=written)

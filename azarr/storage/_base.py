@@ -200,6 +200,11 @@ class Store(ABC):
     #: a caller nothing over `get_blocking`. A subclass overriding ``_get`` or
     #: ``_get_blocking`` loses it unless it declares it again.
     reads_into_buffers: ClassVar[bool] = False
+    #: True when `read_ahead_blocking` starts fetching values before they are read (a file
+    #: store opens the files and asks the kernel to read them, ``posix_fadvise``
+    #: ``WILLNEED``); otherwise it does nothing and callers need not call it. A subclass
+    #: overriding ``_get`` or ``_get_blocking`` loses it unless it declares it again.
+    reads_ahead: ClassVar[bool] = False
     #: The chunk-key separator (``"."`` or ``"/"``) of arrays created in this store
     #: without ``dimension_separator=``: zarr-python 2's store option of that name
     #: (``key_separator`` of its ``FSStore``). None means ``"."``.
@@ -220,6 +225,10 @@ class Store(ABC):
             name in cls.__dict__ for name in ("_get", "_get_blocking")
         ):
             cls.reads_into_buffers = False
+        if "reads_ahead" not in cls.__dict__ and any(
+            name in cls.__dict__ for name in ("_get", "_get_blocking")
+        ):
+            cls.reads_ahead = False
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -602,6 +611,43 @@ class Store(ABC):
         validate_key(key)
         return self._readinto_blocking(key, buffers, nbytes)
 
+    def read_ahead_blocking(self, keys: Sequence[str]) -> None:
+        """Start fetching the values at ``keys``, which this thread reads next.
+
+        A hint for a thread that reads many values one after another (the chunk pipeline's
+        batched jobs): a file store opens the files and asks the kernel to read them in the
+        background (``posix_fadvise`` ``WILLNEED``), so a thread that reads them one at a
+        time keeps many reads in flight on the device. The next `get_blocking` or
+        `readinto_blocking` of such a key in the same thread reads the file opened here,
+        and `end_read_ahead_blocking` closes those that were not read. Stores that do not
+        declare `reads_ahead` do nothing. TensorStore's file driver gets the same depth
+        from its many I/O threads (``file_io_concurrency``).
+
+        Parameters
+        ----------
+        keys : sequence of str
+            Store keys (validated); missing ones are skipped (their read says so).
+
+        Raises
+        ------
+        NotImplementedError
+            The store does not declare `supports_blocking_io`.
+        InvalidKeyError
+            A key is not a valid store key.
+        """
+        if not self.reads_ahead or not keys:
+            return
+        self._check_blocking(keys[0])
+        for key in keys:
+            validate_key(key)
+        self._read_ahead_blocking(keys)
+
+    def end_read_ahead_blocking(self) -> None:
+        """Forget what `read_ahead_blocking` started in this thread and was not read (a file
+        store closes the files it opened). Safe to call when nothing was started."""
+        if self.reads_ahead:
+            self._end_read_ahead_blocking()
+
     def set_blocking(self, key: str, value: bytes | memoryview) -> None:
         """`set` (unconditional) without the event loop, for a worker thread.
 
@@ -655,6 +701,12 @@ class Store(ABC):
 
     def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
         raise NotImplementedError
+
+    def _read_ahead_blocking(self, keys: Sequence[str]) -> None:  # noqa: B027 - optional hook (reads_ahead)
+        """Start fetching ``keys`` (stores that declare `reads_ahead` implement it)."""
+
+    def _end_read_ahead_blocking(self) -> None:  # noqa: B027 - optional hook (reads_ahead)
+        """Drop what `_read_ahead_blocking` started in this thread and was not read."""
 
     def _readinto_blocking(self, key: str, buffers: Sequence[Any], nbytes: int) -> bool | None:
         """`_get_blocking`, then the bytes copied into ``buffers`` (stores that read in place override it)."""

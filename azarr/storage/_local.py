@@ -12,6 +12,7 @@ import secrets
 import shutil
 import stat as stat_module
 import sys
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -162,6 +163,8 @@ class LocalStore(Store):
     _set_blocking_takes_buffers = True
     # _readinto_blocking reads files straight into the caller's buffers (preadv).
     reads_into_buffers = hasattr(os, "preadv")
+    # _read_ahead_blocking opens files and starts the kernel reading them (posix_fadvise).
+    reads_ahead = hasattr(os, "posix_fadvise")
 
     def __init__(
         self,
@@ -189,6 +192,8 @@ class LocalStore(Store):
         # Whether the last file the read hot path read was small (_read_whole's ``small``).
         # Shared by threads without a lock: a stale value only costs one fstat or one copy.
         self._small_files = False
+        # Per thread: files _read_ahead_blocking opened, by path, for that thread's next reads.
+        self._ahead = threading.local()
 
     @property
     def url(self) -> str:
@@ -528,7 +533,9 @@ class LocalStore(Store):
             if byte_range is None and self._prefix is not None and not self.confine_reads:
                 # The chunk-read hot path: a string path (pathlib costs more than the read).
                 file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
-                data = _read_whole(file, small=self._small_files)
+                opened = getattr(self._ahead, "fds", None)
+                fd = opened.pop(file, None) if opened else None
+                data = _read_whole(file, small=self._small_files, fd=fd)
                 self._small_files = data is not None and len(data) < _SMALL_FILE
                 return data
             path = self._path(key)
@@ -542,10 +549,56 @@ class LocalStore(Store):
         if self._prefix is None or self.confine_reads or not self.reads_into_buffers:
             return super()._readinto_blocking(key, buffers, nbytes)
         file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
+        opened = getattr(self._ahead, "fds", None)
+        fd = opened.pop(file, None) if opened else None
         try:
-            return _readinto_whole(file, buffers, nbytes)
+            return _readinto_whole(file, buffers, nbytes, fd=fd)
         except OSError as exc:
             raise self._error(exc, "get", key) from exc
+
+    def _read_ahead_blocking(self, keys: Sequence[str]) -> None:
+        """Open the files of ``keys`` and ask the kernel to read them in (``WILLNEED``).
+
+        On a cold page cache a chunk file's read waits on the disk (~100-150 µs for a 1.6 KB
+        file on this project's VM) while its open is cheap (the kernel reads inodes ahead);
+        a thread that hints its next files keeps dozens of reads in flight instead of one
+        (10,000 such files, one thread: 0.25-0.6 s with the hint against 1.1-1.9 s without).
+        The descriptors stay open, per thread, for that thread's next `_get_blocking` or
+        `_readinto_blocking` of the key (an open again would cost ~5 µs a file warm); at most
+        ``_AHEAD_MAX`` at once. Only the plain hot path reads ahead (no ``confine_reads``,
+        no subclass paths). A file replaced in between is read as it was when opened, as a
+        read that had started then would have.
+        """
+        if self._prefix is None or self.confine_reads:
+            return
+        opened: dict[str, int] | None = getattr(self._ahead, "fds", None)
+        if opened is None:
+            opened = self._ahead.fds = {}
+        advise, willneed = os.posix_fadvise, os.POSIX_FADV_WILLNEED
+        for key in keys:
+            if len(opened) >= _AHEAD_MAX:
+                return
+            file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
+            if file in opened:
+                continue
+            try:
+                fd = os.open(file, _O_RDONLY)
+            except OSError:
+                continue  # missing (a fill-value chunk) or unreadable: the read itself says so
+            try:
+                advise(fd, 0, 0, willneed)
+            except OSError:
+                pass  # a directory, or a file system without readahead: still a valid descriptor
+            opened[file] = fd
+
+    def _end_read_ahead_blocking(self) -> None:
+        opened: dict[str, int] | None = getattr(self._ahead, "fds", None)
+        if not opened:
+            return
+        self._ahead.fds = {}
+        for fd in opened.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _set_blocking(self, key: str, value: bytes | memoryview) -> None:
         try:
@@ -708,6 +761,9 @@ class LocalStore(Store):
 _CONFINED_DIRS_MAX = 1 << 16
 
 
+#: Files one thread holds open at most for its reads ahead (`LocalStore._read_ahead_blocking`).
+_AHEAD_MAX = 256
+
 #: Files below this size count as small for `_read_whole` (bytes).
 _SMALL_FILE = 64 * 1024
 _O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
@@ -728,7 +784,7 @@ def _read_range(f: Any, byte_range: ByteRange) -> bytes:
     return part
 
 
-def _read_whole(path: str, *, small: bool = False) -> bytes | None:
+def _read_whole(path: str, *, small: bool = False, fd: int | None = None) -> bytes | None:
     """The whole file at ``path``; None if missing, a directory, or below a file.
 
     ``os.open`` + ``fstat`` + ``os.read``: half the time of ``open(path, "rb").read()``
@@ -737,11 +793,13 @@ def _read_whole(path: str, *, small: bool = False) -> bytes | None:
     caller's previous file was under ``_SMALL_FILE``), one ``os.read`` of up to
     ``_SMALL_FILE`` bytes comes first, with no ``fstat``: 2.7 against 3.6 µs per
     1,600-byte file; a file that turns out larger is read on and joined (one copy).
+    ``fd``: the file, already open (a read ahead); closed here either way.
     """
-    try:
-        fd = os.open(path, _O_RDONLY)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
+    if fd is None:
+        try:
+            fd = os.open(path, _O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
     try:
         head = b""
         if small:
@@ -762,18 +820,20 @@ def _read_whole(path: str, *, small: bool = False) -> bytes | None:
         os.close(fd)
 
 
-def _readinto_whole(path: str, buffers: Sequence[Any], nbytes: int) -> bool | None:
+def _readinto_whole(path: str, buffers: Sequence[Any], nbytes: int, fd: int | None = None) -> bool | None:
     """The file at ``path`` read into ``buffers`` (``nbytes`` together) with ``preadv``, no
     intermediate copy: True when its size is exactly ``nbytes``, False when not, None when
     missing.
 
     One more byte than the buffers hold is asked for, so a longer file shows in the same
     call, and a short read means a shorter one. At most ``_IOV_MAX`` buffers go per call.
+    ``fd``: the file, already open (a read ahead); closed here either way.
     """
-    try:
-        fd = os.open(path, _O_RDONLY)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
+    if fd is None:
+        try:
+            fd = os.open(path, _O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
     try:
         step, start, offset = max(1, _IOV_MAX - 1), 0, 0
         while len(buffers) - start > step:  # more rows than one call takes (rare)
