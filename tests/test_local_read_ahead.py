@@ -130,3 +130,25 @@ async def test_batched_reads_leave_no_descriptor_open(
     np.testing.assert_array_equal(await arr.getitem((slice(3, 37), slice(5, 55))), values[3:37, 5:55])
     assert _open_fds() == before
     assert "1.1" in advised  # the jobs did read ahead
+
+
+def test_read_ahead_holds_at_most_its_descriptor_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azarr.storage import _local
+
+    budget = _local._DescriptorBudget()
+    budget.free = 3
+    monkeypatch.setattr(_local, "_AHEAD_BUDGET", budget)
+    store = LocalStore(tmp_path)
+    for i in range(6):
+        store.set_blocking(f"k{i}", b"v%d" % i)
+    before = _open_fds()
+    store.read_ahead_blocking([f"k{i}" for i in range(6)])
+    assert _open_fds() == before + 3 and budget.free == 0
+    assert store.get_blocking("k0") == b"v0"  # one consumed: back to the budget at the next call
+    store.read_ahead_blocking(["k3", "k4"])
+    assert _open_fds() == before + 3 and budget.free == 0
+    assert [store.get_blocking(f"k{i}") for i in range(6)] == [b"v%d" % i for i in range(6)]
+    store.end_read_ahead_blocking()
+    assert _open_fds() == before and budget.free == 3

@@ -571,31 +571,44 @@ class LocalStore(Store):
         """
         if self._prefix is None or self.confine_reads:
             return
-        opened: dict[str, int] | None = getattr(self._ahead, "fds", None)
+        ahead = self._ahead
+        opened: dict[str, int] | None = getattr(ahead, "fds", None)
         if opened is None:
-            opened = self._ahead.fds = {}
-        advise, willneed = os.posix_fadvise, os.POSIX_FADV_WILLNEED
-        for key in keys:
-            if len(opened) >= _AHEAD_MAX:
-                return
-            file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
-            if file in opened:
-                continue
-            try:
-                fd = os.open(file, _O_RDONLY)
-            except OSError:
-                continue  # missing (a fill-value chunk) or unreadable: the read itself says so
-            try:
-                advise(fd, 0, 0, willneed)
-            except OSError:
-                pass  # a directory, or a file system without readahead: still a valid descriptor
-            opened[file] = fd
+            opened = ahead.fds = {}
+            ahead.held = 0
+        # Descriptors this thread's reads consumed since its last call go back to the budget.
+        _AHEAD_BUDGET.give(ahead.held - len(opened))
+        ahead.held = len(opened)
+        granted = _AHEAD_BUDGET.take(min(len(keys), _AHEAD_MAX - len(opened)))
+        advise, willneed, done = os.posix_fadvise, os.POSIX_FADV_WILLNEED, 0
+        try:
+            for key in keys:
+                if done == granted:
+                    break
+                file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
+                if file in opened:
+                    continue
+                try:
+                    fd = os.open(file, _O_RDONLY)
+                except OSError:
+                    continue  # missing (a fill-value chunk) or unreadable: the read itself says so
+                opened[file] = fd
+                done += 1
+                try:
+                    advise(fd, 0, 0, willneed)
+                except OSError:
+                    pass  # a directory, or a file system without readahead: still a valid descriptor
+        finally:
+            _AHEAD_BUDGET.give(granted - done)
+            ahead.held += done
 
     def _end_read_ahead_blocking(self) -> None:
-        opened: dict[str, int] | None = getattr(self._ahead, "fds", None)
-        if not opened:
+        ahead = self._ahead
+        opened: dict[str, int] | None = getattr(ahead, "fds", None)
+        if opened is None:
             return
-        self._ahead.fds = {}
+        _AHEAD_BUDGET.give(ahead.held)
+        ahead.fds, ahead.held = {}, 0
         for fd in opened.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -763,6 +776,42 @@ _CONFINED_DIRS_MAX = 1 << 16
 
 #: Files one thread holds open at most for its reads ahead (`LocalStore._read_ahead_blocking`).
 _AHEAD_MAX = 256
+
+
+class _DescriptorBudget:
+    """Descriptors the reads ahead of all threads and stores may hold at once: a quarter
+    of the process's limit (``RLIMIT_NOFILE``, often 1,024), at most 4,096, so reading
+    ahead never leaves the reads themselves, or sockets, without a descriptor."""
+
+    def __init__(self) -> None:
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+            soft = 1024
+        if soft < 0:  # RLIM_INFINITY
+            soft = 1 << 20
+        self.free = max(0, min(4096, soft // 4))
+        self._lock = threading.Lock()
+
+    def take(self, wanted: int) -> int:
+        """Up to ``wanted`` descriptors (as many as are free)."""
+        if wanted <= 0:
+            return 0
+        with self._lock:
+            granted = min(wanted, self.free)
+            self.free -= granted
+            return granted
+
+    def give(self, count: int) -> None:
+        """``count`` descriptors back."""
+        if count > 0:
+            with self._lock:
+                self.free += count
+
+
+_AHEAD_BUDGET = _DescriptorBudget()
 
 #: Files below this size count as small for `_read_whole` (bytes).
 _SMALL_FILE = 64 * 1024
