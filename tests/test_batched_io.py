@@ -406,9 +406,9 @@ async def test_uncompressed_chunks_are_read_into_the_output_in_place(
     read_into: list[str] = []
     original = _local._readinto_whole
 
-    def counting(path: str, buffers: Any, nbytes: int) -> bool | None:
+    def counting(path: str, buffers: Any, nbytes: int, fd: int | None = None) -> bool | None:
         read_into.append(path)
-        return original(path, buffers, nbytes)
+        return original(path, buffers, nbytes, fd)
 
     monkeypatch.setattr(_local, "_readinto_whole", counting)
     # Rows of 1,024 elements in the chunk's stored order: along the last axis for C, the first for F.

@@ -79,20 +79,23 @@ class StopFlag:
         self.stopped = False  # a plain bool: GIL-atomic
 
 
-def chunks_per_job(nchunks: int, chunk_nbytes: int) -> int:
-    """Chunks per job: ``_JOBS_PER_THREAD`` jobs per codec thread, at most ``_MAX_JOB_BYTES``
+def chunks_per_job(nchunks: int, chunk_nbytes: int, max_job_bytes: int = _MAX_JOB_BYTES) -> int:
+    """Chunks per job: ``_JOBS_PER_THREAD`` jobs per codec thread, at most ``max_job_bytes``
     of decoded chunks each, at least one chunk."""
     threads = max(1, int(config.get("codec_threads")))
     per_job = -(-nchunks // (threads * _JOBS_PER_THREAD))
-    return max(1, min(per_job, _MAX_JOB_BYTES // max(chunk_nbytes, 1)))
+    return max(1, min(per_job, max_job_bytes // max(chunk_nbytes, 1)))
 
 
 def iter_jobs(
-    projections: Iterable[ChunkProjection], nchunks: int, chunk_nbytes: int
+    projections: Iterable[ChunkProjection],
+    nchunks: int,
+    chunk_nbytes: int,
+    max_job_bytes: int = _MAX_JOB_BYTES,
 ) -> Iterator[list[ChunkProjection]]:
     """``projections`` cut into consecutive jobs (`chunks_per_job`), drawn lazily: a
     read of millions of chunks never holds all their projections at once."""
-    per_job, source = chunks_per_job(nchunks, chunk_nbytes), iter(projections)
+    per_job, source = chunks_per_job(nchunks, chunk_nbytes, max_job_bytes), iter(projections)
     while job := list(itertools.islice(source, per_job)):
         yield job
 
@@ -229,7 +232,12 @@ async def read_batched(
         await gate.finished(result)
         tracker.advance_many(len(job), result.nbytes)
 
-    jobs = iter_jobs(projections, nchunks, pipeline.codec.nbytes)
+    # A store that reads ahead does so within a job (its descriptors are the thread's): jobs
+    # of large chunks as long as the read-ahead window keep the disk busy while they decode
+    # (256 MiB of 1 MiB Blosc chunks, cold: 8 jobs of 32 chunks 0.35 s, 64 jobs of 4 0.48 s).
+    # Still one chunk alive a job at a time; only the page cache holds the files ahead.
+    max_job_bytes = max(_MAX_JOB_BYTES, _AHEAD_BYTES) if pipeline.io.store.reads_ahead else _MAX_JOB_BYTES
+    jobs = iter_jobs(projections, nchunks, pipeline.codec.nbytes, max_job_bytes)
     await bounded_map(run, jobs, gate.io_threads)
 
 
