@@ -137,6 +137,11 @@ class LocalStore(Store):
     Notes
     -----
     * File I/O runs in worker threads (``asyncio.to_thread``), never on the event loop.
+    * The chunk pipeline's batched jobs read ahead (`read_ahead_blocking`): the files of
+      the next chunks are opened and handed to the kernel's readahead (``posix_fadvise``
+      ``WILLNEED``) before they are read, within a budget of descriptors (a quarter of
+      ``RLIMIT_NOFILE``, at most 4,096). Not with ``confine_reads`` (its checked path
+      opens each file when it reads it).
     * Writes are atomic: the value goes to a temporary file in the target's directory,
       which then replaces the target with ``os.replace``. Readers see the old or the
       new value, never part of one, and a crashed process never leaves a torn value.
