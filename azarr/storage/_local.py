@@ -538,9 +538,7 @@ class LocalStore(Store):
             if byte_range is None and self._prefix is not None and not self.confine_reads:
                 # The chunk-read hot path: a string path (pathlib costs more than the read).
                 file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
-                opened = getattr(self._ahead, "fds", None)
-                fd = opened.pop(file, None) if opened else None
-                data = _read_whole(file, small=self._small_files, fd=fd)
+                data = _read_whole(file, small=self._small_files, fd=self._take_ahead(file))
                 self._small_files = data is not None and len(data) < _SMALL_FILE
                 return data
             path = self._path(key)
@@ -554,10 +552,8 @@ class LocalStore(Store):
         if self._prefix is None or self.confine_reads or not self.reads_into_buffers:
             return super()._readinto_blocking(key, buffers, nbytes)
         file = self._prefix + (key if os.sep == "/" else key.replace("/", os.sep))
-        opened = getattr(self._ahead, "fds", None)
-        fd = opened.pop(file, None) if opened else None
         try:
-            return _readinto_whole(file, buffers, nbytes, fd=fd)
+            return _readinto_whole(file, buffers, nbytes, fd=self._take_ahead(file))
         except OSError as exc:
             raise self._error(exc, "get", key) from exc
 
@@ -606,6 +602,11 @@ class LocalStore(Store):
         finally:
             _AHEAD_BUDGET.give(granted - done)
             ahead.held += done
+
+    def _take_ahead(self, file: str) -> int | None:
+        """The descriptor of ``file`` this thread opened reading ahead (now the caller's), or None."""
+        opened: dict[str, int] | None = getattr(self._ahead, "fds", None)
+        return opened.pop(file, None) if opened else None
 
     def _end_read_ahead_blocking(self) -> None:
         ahead = self._ahead
@@ -838,6 +839,14 @@ def _read_range(f: Any, byte_range: ByteRange) -> bytes:
     return part
 
 
+def _open_read(path: str) -> int | None:
+    """``path`` opened for reading; None if missing, or below a file."""
+    try:
+        return os.open(path, _O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
 def _read_whole(path: str, *, small: bool = False, fd: int | None = None) -> bytes | None:
     """The whole file at ``path``; None if missing, a directory, or below a file.
 
@@ -849,11 +858,9 @@ def _read_whole(path: str, *, small: bool = False, fd: int | None = None) -> byt
     1,600-byte file; a file that turns out larger is read on and joined (one copy).
     ``fd``: the file, already open (a read ahead); closed here either way.
     """
+    fd = _open_read(path) if fd is None else fd
     if fd is None:
-        try:
-            fd = os.open(path, _O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+        return None
     try:
         head = b""
         if small:
@@ -883,11 +890,9 @@ def _readinto_whole(path: str, buffers: Sequence[Any], nbytes: int, fd: int | No
     call, and a short read means a shorter one. At most ``_IOV_MAX`` buffers go per call.
     ``fd``: the file, already open (a read ahead); closed here either way.
     """
+    fd = _open_read(path) if fd is None else fd
     if fd is None:
-        try:
-            fd = os.open(path, _O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+        return None
     try:
         step, start, offset = max(1, _IOV_MAX - 1), 0, 0
         while len(buffers) - start > step:  # more rows than one call takes (rare)
