@@ -14,6 +14,7 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import asyncio
 import functools
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -22,13 +23,24 @@ from azarr.errors import (
     AzarrError,
     PermissionDeniedError,
     PreconditionFailedError,
+    ResponseIntegrityError,
     StoreError,
     StoreUnavailableError,
 )
+from azarr.storage._aiohttp import Allocator
 from azarr.storage._base import ByteRange, Generation
 from azarr.storage._errors import backend_codes
 from azarr.storage._fsspec import FsspecStore
+from azarr.storage._gcs_media import media_get
+from azarr.storage._limits import body_limit
 from azarr.storage._options import GCSOptions
+from azarr.storage._ranges import (
+    check_content_range,
+    check_unsatisfiable,
+    content_range_total,
+    range_header,
+    range_limit,
+)
 from azarr.storage._redact import redact_url
 from azarr.storage._spec import StoreSpec
 
@@ -221,34 +233,104 @@ class GCSStore(FsspecStore):
         info["size"] = int(info.get("size", 0))
         return info
 
-    # ------------------------------------------------------------------ conditional primitives
-    async def _get_with_generation(
-        self, key: str, headers: dict[str, str] | None = None
-    ) -> tuple[bytes | None, Generation | None]:
+    # ------------------------------------------------------------------ reads
+    async def _read(
+        self,
+        op: str,
+        key: str,
+        byte_range: ByteRange | None,
+        *,
+        generation: Generation | None = None,
+        allocate: Allocator | None = None,
+    ) -> tuple[bytes | memoryview | None, Generation | None]:
+        """The value at ``key`` (or ``byte_range`` of it) and its generation; ``(None, None)``
+        if missing. With ``generation``: only that object version (gone: `PreconditionFailedError`).
+
+        One download through `media_get`: the body bounded by the read's bound, a ``206``
+        checked against the range asked (`check_content_range`), a ``200`` to a ranged
+        request cut locally, a ``416`` verified against the object's size.
+        """
+        start, end = (0, None) if byte_range is None else (byte_range.start, byte_range.end)
+        ranged = start != 0 or end is not None
+        what = f"{op} {key!r} in {self._where()}"
         fs = await self.filesystem()
         bucket, _, name = self._full(key).partition("/")
-        extra = {} if headers is None else {"headers": headers}
+        # media_get, under gcsfs's retry rules if the store asked for retries > 1.
+        download: Any = getattr(fs, "azarr_download", media_get)
         try:
-            reply, data = await fs._call("GET", "b/{}/o/{}", bucket, name, alt="media", **extra)
+            reply = await download(
+                fs,
+                bucket,
+                name,
+                what=what,
+                range_header=range_header(start, end) if ranged else None,
+                generation=generation,
+                allocate=None if ranged else allocate,
+                partial_limit=range_limit(start, end, body_limit()) if ranged else None,
+            )
         except AzarrError:
             raise
+        except FileNotFoundError as exc:
+            if generation is not None:  # that generation is gone: replaced or deleted
+                raise self._precondition_failed(op, key) from exc
+            err = self._missing(exc, op, key)
+            if err is not None:
+                raise err from exc
+            await self._check_bucket(op, key)
+            return None, None
         except Exception as exc:
-            err = self._missing(exc, "get", key)
-            if err is None:
-                await self._check_bucket("get", key)
+            raise self._translate(exc, op, key) from exc
+        stated = reply.headers.get("x-goog-generation", "")
+        found: Generation | None = int(stated) if stated.isdigit() else None
+        if reply.status == 206:
+            if not ranged:
+                raise ResponseIntegrityError(
+                    f"{what}: the server answered 206 Partial Content to a GET without Range"
+                )
+            content_range = reply.headers.get("Content-Range")
+            if not reply.body and _EMPTY_OBJECT.fullmatch((content_range or "").strip()):
+                return b"", found  # fake-gcs-server's answer to a suffix of an empty object
+            check_content_range(content_range, len(reply.body), start, end, what)
+            return reply.body, found
+        if reply.status == 200:
+            return (reply.body[start:end] if ranged else reply.value), found
+        # 416: b"" if the range starts past the end (or the object is empty), as slicing says.
+        if not ranged:
+            raise ResponseIntegrityError(
+                f"{what}: the server answered 416 Range Not Satisfiable to a GET without Range"
+            )
+        size = content_range_total(reply.headers.get("Content-Range"))
+        if size is None:  # GCS and fake-gcs-server state none: ask for the object's size
+            info = await self._stat(key)
+            if info is None:
                 return None, None
-            raise err from exc
-        generation = reply.get("x-goog-generation")
-        return bytes(data), (int(generation) if generation else None)
+            size, found = info[0], found if found is not None else info[1]
+        check_unsatisfiable(size, start, end, what)
+        return b"", found
+
+    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        if byte_range is not None and byte_range.is_empty:
+            return b"" if await self._exists(key) else None
+        value, _ = await self._read("get", key, byte_range)
+        return None if value is None else bytes(value)
+
+    async def _get_into(self, key: str, allocate: Allocator) -> bytes | memoryview | None:
+        value, _ = await self._read("get", key, None, allocate=allocate)
+        return value
+
+    # ------------------------------------------------------------------ conditional primitives
+    async def _get_with_generation(self, key: str) -> tuple[bytes | None, Generation | None]:
+        value, generation = await self._read("get", key, None)
+        return (None if value is None else bytes(value)), generation
 
     async def _get_range_with_generation(
         self, key: str, byte_range: ByteRange
     ) -> tuple[bytes | None, Generation | None]:
-        headers = _range_headers(byte_range)
-        if headers is None:  # an empty range: the generation alone
+        if byte_range.is_empty:  # the generation alone
             info = await self._stat(key)
             return (None, None) if info is None else (b"", info[1])
-        return await self._get_with_generation(key, headers)
+        value, generation = await self._read("get", key, byte_range)
+        return (None if value is None else bytes(value)), generation
 
     async def _set_if(self, key: str, value: bytes, generation: Generation | None) -> None:
         # A multipart upload, as gcsfs's simple_upload sends: fake-gcs-server enforces
@@ -295,22 +377,10 @@ class GCSStore(FsspecStore):
     async def _get_if_match(
         self, key: str, byte_range: ByteRange | None, generation: Generation
     ) -> bytes | None:
-        fs = await self.filesystem()
-        bucket, _, name = self._full(key).partition("/")
-        headers = _range_headers(byte_range)
-        if headers is None:
+        if byte_range is not None and byte_range.is_empty:
             return b""
-        try:
-            _, data = await fs._call(
-                "GET", "b/{}/o/{}", bucket, name, alt="media", generation=str(generation), headers=headers
-            )
-        except AzarrError:
-            raise
-        except FileNotFoundError as exc:  # that generation is gone: replaced or deleted
-            raise self._precondition_failed("get", key) from exc
-        except Exception as exc:
-            raise self._translate(exc, "get", key) from exc
-        return bytes(data)
+        value, _ = await self._read("get", key, byte_range, generation=generation)
+        return None if value is None else bytes(value)
 
     async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
         info = await self._info(key, "getsize")
@@ -324,12 +394,6 @@ class GCSStore(FsspecStore):
         return PreconditionFailedError(
             f"{op} {key!r} in {self._where()}: precondition failed (HTTP 412), another writer changed it"
         )
-
-    async def _get(self, key: str, byte_range: ByteRange | None) -> bytes | None:
-        value = await super()._get(key, byte_range)
-        if value is None:
-            await self._check_bucket("get", key)
-        return value
 
     async def _exists(self, key: str) -> bool:
         found = await super()._exists(key)
@@ -365,6 +429,10 @@ class GCSStore(FsspecStore):
             await self._check_bucket("list_dir", prefix)
 
 
+#: fake-gcs-server's ``Content-Range`` for a suffix of an empty object (``bytes 0--1/0``).
+_EMPTY_OBJECT = re.compile(r"bytes\s+\S*/0")
+
+
 def _forbidden(exc: BaseException) -> bool:
     """gcsfs raises a plain ``OSError("Forbidden: ...")`` for 403 and ``HttpError`` (code 401) for 401."""
     if isinstance(exc, PermissionError) or backend_codes(exc) & {"401", "403"}:
@@ -392,6 +460,12 @@ def _filesystem_class() -> type[Any]:
             self._azarr_request: Any = None
             if retries is not None and undecorated is not None:
                 self._azarr_request = retry_request(retries=retries)(undecorated)
+            # GCSStore's downloads (media_get), under the same retry rules and count.
+            self.azarr_download: Any = (
+                retry_request(retries=retries)(media_get)
+                if retries is not None and retries > 1
+                else media_get
+            )
 
         async def _request(self, *args: Any, **kwargs: Any) -> Any:
             if self._azarr_request is None:  # gcsfs's default, or a gcsfs without __wrapped__
@@ -400,16 +474,3 @@ def _filesystem_class() -> type[Any]:
 
     AzarrGCSFileSystem.__module__ = __name__
     return AzarrGCSFileSystem
-
-
-def _range_headers(byte_range: ByteRange | None) -> dict[str, str] | None:
-    """The ``Range`` header of a read (none for a whole object); None for an empty range."""
-    if byte_range is None:
-        return {}
-    if byte_range.is_suffix:
-        return {"Range": f"bytes={byte_range.start}"}
-    if byte_range.end is None:
-        return {"Range": f"bytes={byte_range.start}-"}
-    if byte_range.end > byte_range.start:
-        return {"Range": f"bytes={byte_range.start}-{byte_range.end - 1}"}
-    return None

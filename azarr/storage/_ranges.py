@@ -6,6 +6,13 @@ first byte, ends at the requested last byte (or at the value's end, for a range
 running past it), and the body holds exactly ``last - first + 1`` bytes. A
 cache or proxy in between, or a broken server, can answer otherwise; azarr
 then raises `ResponseIntegrityError` (retried), never returns the bytes.
+
+A ``416 Range Not Satisfiable`` answer reads as ``b""`` (Python slicing past the
+end, `ByteRange.apply`) only when the value's size says so: the range starts at
+or past the end, or the value is empty (RFC 9110 section 14.1.1: a suffix range
+of a non-empty value is always satisfiable). `check_unsatisfiable` checks that
+against the size the answer states (``Content-Range: bytes */N``) or, where it
+states none, the size the store looks up.
 """
 
 from __future__ import annotations
@@ -14,7 +21,13 @@ import re
 
 from azarr.errors import ResponseIntegrityError
 
-__all__ = ["check_content_range", "content_range_total", "range_header", "range_limit"]
+__all__ = [
+    "check_content_range",
+    "check_unsatisfiable",
+    "content_range_total",
+    "range_header",
+    "range_limit",
+]
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 
@@ -89,4 +102,30 @@ def check_content_range(header: str | None, received: int, start: int, end: int 
     if problem is not None:
         raise ResponseIntegrityError(
             f"{what}: the server sent other bytes than asked for ({asked}): {problem}"
+        )
+
+
+def check_unsatisfiable(size: int, start: int, end: int | None, what: str) -> None:
+    """Raise unless a 416 answer to the range ``[start, end)`` fits a value of ``size`` bytes.
+
+    Parameters
+    ----------
+    size : int
+        The value's size (bytes): from the answer's ``Content-Range: bytes */N``
+        (`content_range_total`), or looked up by the store.
+    start, end : int
+        The requested range (``start < 0``: the last ``-start`` bytes).
+    what : str
+        The request for the message.
+
+    Raises
+    ------
+    ResponseIntegrityError
+        The value holds bytes of the range: "not satisfiable" is a lie (or the
+        value changed in between; a retry asks again).
+    """
+    if (start >= 0 and start < size) or (start < 0 and size > 0):
+        raise ResponseIntegrityError(
+            f"{what}: the server answered 416 Range Not Satisfiable to {range_header(start, end)!r}, "
+            f"but the value holds {size} bytes"
         )
