@@ -1,11 +1,15 @@
-"""A hostile HTTP / S3 server for the transport tests, run as a subprocess on loopback.
+"""A hostile HTTP / S3 / GCS server for the transport tests, run as a subprocess on loopback.
 
 ``python tests/hostile_server.py --port P`` answers every request from a *case*
 encoded in the URL path, so one server serves every test and fuzz case with no
 state: the first path segment that starts with ``c-`` is ``c-`` + URL-safe
 base64 of a JSON object, and the rest of the path is the key. HTTPStore roots
 look like ``http://127.0.0.1:P/c-XXXX``, S3Store roots like ``bucket/c-XXXX``
-(path-style requests ``/bucket/c-XXXX/key``; signatures are not checked).
+(path-style requests ``/bucket/c-XXXX/key``; signatures are not checked),
+GCSStore roots like ``bucket/c-XXXX`` (object downloads
+``/download/storage/v1/b/bucket/o/c-XXXX%2Fkey?alt=media`` are answered as any
+GET; the JSON API's object and bucket resources, ``/storage/v1/b/...``, are
+answered honestly: an object's ``size`` is ``head_length`` or the value's).
 
 The value of a key is `truth` (key, ``size``): deterministic bytes, so a test
 knows what an honest answer holds. Case fields (all optional):
@@ -90,6 +94,8 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | None:
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
+    if request.path.startswith("/storage/v1/b/"):
+        return _gcs_resource(request)
     found = _split(request.path)
     if found is None:
         return web.Response(status=404, text="no case")
@@ -121,6 +127,32 @@ async def handle(request: web.Request) -> web.StreamResponse:
         code = "NoSuchKey" if status == 404 else "InternalError"
         return web.Response(status=status, body=_xml_error(code), headers=headers)
     return await _send_body(request, case, status, value, headers)
+
+
+def _gcs_resource(request: web.Request) -> web.Response:
+    """The GCS JSON API's bucket resource (any bucket exists) or object resource."""
+    bucket, _, rest = request.path.removeprefix("/storage/v1/b/").partition("/o/")
+    if not rest:
+        return web.json_response({"kind": "storage#bucket", "name": bucket.rstrip("/")})
+    found = _split(rest)
+    if found is None:
+        return web.json_response({"error": {"code": 404, "message": "no case"}}, status=404)
+    case, key = found
+    hostile = case.get("hostile")
+    if key in case.get("files", {}):
+        size = len(base64.b64decode(case["files"][key]))
+    elif hostile is None or any(key.endswith(s) for s in hostile):
+        size = int(case.get("head_length", case.get("size", 64)))
+    else:
+        return web.json_response({"error": {"code": 404, "message": "No such object"}}, status=404)
+    resource = {
+        "kind": "storage#object",
+        "bucket": bucket,
+        "name": rest,
+        "size": str(size),
+        "generation": "7",
+    }
+    return web.json_response(resource)
 
 
 def _xml_error(code: str) -> bytes:

@@ -544,14 +544,15 @@ HOSTILE_SERVER_SCRIPT = Path(__file__).with_name("hostile_server.py")
 
 @dataclass
 class HostileServer:
-    """The hostile HTTP/S3 server (``tests/hostile_server.py``) on 127.0.0.1.
+    """The hostile HTTP/S3/GCS server (``tests/hostile_server.py``) on 127.0.0.1.
 
     Attributes
     ----------
     url : str
         ``http://127.0.0.1:<port>``. A case (a dict, see ``hostile_server.py``) is
-        addressed by ``http_root(case)`` (an HTTPStore root) or ``s3_root(case)``
-        (an S3Store ``bucket/prefix``, with ``storage_options`` for the endpoint).
+        addressed by ``http_root(case)`` (an HTTPStore root), ``s3_root(case)``
+        (an S3Store ``bucket/prefix``, with ``s3_options()`` for the endpoint) or
+        ``gcs_root(case)`` (a GCSStore ``bucket/prefix``, with ``gcs_options()``).
     """
 
     url: str
@@ -579,6 +580,15 @@ class HostileServer:
             "config_kwargs": {"read_timeout": 5.0},
             **extra,
         }
+
+    def gcs_root(self, case: dict[str, Any]) -> str:
+        from hostile_server import encode_case
+
+        return f"hostile/{encode_case(case)}"
+
+    def gcs_options(self, **extra: Any) -> dict[str, Any]:
+        """GCSStore options for this server (anonymous, as for fake-gcs-server)."""
+        return {"endpoint_url": self.url, "token": "anon", **extra}
 
     def stop(self) -> None:
         self.process.stop()

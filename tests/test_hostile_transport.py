@@ -1,7 +1,7 @@
-"""A hostile HTTP/S3 server: every body bounded, every range verified, every read within its deadline.
+"""A hostile HTTP/S3/GCS server: every body bounded, every range verified, every read within its deadline.
 
-Each test points a real store (``HTTPStore``, ``S3Store`` on its aiohttp transport)
-at ``tests/hostile_server.py`` on loopback, which answers as the case in the URL
+Each test points a real store (``HTTPStore``, ``S3Store`` on its aiohttp transport,
+``GCSStore``) at ``tests/hostile_server.py`` on loopback, which answers as the case in the URL
 says (``hostile_server.py`` lists the behaviours). Memory is measured as peak
 RSS growth (``tests/rss.py``) for every hostile body.
 """
@@ -34,18 +34,29 @@ from azarr.errors import (
     TransientStoreError,
 )
 from azarr.scheduler import StoreIO
-from azarr.storage import ByteRange, HTTPStore, MemoryStore, S3Store, Store, UnsafeMemberWarning, ZipStore
+from azarr.storage import (
+    ByteRange,
+    GCSStore,
+    HTTPStore,
+    MemoryStore,
+    S3Store,
+    Store,
+    UnsafeMemberWarning,
+    ZipStore,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
 RSS_BUDGET = 256 * MiB
-KINDS = ["http", "s3"]
+KINDS = ["http", "s3", "gcs"]
 FAST_RETRIES = {"retry_initial_delay": 0.01, "retry_max_delay": 0.02}
 
 
 def make_store(server: HostileServer, kind: str, case: dict[str, Any]) -> Store:
     if kind == "http":
         return HTTPStore(server.http_root(case))
+    if kind == "gcs":
+        return GCSStore(server.gcs_root(case), storage_options=server.gcs_options())
     return S3Store(server.s3_root(case), storage_options=server.s3_options())
 
 
@@ -163,8 +174,8 @@ async def test_endless_error_body_is_read_a_few_kib(
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_gzip_bomb_is_never_inflated_past_the_bound(hostile_server: HostileServer, kind: str) -> None:
-    # HTTPStore inflates gzip itself, up to the bound; S3 returns bodies as stored (the
-    # 1 MiB of compressed bytes), which are larger than a 64-byte chunk can be.
+    # HTTPStore and GCSStore inflate gzip themselves, up to the bound; S3 returns bodies
+    # as stored (the 1 MiB of compressed bytes), which are larger than a 64-byte chunk can be.
     case = {"files": files(_zarray=zarray([64])), "hostile": ["/0", "0"], "body": "bomb", "bomb_mib": 256}
     store = make_store(hostile_server, kind, case)
     try:
@@ -176,8 +187,9 @@ async def test_gzip_bomb_is_never_inflated_past_the_bound(hostile_server: Hostil
     assert growth.bytes < RSS_BUDGET
 
 
-async def test_honest_gzip_encoding_is_inflated(hostile_server: HostileServer) -> None:
-    store = HTTPStore(hostile_server.http_root({"body": "gzip", "size": 5000}))
+@pytest.mark.parametrize("kind", ["http", "gcs"])
+async def test_honest_gzip_encoding_is_inflated(hostile_server: HostileServer, kind: str) -> None:
+    store = make_store(hostile_server, kind, {"body": "gzip", "size": 5000})
     try:
         assert await store.get("k") == truth("k", 5000)
     finally:
@@ -240,6 +252,27 @@ async def test_honest_ranges_still_read(hostile_server: HostileServer, kind: str
         assert await store.get("k", ByteRange(500)) == value[500:]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_416_is_empty_only_past_the_end(hostile_server: HostileServer, kind: str) -> None:
+    # Honest: a range starting at or past the end is b"" (Python slicing), a suffix of
+    # an empty value too. Hostile: "not satisfiable" for bytes the value holds is a lie
+    # (the 416 states no size; the store asks for it), retried and never read as b"".
+    honest = make_store(hostile_server, kind, {"size": 100})
+    empty = make_store(hostile_server, kind, {"size": 0})
+    liar = make_store(hostile_server, kind, {"status": 416, "size": 1000})
+    try:
+        assert await honest.get("k", ByteRange(100, 200)) == b""
+        assert await honest.get("k", ByteRange(500)) == b""
+        assert await empty.get("k", ByteRange(0)) == b""
+        for byte_range in (ByteRange(100, 200), ByteRange(-10), ByteRange(5)):
+            with pytest.raises(AzarrError) as info:
+                await liar.get("k", byte_range)
+            assert "'k'" in str(info.value), info.value
+    finally:
+        for store in (honest, empty, liar):
+            await store.close()
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -37,9 +37,9 @@ from azarr.storage._options import GCSOptions
 from azarr.storage._ranges import (
     check_content_range,
     check_unsatisfiable,
-    content_range_total,
     range_header,
     range_limit,
+    unsatisfied_size,
 )
 from azarr.storage._redact import redact_url
 from azarr.storage._spec import StoreSpec
@@ -299,7 +299,7 @@ class GCSStore(FsspecStore):
             raise ResponseIntegrityError(
                 f"{what}: the server answered 416 Range Not Satisfiable to a GET without Range"
             )
-        size = content_range_total(reply.headers.get("Content-Range"))
+        size = unsatisfied_size(reply.headers.get("Content-Range"))
         if size is None:  # GCS and fake-gcs-server state none: ask for the object's size
             info = await self._stat(key)
             if info is None:

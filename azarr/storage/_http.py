@@ -30,7 +30,13 @@ from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._errors import error_for_status, translate_error
 from azarr.storage._limits import body_limit
 from azarr.storage._options import HTTPOptions
-from azarr.storage._ranges import check_content_range, range_header, range_limit
+from azarr.storage._ranges import (
+    check_content_range,
+    check_unsatisfiable,
+    range_header,
+    range_limit,
+    unsatisfied_size,
+)
 from azarr.storage._redact import redact_text, remember_options
 from azarr.storage._redirects import REDIRECT_STATUSES, RedirectPolicy, RedirectRefusedError, shown
 from azarr.storage._spec import StoreSpec
@@ -401,7 +407,15 @@ class HTTPStore(Store):
         if reply.status == 404:
             return None
         if reply.status == 416 and byte_range is not None:
-            # The value exists (no 404) and the range starts at or past its end.
+            # b"" (Python slicing) only if the value's size says the range starts at or past
+            # its end (or the value is empty): the size the answer states, else asked for.
+            size = unsatisfied_size(reply.headers.get("Content-Range"))
+            if size is None:
+                try:
+                    size = await self._getsize(key)
+                except FileNotFoundError:
+                    return None
+            check_unsatisfiable(size, byte_range.start, byte_range.end, f"get {key!r} in {self.url}")
             return b""
         if reply.status not in (200, 206):
             raise self._status_error(reply, "get", key)

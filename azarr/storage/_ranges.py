@@ -27,9 +27,11 @@ __all__ = [
     "content_range_total",
     "range_header",
     "range_limit",
+    "unsatisfied_size",
 ]
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+_UNSATISFIED = re.compile(r"bytes\s+\*/(\d+)")
 
 
 def range_header(start: int, end: int | None) -> str:
@@ -105,6 +107,12 @@ def check_content_range(header: str | None, received: int, start: int, end: int 
         )
 
 
+def unsatisfied_size(header: str | None) -> int | None:
+    """The size a 416 answer's ``Content-Range: bytes */N`` states (None if absent or malformed)."""
+    match = _UNSATISFIED.fullmatch((header or "").strip())
+    return int(match[1]) if match else None
+
+
 def check_unsatisfiable(size: int, start: int, end: int | None, what: str) -> None:
     """Raise unless a 416 answer to the range ``[start, end)`` fits a value of ``size`` bytes.
 
@@ -112,7 +120,7 @@ def check_unsatisfiable(size: int, start: int, end: int | None, what: str) -> No
     ----------
     size : int
         The value's size (bytes): from the answer's ``Content-Range: bytes */N``
-        (`content_range_total`), or looked up by the store.
+        (`unsatisfied_size`), or looked up by the store.
     start, end : int
         The requested range (``start < 0``: the last ``-start`` bytes).
     what : str

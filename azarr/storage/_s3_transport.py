@@ -48,7 +48,13 @@ from azarr.storage._aiohttp import (
 )
 from azarr.storage._errors import translate_error
 from azarr.storage._limits import body_limit
-from azarr.storage._ranges import check_content_range, range_header, range_limit
+from azarr.storage._ranges import (
+    check_content_range,
+    check_unsatisfiable,
+    range_header,
+    range_limit,
+    unsatisfied_size,
+)
 from azarr.storage._redact import redact_url, remember_options
 
 if TYPE_CHECKING:
@@ -151,6 +157,7 @@ _SIGNATURE_VERSIONS = frozenset({"s3v4", "v4"})
 
 _XML_CODE = re.compile(rb"<Code>([^<]{1,256})</Code>")
 _XML_MESSAGE = re.compile(rb"<Message>([^<]{0,2048})</Message>")
+_XML_SIZE = re.compile(rb"<ActualObjectSize>\s*(\d{1,20})\s*</ActualObjectSize>")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
 # AWS region names ("us-east-1", "eu-central-2", "us-gov-west-1", "cn-north-1", "ap-southeast-4").
@@ -873,7 +880,15 @@ class S3Transport:
                 return reply.body[slice(begin, end)]
             return reply.body
         if status == 416:
-            # The object exists and the range starts at or past its end (or it is empty).
+            # b"" (Python slicing) only if the object's size says the range starts at or past
+            # its end (or the object is empty): stated by SeaweedFS (Content-Range) and AWS
+            # (ActualObjectSize), else asked for.
+            size = _unsatisfied_size(reply)
+            if size is None:
+                size = await self.head(key, op="get")
+                if size is None:
+                    return None
+            check_unsatisfiable(size, begin, end, what)
             return b""
         if status == 404 and _error_code(reply) != "NoSuchBucket":
             return None
@@ -924,9 +939,12 @@ class S3Transport:
         if status == 200:
             # A ranged GET answered whole: the server ignored Range, select locally.
             return (reply.body[slice(begin, end)] if headers else reply.body), etag
-        if status == 416:  # the range starts at or past the end of the object
+        if status == 416:  # b"" if the range starts at or past the end of the object
             info = await self.stat(key)
-            return (None, None) if info is None else (b"", info[1])
+            if info is None:
+                return None, None
+            check_unsatisfiable(info[0], begin, end, what)
+            return b"", info[1]
         if status == 404 and _error_code(reply) != "NoSuchBucket":
             return None, None
         raise self._error(reply, "get", key)
@@ -1064,10 +1082,19 @@ def _size_from_probe(reply: _Reply) -> int:
     """Object size from the answer to ``Range: bytes=0-0`` (416: an empty object)."""
     if reply.status == 200:
         return len(reply.body)
-    if reply.status == 416:
-        return 0
+    if reply.status == 416:  # an empty object, unless the answer states another size
+        return _unsatisfied_size(reply) or 0
     total = reply.headers.get("Content-Range", "").rpartition("/")[2]
     return int(total) if total.isdigit() else len(reply.body)
+
+
+def _unsatisfied_size(reply: _Reply) -> int | None:
+    """The object size a 416 answer states (``Content-Range: bytes */N``, S3's ``ActualObjectSize``)."""
+    size = unsatisfied_size(reply.headers.get("Content-Range"))
+    if size is None:
+        match = _XML_SIZE.search(reply.body[:4096])
+        size = int(match[1]) if match else None
+    return size
 
 
 def _error_code(reply: _Reply) -> str:
