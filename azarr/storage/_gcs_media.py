@@ -1,4 +1,4 @@
-"""GCS object downloads through azarr's bounded body reader (`GCSStore`'s reads).
+"""GCS reads through azarr's bounded body reader (`GCSStore`'s downloads and resources).
 
 gcsfs reads every response whole (``await response.read()``) before looking at
 it: an endless chunked body, a ``Content-Encoding`` bomb or a 200 declaring a
@@ -14,6 +14,10 @@ incrementally up to the bound. Error statuses become the exceptions gcsfs
 raises for them (``gcsfs.retry.validate_response``), so `GCSStore` classifies
 them as before; gcsfs's retry rules apply when the store sets ``retries``.
 
+The JSON API's object and bucket resources (``GET .../storage/v1/b/{bucket}/o/{object}``,
+what ``getsize``/``exists``/generation checks and the missing-bucket check read) go
+the same way (`resource_get`), bounded by `RESOURCE_BYTES`. Listings stay gcsfs's.
+
 The answer's status is interpreted by `GCSStore` (a ``206`` checked against the
 ``Range`` asked, a ``416`` verified against the object's size).
 """
@@ -28,7 +32,11 @@ from urllib.parse import quote
 from azarr.errors import ResponseIntegrityError, StoreError
 from azarr.storage._aiohttp import Allocator, ConnectionDropped, no_silent_resend, read_body, unwrap_dropped
 
-__all__ = ["MediaReply", "media_get"]
+__all__ = ["RESOURCE_BYTES", "MediaReply", "gcs_get", "media_get", "resource_get"]
+
+#: Most bytes of a JSON API resource (an object's or bucket's metadata: a few KiB, custom
+#: metadata at most 8 KiB on GCS).
+RESOURCE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +109,6 @@ async def media_get(
         ``OSError("Forbidden...")`` for 403, ``HttpError`` ...), or the aiohttp /
         OS error of a failed connection (`ConnectionDropped` unwrapped).
     """
-    from gcsfs.retry import validate_response
-
     params: dict[str, Any] = {"alt": "media"}
     if generation is not None:
         params["generation"] = str(generation)
@@ -113,18 +119,70 @@ async def media_get(
     if range_header is not None:
         headers["Range"] = range_header
     url = media_url(fs, bucket, name)
+    # gcsfs's retry rules apply when the store asked for more than one attempt.
+    send: Any = getattr(fs, "azarr_get", gcs_get)
+    return await send(  # type: ignore[no-any-return]
+        fs, url, params=params, headers=headers, what=what, allocate=allocate, partial_limit=partial_limit
+    )
+
+
+async def resource_get(fs: Any, path: str, *args: str, what: str) -> dict[str, Any]:
+    """The JSON resource at ``path`` (gcsfs's form: ``"b/{}/o/{}"`` and its ``args``), bounded.
+
+    Raises
+    ------
+    BodyTooLargeError
+        The resource is larger than `RESOURCE_BYTES`.
+    StoreError
+        Not a JSON object, or an answer other than 200.
+    Exception
+        gcsfs's exception for an error status (as `media_get`).
+    """
+    import json
+
+    send: Any = getattr(fs, "azarr_get", gcs_get)
+    reply: MediaReply = await send(
+        fs, fs._format_path(path, args), params={}, headers={}, what=what, limit=RESOURCE_BYTES
+    )
+    try:
+        resource = json.loads(reply.body) if reply.status == 200 else None
+    except ValueError:
+        resource = None
+    if not isinstance(resource, dict):
+        raise StoreError(f"{what}: the server answered HTTP {reply.status} without a JSON object")
+    return resource
+
+
+async def gcs_get(
+    fs: Any,
+    url: str,
+    *,
+    params: Mapping[str, str],
+    headers: Mapping[str, str],
+    what: str,
+    allocate: Allocator | None = None,
+    limit: int | None = None,
+    partial_limit: int | None = None,
+) -> MediaReply:
+    """One GET of ``url`` on ``fs``'s session with its credentials; the body read by `read_body`
+    (``limit``, default the read's bound). Raises as `media_get`."""
+    from gcsfs.retry import validate_response
+
     await fs._set_session()
     session = fs.session
+    # gcsfs's requests_timeout (seconds) if set; else the session's timeouts (gcsfs would
+    # pass None, which disables aiohttp's timeouts for the request).
+    timeout = {} if fs.requests_timeout is None else {"timeout": fs.requests_timeout}
     try:
         async with session.request(
             "GET",
             url,
-            params=fs._get_params(params),  # adds userProject for requester-pays buckets
-            headers=fs._get_headers(headers),  # User-Agent and the credentials (refreshed)
-            timeout=fs.requests_timeout,
+            params=fs._get_params(dict(params)),  # adds userProject for requester-pays buckets
+            headers=fs._get_headers(dict(headers)),  # User-Agent and the credentials (refreshed)
             allow_redirects=False,
             auto_decompress=False,  # read_body inflates, bounded
             middlewares=(no_silent_resend,),
+            **timeout,
         ) as resp:
             status = resp.status
             encoding = resp.headers.get("Content-Encoding", "").strip().lower()
@@ -134,7 +192,7 @@ async def media_get(
                     f"{what}: the server answered a byte range with Content-Encoding {encoding!r}"
                 )
             body, received = await read_body(
-                resp, allocate, what=what, partial_limit=partial_limit, decode=True
+                resp, allocate, what=what, limit=limit, partial_limit=partial_limit, decode=True
             )
             reply_headers = resp.headers
     except ConnectionDropped as exc:
