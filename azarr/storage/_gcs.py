@@ -64,7 +64,8 @@ class GCSStore(FsspecStore):
         emulator. One azarr option is added:
 
         ``retries`` : int
-            Attempts per HTTP request inside gcsfs (``GCSFileSystem.retries``).
+            Attempts per HTTP request inside gcsfs (``GCSFileSystem.retries``), and
+            per download or resource GET the store sends itself (gcsfs's retry rules).
             azarr's default is 1: its scheduler retries array I/O itself, with
             backoff, a deadline and counters, and stacked retry layers multiply.
             gcsfs fixes that number for the class; azarr applies it per store.
@@ -80,6 +81,16 @@ class GCSStore(FsspecStore):
     -----
     Defaults azarr adds unless given: ``use_listings_cache=False`` (a cached listing
     would miss keys written after it).
+
+    Reads do not go through gcsfs's ``_cat_file``, which buffers whatever a server
+    sends: the store sends the object download (``.../download/storage/v1/b/{bucket}/o/
+    {object}?alt=media``) and the object/bucket resource GETs itself, on gcsfs's
+    session with gcsfs's credentials, ``userProject`` and endpoint, and reads the
+    body with azarr's bounded reader (``docs/security.md``): a body larger than the
+    read's bound is `BodyTooLargeError`; a ``206`` whose ``Content-Range`` is not the
+    range asked, or a ``416`` for bytes the object holds, is `ResponseIntegrityError`
+    (retried); a range past the end reads as ``b""``. No redirect is followed.
+    gcsfs keeps authentication, listings and uploads.
 
     Each event loop gets its own ``GCSFileSystem`` and aiohttp session, closed by
     `close` or when that loop shuts down (see `FsspecStore`). Pickling
