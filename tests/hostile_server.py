@@ -6,7 +6,8 @@ state: the first path segment that starts with ``c-`` is ``c-`` + URL-safe
 base64 of a JSON object, and the rest of the path is the key. HTTPStore roots
 look like ``http://127.0.0.1:P/c-XXXX``, S3Store roots like ``bucket/c-XXXX``
 (path-style requests ``/bucket/c-XXXX/key``; signatures are not checked),
-GCSStore roots like ``bucket/c-XXXX`` (object downloads
+AzureBlobStore roots like ``container/c-XXXX`` (``account_url`` the server's URL plus an
+account segment; ``x-ms-range`` read as ``Range``), GCSStore roots like ``bucket/c-XXXX`` (object downloads
 ``/download/storage/v1/b/bucket/o/c-XXXX%2Fkey?alt=media`` are answered as any
 GET; the JSON API's object and bucket resources, ``/storage/v1/b/...``, are
 answered honestly: an object's ``size`` is ``head_length`` or the value's).
@@ -118,7 +119,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         await response.prepare(request)
         return response
     status = int(case.get("status", 200))
-    rng = request.headers.get("Range")
+    rng = _range_of(request)
     if rng and status == 200:
         status, value, headers = _ranged(case, rng, value, headers)
         if status == 416:
@@ -159,8 +160,13 @@ def _xml_error(code: str) -> bytes:
     return f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>m</Message></Error>".encode()
 
 
+def _range_of(request: web.Request) -> str | None:
+    """The request's ``Range`` (Azure's SDK sends ``x-ms-range``)."""
+    return request.headers.get("Range") or request.headers.get("x-ms-range")
+
+
 def _honest(request: web.Request, value: bytes) -> web.StreamResponse:
-    rng = request.headers.get("Range")
+    rng = _range_of(request)
     if rng and request.method == "GET":
         span = _parse_range(rng, len(value))
         if span is None:

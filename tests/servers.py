@@ -551,8 +551,9 @@ class HostileServer:
     url : str
         ``http://127.0.0.1:<port>``. A case (a dict, see ``hostile_server.py``) is
         addressed by ``http_root(case)`` (an HTTPStore root), ``s3_root(case)``
-        (an S3Store ``bucket/prefix``, with ``s3_options()`` for the endpoint) or
-        ``gcs_root(case)`` (a GCSStore ``bucket/prefix``, with ``gcs_options()``).
+        (an S3Store ``bucket/prefix``, with ``s3_options()`` for the endpoint),
+        ``gcs_root(case)`` (a GCSStore ``bucket/prefix``, with ``gcs_options()``) or
+        ``azure_root(case)`` (an AzureBlobStore ``container/prefix``, ``azure_options()``).
     """
 
     url: str
@@ -580,6 +581,15 @@ class HostileServer:
             "config_kwargs": {"read_timeout": 5.0},
             **extra,
         }
+
+    def azure_root(self, case: dict[str, Any]) -> str:
+        from hostile_server import encode_case
+
+        return f"hostile/{encode_case(case)}"
+
+    def azure_options(self) -> dict[str, Any]:
+        """AzureBlobStore options for this server (anonymous; the account is a path segment)."""
+        return {"account_url": f"{self.url}/account", "anon": True}
 
     def gcs_root(self, case: dict[str, Any]) -> str:
         from hostile_server import encode_case

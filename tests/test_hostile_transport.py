@@ -1,7 +1,7 @@
-"""A hostile HTTP/S3/GCS server: every body bounded, every range verified, every read within its deadline.
+"""A hostile HTTP/S3/GCS/Azure server: every body bounded, every range verified, every read within its deadline.
 
 Each test points a real store (``HTTPStore``, ``S3Store`` on its aiohttp transport,
-``GCSStore``) at ``tests/hostile_server.py`` on loopback, which answers as the case in the URL
+``GCSStore``, ``AzureBlobStore``) at ``tests/hostile_server.py`` on loopback, which answers as the case in the URL
 says (``hostile_server.py`` lists the behaviours). Memory is measured as peak
 RSS growth (``tests/rss.py``) for every hostile body.
 """
@@ -35,6 +35,7 @@ from azarr.errors import (
 )
 from azarr.scheduler import StoreIO
 from azarr.storage import (
+    AzureBlobStore,
     ByteRange,
     GCSStore,
     HTTPStore,
@@ -48,7 +49,7 @@ from azarr.storage import (
 pytestmark = pytest.mark.timeout(60)
 
 RSS_BUDGET = 256 * MiB
-KINDS = ["http", "s3", "gcs"]
+KINDS = ["http", "s3", "gcs", "azure"]
 FAST_RETRIES = {"retry_initial_delay": 0.01, "retry_max_delay": 0.02}
 
 
@@ -57,6 +58,8 @@ def make_store(server: HostileServer, kind: str, case: dict[str, Any]) -> Store:
         return HTTPStore(server.http_root(case))
     if kind == "gcs":
         return GCSStore(server.gcs_root(case), storage_options=server.gcs_options())
+    if kind == "azure":
+        return AzureBlobStore(server.azure_root(case), storage_options=server.azure_options())
     return S3Store(server.s3_root(case), storage_options=server.s3_options())
 
 

@@ -6,6 +6,14 @@ deletes and ranged reads (its conditional writes and pinned reads), which the SD
 exposes per call (``etag=``, ``match_condition=``) and fsspec's interface does not.
 adlfs is built on the same client. The SDK's own retry loop is switched off: azarr's
 scheduler retries (one retry layer, counted and under a deadline).
+
+The SDK reads a download's body whole, and fetches the rest of a blob in further
+ranges up to the size the first answer's ``Content-Range`` states. Every download
+therefore carries a response hook (`_BoundedDownload`) that looks at each answer
+before its body is read: a success must state a ``Content-Length`` within the
+read's bound and a ``Content-Range`` that is the range asked (its total within the
+bound for reads to the end), an error body is read up to a few KiB; bodies come
+as stored (``decompress=False``: no ``Content-Encoding`` inflated).
 """
 
 from __future__ import annotations
@@ -16,15 +24,20 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from azarr.errors import (
+    AzarrError,
     ConnectionFailedError,
     PreconditionFailedError,
+    ResponseIntegrityError,
     StoreError,
     StoreUnavailableError,
     TransientStoreError,
 )
+from azarr.storage._aiohttp import _read_capped, _too_large
 from azarr.storage._base import ByteRange, Generation, Store
 from azarr.storage._errors import error_for_status
+from azarr.storage._limits import ERROR_BODY_BYTES, body_limit
 from azarr.storage._loops import PerLoop
+from azarr.storage._ranges import check_content_range, check_unsatisfiable, content_range_total, range_limit
 from azarr.storage._spec import StoreSpec
 from azarr.storage._url import split_scheme
 
@@ -244,6 +257,8 @@ class AzureBlobStore(Store):
         from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
         what = f"{op} {key!r} in {self.url}" if key else f"{op} {self.url}"
+        if isinstance(exc, AzarrError):  # raised by a response hook (_BoundedDownload)
+            return exc if isinstance(exc, StoreError) else StoreError(f"{what} failed: {exc}")
         if isinstance(exc, HttpResponseError) and exc.status_code is not None:
             status, code = exc.status_code, _code(exc)
             if code == "ContainerNotFound":
@@ -295,7 +310,8 @@ class AzureBlobStore(Store):
                 if offset >= size:
                     return b"", props.etag, size
                 etag = etag or props.etag
-                conditions = {"etag": props.etag, "match_condition": MatchConditions.IfNotModified}
+                if props.etag:  # the range of the version whose size was asked
+                    conditions = {"etag": props.etag, "match_condition": MatchConditions.IfNotModified}
             else:
                 offset = byte_range.start
                 if byte_range.end is not None:
@@ -303,11 +319,16 @@ class AzureBlobStore(Store):
                     if length == 0:
                         props = await client.get_blob_properties(**conditions)
                         return b"", props.etag, int(props.size)
+        bounded = _BoundedDownload(f"get {key!r} in {self.url}", offset or 0, length)
         try:
-            stream = await client.download_blob(offset=offset, length=length, **conditions)
+            stream = await client.download_blob(
+                offset=offset, length=length, raw_response_hook=bounded, decompress=False, **conditions
+            )
         except Exception as exc:
             if offset is not None and self._invalid_range(exc):
-                props = await client.get_blob_properties(**conditions)  # past the end: b""
+                # b"" only if the blob's size says the range starts at or past its end.
+                props = await client.get_blob_properties(**conditions)
+                check_unsatisfiable(int(props.size), offset, None, bounded.what)
                 return b"", props.etag, int(props.size)
             raise
         data = await stream.readall()
@@ -451,6 +472,106 @@ class AzureBlobStore(Store):
                     yield name
         except Exception as exc:
             raise self._error(exc, "list", prefix) from exc
+
+
+class _BoundedDownload:
+    """A download's ``raw_response_hook``: each answer checked before the SDK reads its body.
+
+    azure-core calls it with every response of the download (the first ranged GET
+    and the SDK's follow-up ranges), body unread (the SDK streams downloads).
+    Success: ``Content-Length`` must be stated (Azure always does; aiohttp then
+    never reads past it) and within the read's bound; ``Content-Range`` must be the
+    range asked (``x-ms-range``, `check_content_range` with ``Content-Length`` as
+    the body's length); a read to the end of the blob must not state a total past
+    the bound, since the SDK would fetch up to it. Errors: the body the SDK reads
+    for its exception stops at `ERROR_BODY_BYTES`.
+    """
+
+    __slots__ = ("length", "limit", "start", "what")
+
+    def __init__(self, what: str, start: int, length: int | None) -> None:
+        self.what = what
+        self.start = start
+        self.length = length
+        end = None if length is None else start + length
+        self.limit = range_limit(start, end, body_limit())
+
+    def __call__(self, pipeline_response: Any) -> None:
+        response = pipeline_response.http_response
+        status = int(response.status_code)
+        headers = response.headers
+        internal = getattr(response, "internal_response", None)  # the aiohttp.ClientResponse
+        if not 200 <= status < 300:
+            if internal is not None:
+                _cap_error_body(internal)
+            return
+        declared = headers.get("Content-Length", "")
+        length = int(declared) if declared.isdigit() else None
+        if length is not None and length > self.limit:
+            raise _too_large(self.what, self.limit, declared=length)
+        content_range = headers.get("Content-Range")
+        total = content_range_total(content_range)
+        if self.length is None and total is not None and total - self.start > self.limit:
+            raise _too_large(self.what, self.limit, declared=total - self.start)
+        # A body of no stated length (chunked) must hold what its Content-Range states.
+        stated = length if length is not None else _span(content_range)
+        asked = pipeline_response.http_request.headers.get("x-ms-range", "")
+        first, _, last = asked.removeprefix("bytes=").partition("-")
+        if status == 206 and first.isdigit():
+            if length == 0 and total is not None and total <= int(first):
+                return  # Azurite's answer to a range past the end ("bytes 10-9/10"): empty
+            end = int(last) + 1 if last.isdigit() else None
+            check_content_range(content_range, -1 if stated is None else stated, int(first), end, self.what)
+        if internal is not None and length is None:  # aiohttp bounds a stated length itself
+            internal.content = _CappedContent(internal.content, self.limit, self.what, stated)
+
+
+def _span(content_range: str | None) -> int | None:
+    """Bytes a ``Content-Range: bytes first-last/total`` covers (None if unparsable)."""
+    first, _, rest = (content_range or "").strip().removeprefix("bytes").strip().partition("-")
+    last = rest.partition("/")[0]
+    return int(last) - int(first) + 1 if first.isdigit() and last.isdigit() else None
+
+
+class _CappedContent:
+    """An aiohttp ``StreamReader`` of a body of no stated length (chunked) whose ``read``
+    raises `BodyTooLargeError` past ``limit`` bytes, and `ResponseIntegrityError` if it
+    ends other than at ``exact`` bytes (its ``Content-Range``). azure-core reads a
+    download with ``content.read(block_size)``."""
+
+    __slots__ = ("_exact", "_inner", "_limit", "_read", "_what")
+
+    def __init__(self, inner: Any, limit: int, what: str, exact: int | None) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._what = what
+        self._exact = exact
+        self._read = 0
+
+    async def read(self, n: int = -1) -> bytes:
+        room = self._limit + 1 - self._read
+        block: bytes = await self._inner.read(room if n < 0 else max(1, min(n, room)))
+        self._read += len(block)
+        if self._read > self._limit:
+            raise _too_large(self._what, self._limit, received=self._limit)
+        if not block and self._exact is not None and self._read != self._exact:
+            raise ResponseIntegrityError(
+                f"{self._what}: the body ended after {self._read} of the {self._exact} bytes "
+                "its Content-Range states"
+            )
+        return block
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _cap_error_body(internal: Any) -> None:
+    """Make ``internal.read()`` (how azure-core loads an error body) stop at `ERROR_BODY_BYTES`."""
+
+    async def read() -> bytes:
+        return await _read_capped(internal, ERROR_BODY_BYTES, truncate=True) or b""
+
+    internal.read = read
 
 
 def _code(exc: BaseException) -> str:
