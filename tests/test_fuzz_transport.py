@@ -1,9 +1,10 @@
-"""A transport fuzzer: a hostile HTTP/S3/GCS server answers at random; azarr returns the truth or an AzarrError.
+"""A transport fuzzer: a hostile HTTP/S3/GCS/Azure server answers at random; azarr returns the truth or an AzarrError.
 
 Each case draws a server behaviour (``tests/hostile_server.py``: status, lengths,
 range answers, encodings, redirects; bodies endless, short, long, trickling,
 bombs, wrong bytes) and one read (whole value, into a buffer, a byte range, a
-suffix, exists, size) on ``HTTPStore``, ``S3Store`` (aiohttp transport) and ``GCSStore``
+suffix, exists, size) on ``HTTPStore``, ``S3Store`` (aiohttp transport), ``GCSStore`` and
+``AzureBlobStore``
 through ``StoreIO`` with the value's size as bound. The only acceptable outcomes
 are the honest bytes (or their slice), ``None``/``False`` for a missing key, or an
 `azarr.errors.AzarrError`; every case ends within seconds and the whole run
@@ -28,7 +29,7 @@ from servers import HostileServer
 import azarr
 from azarr.errors import AzarrError
 from azarr.scheduler import StoreIO
-from azarr.storage import ByteRange, GCSStore, HTTPStore, S3Store, Store
+from azarr.storage import AzureBlobStore, ByteRange, GCSStore, HTTPStore, S3Store, Store
 
 CASES = int(os.environ.get("AZARR_TRANSPORT_FUZZ_CASES", "300"))
 # Generous: the machine is shared; a hang (a trickle read to its 60 s timeout) is far above.
@@ -76,10 +77,10 @@ def random_case(rng: random.Random) -> tuple[dict[str, Any], str, str]:
         )
     if rng.random() < 0.05:
         case["headers"] = {"x-amz-bucket-region": rng.choice(["eu-west-1", "evil.example/x", ""])}
-    kind = rng.choice(["http", "s3", "gcs"])
-    if kind == "s3" and case.get("body") in ("gzip", "bomb"):
-        # S3 returns objects as stored: gzip bytes within the bound are the value
-        # (the S3 bomb is in test_hostile_transport.py).
+    kind = rng.choice(["http", "s3", "gcs", "azure"])
+    if kind in ("s3", "azure") and case.get("body") in ("gzip", "bomb"):
+        # S3 and Azure return objects as stored: gzip bytes within the bound are the value
+        # (their bombs are in test_hostile_transport.py).
         case["body"] = "exact"
     return case, kind, rng.choice(_OPS)
 
@@ -89,6 +90,8 @@ def _store(server: HostileServer, kind: str, case: dict[str, Any]) -> Store:
         return HTTPStore(server.http_root(case))
     if kind == "gcs":
         return GCSStore(server.gcs_root(case), storage_options=server.gcs_options())
+    if kind == "azure":
+        return AzureBlobStore(server.azure_root(case), storage_options=server.azure_options())
     return S3Store(server.s3_root(case), storage_options=server.s3_options())
 
 
