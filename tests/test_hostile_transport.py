@@ -295,6 +295,18 @@ async def test_a_trickling_body_fails_by_the_retry_deadline(hostile_server: Host
     assert elapsed < 4.0, f"{elapsed:.1f} s"
 
 
+@pytest.mark.parametrize("kind", ["s3", "gcs", "azure"])
+async def test_object_stores_follow_no_redirect(hostile_server: HostileServer, kind: str) -> None:
+    # The redirect leads to an honest answer on the same server: followed, it would read.
+    target = make_store(hostile_server, "http", {"size": 10}).url + "/k"
+    store = make_store(hostile_server, kind, {"redirect": target})
+    try:
+        with pytest.raises(StoreError, match="'k'"):
+            await store.get("k")
+    finally:
+        await store.close()
+
+
 async def test_bucket_region_must_be_a_region_name(hostile_server: HostileServer) -> None:
     case = {"status": 301, "headers": {"x-amz-bucket-region": "evil.example.org/x"}}
     store = make_store(hostile_server, "s3", case)

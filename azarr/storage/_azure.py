@@ -228,6 +228,8 @@ class AzureBlobStore(Store):
         )
         settings: dict[str, Any] = {
             "retry_total": 0,  # azarr's scheduler retries
+            # Blob storage does not redirect; a redirect could lead to a metadata address.
+            "permit_redirects": False,
             "max_single_get_size": _SINGLE_GET,
             "max_chunk_get_size": _SINGLE_GET,
             "max_single_put_size": _SINGLE_PUT,
