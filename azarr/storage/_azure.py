@@ -114,6 +114,13 @@ class AzureBlobStore(Store):
     key or token: messages are built from the HTTP status and Azure's error code.
     Each event loop gets its own client (aiohttp session), closed by `close` or when
     the loop shuts down.
+
+    Reads are bounded and checked (``docs/security.md``): an answer larger than the
+    read's bound is `BodyTooLargeError` before its body is read; a ``206`` that is
+    not the range asked, or a ``416`` for bytes the blob holds, is
+    `ResponseIntegrityError` (retried). Values come as stored: a blob uploaded with
+    a ``Content-Encoding`` is not inflated (as `S3Store`; adlfs inflates it). No
+    redirect is followed.
     """
 
     supports_conditional_writes = True
