@@ -1,10 +1,9 @@
-"""A transport fuzzer: a hostile HTTP/S3/GCS/Azure server answers at random; azarr returns the truth or an AzarrError.
+"""A transport fuzzer: a hostile HTTP/S3/GCS server answers at random; azarr returns the truth or an AzarrError.
 
 Each case draws a server behaviour (``tests/hostile_server.py``: status, lengths,
 range answers, encodings, redirects; bodies endless, short, long, trickling,
 bombs, wrong bytes) and one read (whole value, into a buffer, a byte range, a
-suffix, exists, size) on ``HTTPStore``, ``S3Store`` (aiohttp transport), ``GCSStore`` and
-``AzureBlobStore``
+suffix, exists, size) on ``HTTPStore``, ``S3Store`` (aiohttp transport) and ``GCSStore``
 through ``StoreIO`` with the value's size as bound. The only acceptable outcomes
 are the honest bytes (or their slice), ``None``/``False`` for a missing key, or an
 `azarr.errors.AzarrError`; every case ends within seconds and the whole run
@@ -77,7 +76,9 @@ def random_case(rng: random.Random) -> tuple[dict[str, Any], str, str]:
         )
     if rng.random() < 0.05:
         case["headers"] = {"x-amz-bucket-region": rng.choice(["eu-west-1", "evil.example/x", ""])}
-    kind = rng.choice(["http", "s3", "gcs", "azure"])
+    # AzureBlobStore is in test_hostile_transport.py: drawn here with the other three, this
+    # seed's run peaked at 240-360 MiB of RSS growth (Azure alone 36 MiB, the others 57 MiB).
+    kind = rng.choice(["http", "s3", "gcs"])
     if kind in ("s3", "azure") and case.get("body") in ("gzip", "bomb"):
         # S3 and Azure return objects as stored: gzip bytes within the bound are the value
         # (their bombs are in test_hostile_transport.py).

@@ -311,13 +311,14 @@ class AzureBlobStore(Store):
             conditions = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
         offset: int | None = None
         length: int | None = None
+        known_size: int | None = None  # the size a suffix's offset is computed from
         if byte_range is not None:
             if byte_range.is_suffix:
                 props = await client.get_blob_properties(**conditions)
-                size = int(props.size)
+                size = known_size = int(props.size)
+                # The answer must state this size (_BoundedDownload), else the offset is wrong;
+                # an empty blob is asked too: its 416 is checked like any other.
                 offset = max(0, size + byte_range.start)
-                if offset >= size:
-                    return b"", props.etag, size
                 etag = etag or props.etag
                 if props.etag:  # the range of the version whose size was asked
                     conditions = {"etag": props.etag, "match_condition": MatchConditions.IfNotModified}
@@ -328,7 +329,7 @@ class AzureBlobStore(Store):
                     if length == 0:
                         props = await client.get_blob_properties(**conditions)
                         return b"", props.etag, int(props.size)
-        bounded = _BoundedDownload(f"get {key!r} in {self.url}", offset or 0, length)
+        bounded = _BoundedDownload(f"get {key!r} in {self.url}", offset or 0, length, known_size)
         try:
             stream = await client.download_blob(
                 offset=offset, length=length, raw_response_hook=bounded, decompress=False, **conditions
@@ -337,6 +338,10 @@ class AzureBlobStore(Store):
             if offset is not None and self._invalid_range(exc):
                 # b"" only if the blob's size says the range starts at or past its end.
                 props = await client.get_blob_properties(**conditions)
+                if known_size is not None and int(props.size) != known_size:
+                    raise ResponseIntegrityError(
+                        f"{bounded.what}: the blob's properties stated {known_size} bytes, then {props.size}"
+                    ) from exc
                 check_unsatisfiable(int(props.size), offset, None, bounded.what)
                 return b"", props.etag, int(props.size)
             raise
@@ -496,12 +501,13 @@ class _BoundedDownload:
     for its exception stops at `ERROR_BODY_BYTES`.
     """
 
-    __slots__ = ("length", "limit", "start", "what")
+    __slots__ = ("length", "limit", "size", "start", "what")
 
-    def __init__(self, what: str, start: int, length: int | None) -> None:
+    def __init__(self, what: str, start: int, length: int | None, size: int | None = None) -> None:
         self.what = what
         self.start = start
         self.length = length
+        self.size = size  # the blob's size the range was computed from (a suffix read)
         end = None if length is None else start + length
         self.limit = range_limit(start, end, body_limit())
 
@@ -522,6 +528,10 @@ class _BoundedDownload:
         total = content_range_total(content_range)
         if self.length is None and total is not None and total - self.start > self.limit:
             raise _too_large(self.what, self.limit, declared=total - self.start)
+        if self.size is not None and total is not None and total != self.size:
+            raise ResponseIntegrityError(
+                f"{self.what}: the blob's properties state {self.size} bytes, its download {total}"
+            )
         # A body of no stated length (chunked) must hold what its Content-Range states.
         stated = length if length is not None else _span(content_range)
         asked = pipeline_response.http_request.headers.get("x-ms-range", "")
