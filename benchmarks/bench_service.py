@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             cached = ServiceProcess(
                 {"d": {"url": f"s3://{bucket}/svc.zarr", "storage_options": options}},
                 config={"chunk_cache_bytes": 256 * 2**20, "chunk_cache_recheck": 60},
+                env={"AZARR_CLIENT_REQUESTS": str(clients)},
             )
             try:
                 shared.append(_shared_run("azarr + chunk cache", cached, proxy, clients, seconds))
