@@ -125,28 +125,21 @@ class SharedReads:
         """The load of ``ident`` in flight and False (a follower), or a new one and True
         (the leader, who must end it with `alone`, `publish` or `fail`)."""
         with self._lock:
-            load = self._loads.get(ident)
-            if load is not None:
-                load._follow()
-                return load, False
-            load = self._loads[ident] = Load()
-            return load, True
+            return self._join_locked(ident)
 
     def join_many(self, idents: list[tuple[StoreSpec, str]]) -> list[tuple[Load, bool]]:
         """`join` for each of ``idents``, under one hold of the lock (the inner chunks of a
         shard: thousands per read)."""
-        loads = self._loads
-        joined: list[tuple[Load, bool]] = []
         with self._lock:
-            for ident in idents:
-                load = loads.get(ident)
-                if load is not None:
-                    load._follow()
-                    joined.append((load, False))
-                else:
-                    load = loads[ident] = Load()
-                    joined.append((load, True))
-        return joined
+            return [self._join_locked(ident) for ident in idents]
+
+    def _join_locked(self, ident: tuple[StoreSpec, str]) -> tuple[Load, bool]:
+        load = self._loads.get(ident)
+        if load is not None:
+            load._follow()
+            return load, False
+        load = self._loads[ident] = Load()
+        return load, True
 
     async def wait(self, load: Load) -> Any:
         """A follower's wait for ``load``: its value, or its leader's error.
@@ -184,25 +177,19 @@ class SharedReads:
         """The leader's bytes arrived: if nobody follows, end the load (True; the leader
         decodes into its own output). False: followers wait, `publish` a shared value."""
         with self._lock:
-            if load.followers:
-                return False
-            if self._loads.get(ident) is load:
-                del self._loads[ident]  # nobody waits, and nobody can join any more
-            return True
+            return self._alone_locked(ident, load)
 
     def alone_many(self, led: list[tuple[tuple[StoreSpec, str], Load]]) -> list[bool]:
         """`alone` for each ``(ident, load)`` of ``led``, under one hold of the lock."""
-        loads = self._loads
-        out: list[bool] = []
         with self._lock:
-            for ident, load in led:
-                if load.followers:
-                    out.append(False)
-                    continue
-                if loads.get(ident) is load:
-                    del loads[ident]
-                out.append(True)
-        return out
+            return [self._alone_locked(ident, load) for ident, load in led]
+
+    def _alone_locked(self, ident: tuple[StoreSpec, str], load: Load) -> bool:
+        if load.followers:
+            return False
+        if self._loads.get(ident) is load:
+            del self._loads[ident]  # nobody waits, and nobody can join any more
+        return True
 
     def publish(self, ident: tuple[StoreSpec, str], load: Load, value: Any) -> bool:
         """End ``load`` with ``value`` for its followers; True if it may be cached (no
