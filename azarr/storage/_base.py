@@ -221,14 +221,12 @@ class Store(ABC):
             cls.supports_blocking_io = False
         if "_set_blocking_takes_buffers" not in cls.__dict__ and "_set_blocking" in cls.__dict__:
             cls._set_blocking_takes_buffers = False
-        if "reads_into_buffers" not in cls.__dict__ and any(
-            name in cls.__dict__ for name in ("_get", "_get_blocking")
-        ):
-            cls.reads_into_buffers = False
-        if "reads_ahead" not in cls.__dict__ and any(
-            name in cls.__dict__ for name in ("_get", "_get_blocking")
-        ):
-            cls.reads_ahead = False
+        if any(name in cls.__dict__ for name in ("_get", "_get_blocking")):
+            # Both describe how the inherited reads work: a class with its own reads
+            # declares them again, or has neither.
+            for flag in ("reads_into_buffers", "reads_ahead"):
+                if flag not in cls.__dict__:
+                    setattr(cls, flag, False)
 
     def __init__(self, *, read_only: bool = False) -> None:
         self.read_only = read_only
