@@ -44,7 +44,6 @@ import contextlib
 import json
 import os
 import platform
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -124,18 +123,19 @@ def _run(impl: str, task: dict[str, Any], timeout: float) -> dict[str, Any]:
         if not baseline:
             raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
         env["PYTHONPATH"] = os.pathsep.join([baseline, str(REPO_ROOT)])
-    out = subprocess.run(
-        [_python(impl), str(WORKER), json.dumps(task)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO_ROOT,
-    )
-    if out.returncode != 0:
-        return {"impl": impl, "error": out.stderr[-2000:]}
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    from benchmarks.peers import run_worker_json
+
+    try:
+        return run_worker_json(
+            [_python(impl), str(WORKER), json.dumps(task)],
+            what=f"{impl} worker",
+            env=env,
+            timeout=timeout,
+            stderr_chars=2000,
+            cwd=REPO_ROOT,
+        )
+    except RuntimeError as exc:  # one implementation failing does not end the run
+        return {"impl": impl, "error": str(exc)}
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

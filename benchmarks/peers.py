@@ -218,6 +218,7 @@ def run_worker_json(
     env: dict[str, str] | None = None,
     timeout: float = 3600,
     stderr_chars: int | None = None,
+    cwd: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run a benchmark worker (``task`` as JSON on its stdin, if given) and return the JSON
     object on the last line of its stdout.
@@ -235,6 +236,7 @@ def run_worker_json(
         text=True,
         env=env,
         timeout=timeout,
+        cwd=cwd,
         check=False,
     )
     if proc.returncode != 0:
