@@ -275,6 +275,12 @@ async def _reset_array(
     return arr
 
 
+def _cut_rows(small: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """Rows of the chunks a shrink to ``small`` keeps: they hold their data past the new edge
+    (zarr-python's resize), so a regrow shows rows up to here again."""
+    return -(-small[0] // chunks[0]) * chunks[0]
+
+
 async def _read(store: Store) -> tuple[tuple[int, ...], np.ndarray[Any, Any]]:
     arr = await azarr.open_array(store, mode="r", path="a")
     return arr.shape, await arr.get_basic_selection()
@@ -285,7 +291,7 @@ async def test_kill_shrink(target: Target, fork_server: ForkServer, full: bool) 
     whole, chunks, small = SIZES[target.kind]
     store, data = target.store("shrink.zarr"), pattern(whole)
     kept = data[: small[0], : small[1]]
-    edge = -(-small[0] // chunks[0]) * chunks[0]  # rows of the chunks the shrink cuts
+    edge = _cut_rows(small, chunks)
 
     async def setup(_trial: int) -> dict[str, Any]:
         await _reset_array(target, store, whole, chunks)
@@ -322,7 +328,7 @@ async def test_kill_grow(target: Target, fork_server: ForkServer, full: bool) ->
     written, every chunk still there); the grow must expose only what a finished shrink kept."""
     whole, chunks, small = SIZES[target.kind]
     store, data = target.store("grow.zarr"), pattern(whole)
-    edge = -(-small[0] // chunks[0]) * chunks[0]  # rows of the chunks the shrink cut
+    edge = _cut_rows(small, chunks)
 
     async def setup(_trial: int) -> dict[str, Any]:
         await _reset_array(target, store, whole, chunks)
@@ -350,7 +356,7 @@ async def test_kill_append(target: Target, fork_server: ForkServer, full: bool) 
     whole, chunks, small = SIZES[target.kind]
     store, data = target.store("append.zarr"), pattern(whole)
     rows = whole[0] - small[0]
-    edge = -(-small[0] // chunks[0]) * chunks[0]  # rows of the chunks the planted shrink cut
+    edge = _cut_rows(small, chunks)
 
     async def setup(_trial: int) -> dict[str, Any]:
         await _reset_array(target, store, whole, chunks)
