@@ -34,6 +34,10 @@ CORE = [
 
 nox.options.sessions = [f"tests-{FULL}", *(f"core-{v}" for v in PYTHONS if v != FULL), "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
+#: uv when it is installed (the test extra brings it): a session's install takes seconds instead of
+#: minutes (pip took 210 s for ``.[test]`` on 3.12 here, uv 5 s, the same packages); virtualenv + pip
+#: otherwise.
+nox.options.default_venv_backend = "uv|virtualenv"
 
 
 def _select_pyenv_pythons() -> None:

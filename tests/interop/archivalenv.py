@@ -99,19 +99,13 @@ def ensure_archival_python(report: refenv.Reporter = refenv._stderr) -> Path:
         report(f"[ref-archival] building {venv} (kerchunk, VirtualiZarr, zarr 3.4; a few minutes) ...")
         try:
             refenv._run_logged([base, "-m", "venv", str(venv)], log, report, deadline)
-            refenv._run_logged(
-                [
-                    str(refenv.venv_python(venv)),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--only-binary=:all:",
-                    "-r",
-                    str(REQUIREMENTS),
-                ],
+            refenv.pip_install(
+                refenv.venv_python(venv),
+                ["--only-binary=:all:", "-r", str(REQUIREMENTS)],
                 log,
                 report,
                 deadline,
+                tag="[ref-archival]",
             )
         except refenv.RefEnvError as exc:
             raise ArchivalEnvError(str(exc)) from exc

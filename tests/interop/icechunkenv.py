@@ -94,14 +94,16 @@ def ensure_icechunk_python(report: refenv.Reporter = refenv._stderr) -> Path:
         python = str(refenv.venv_python(venv))
         try:
             refenv._run_logged([base, "-m", "venv", str(venv)], log, report, deadline, tag="[ref-icechunk]")
-            pip = [python, "-m", "pip", "install", "--only-binary=:all:"]
-            refenv._run_logged([*pip, "-r", str(REQUIREMENTS)], log, report, deadline, tag="[ref-icechunk]")
-            refenv._run_logged(
-                [python, "-m", "pip", "install", "-e", str(refenv.REPO_ROOT)],
+            refenv.pip_install(
+                python,
+                ["--only-binary=:all:", "-r", str(REQUIREMENTS)],
                 log,
                 report,
                 deadline,
                 tag="[ref-icechunk]",
+            )
+            refenv.pip_install(
+                python, ["-e", str(refenv.REPO_ROOT)], log, report, deadline, tag="[ref-icechunk]"
             )
         except refenv.RefEnvError as exc:
             raise IcechunkEnvError(str(exc)) from exc
