@@ -435,6 +435,34 @@ def test_zstd_frame_without_content_size_uses_the_copying_path() -> None:
         codec.decode(short, key="z/0")
 
 
+@pytest.mark.parametrize("config_", [{"level": 1}, {"level": 5, "checksum": True}, {"level": -3}], ids=str)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_zstd_encode_reuses_a_context_and_writes_numcodecs_frames(
+    config_: dict[str, Any], order: Order
+) -> None:
+    """Zstd chunks are compressed with a context kept per thread (`azarr.codecs._zstd`): each
+    is one frame declaring its content size (and a checksum when configured), as
+    ``numcodecs.Zstd.encode`` writes, and numcodecs decodes it; the same chunk twice gives the
+    same bytes (nothing of one frame leaks into the next)."""
+    from azarr.codecs._bounded import zstd_content_size
+
+    codec = ChunkCodec("<f4", (64, 48), order, {"id": "zstd", **config_}, None)
+    reference = numcodecs.Zstd(**config_)
+    chunks = [sample("<f4", (64, 48), order) * k for k in (1, 3)]
+    first = [codec.encode(chunk, key="z/0") for chunk in chunks]
+    assert [codec.encode(chunk, key="z/0") for chunk in chunks] == first
+    for chunk, data in zip(chunks, first, strict=True):
+        assert zstd_content_size(memoryview(data)) == chunk.nbytes
+        assert bool(data[4] & 0x04) == bool(config_.get("checksum"))  # Content_Checksum_flag
+        raw = np.frombuffer(reference.decode(data), dtype="<f4")
+        np.testing.assert_array_equal(raw, chunk.ravel(order=order))
+        np.testing.assert_array_equal(codec.decode(data, key="z/0"), chunk)
+    if (numcodecs.zstd.VERSION_NUMBER // 100) == 105:  # both zstd 1.5.x: the bytes are numcodecs'
+        assert first[0] == reference.encode(
+            np.ascontiguousarray(chunks[0]) if order == "C" else chunks[0].ravel("F")
+        )
+
+
 # ------------------------------------------------------------------ errors
 
 

@@ -43,6 +43,7 @@ from azarr.codecs._chain import CodecChain
 from azarr.codecs._checksum import is_checksum, strip_checksum
 from azarr.codecs._object import is_unpickling_codec, object_all_equal, unpickle, values_equal
 from azarr.codecs._pool import run_in_codec_pool
+from azarr.codecs._zstd import zstd_compress
 from azarr.errors import CodecError, MetadataError, UnsafeCodecError
 
 with warnings.catch_warnings():
@@ -179,6 +180,7 @@ class ChunkCodec:
         "_perm",
         "_plain",
         "_swap",
+        "_zstd_args",
         "_zstd_direct",
         "chunks",
         "compressor",
@@ -289,6 +291,9 @@ class ChunkCodec:
         self._blosc_direct = self._declared_size is not None and isinstance(self.compressor, Blosc)
         self._zstd_direct = self._declared_size is not None and type(self.compressor) is Zstd
         self._blosc_compress_args = _blosc_compress_args(self.compressor, self.dtype, self.filters)
+        # numcodecs' own Zstd (not a subclass): encoded with a reused context (`_zstd` says why).
+        zstd: Any = self.compressor if type(self.compressor) is Zstd else None
+        self._zstd_args = None if zstd is None else (int(zstd.level), bool(zstd.checksum))
         self._plain = (
             self.compressor is None
             and not self._outer
@@ -803,6 +808,8 @@ class ChunkCodec:
                     # numcodecs.blosc.compress with Blosc.encode's own arguments, without its
                     # buffer normalisation (plain numeric chunks: bit-exact with Blosc.encode, tested).
                     data = blosc_compress(data, *self._blosc_compress_args)
+                elif self._zstd_args is not None and (flat := _contiguous_bytes(data)) is not None:
+                    data = zstd_compress(flat, *self._zstd_args)
                 else:
                     data = self.compressor.encode(data)
             for codec in self._outer:
@@ -985,6 +992,17 @@ def _to_native(chunk: NDArray) -> NDArray:
     """``chunk``, whose memory holds its elements in the other byte order, fixed in place."""
     chunk.byteswap(inplace=True)
     return chunk
+
+
+def _contiguous_bytes(data: Any) -> Any:
+    """``data``'s memory as one buffer when it is contiguous in C or F order (a 1-D ``uint8``
+    view of an array, in memory order as numcodecs serialises it; ``bytes`` as is), else None."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, np.ndarray) and not data.dtype.hasobject:
+        layout: Any = data.flags
+        return data.ravel(order="K").view(np.uint8) if layout.c_contiguous or layout.f_contiguous else None
+    return None
 
 
 def _blosc_compress_args(
