@@ -195,10 +195,37 @@ async def test_large_values_and_payload_signing(
         await t.put("small", b"abc")
         await t.put("mv", memoryview(big)[10:20])
         await t.put("ba", bytearray(b"xyz"))
+        await t.put("big-mv", memoryview(big)[3:])  # written in slices (request_body)
         assert await t.get("big") == big
+        assert await t.get("big-mv") == big[3:]
         assert await t.get("small") == b"abc"
         assert await t.get("mv") == big[10:20]
         assert await t.get("ba") == b"xyz"
+
+
+async def test_large_bodies_are_written_in_slices_without_joining() -> None:
+    """`request_body`: a body above `BODY_SLICE_BYTES` goes to aiohttp's writer as memoryview
+    slices of itself (no copy joins the head to the whole body), with the body's length."""
+    from azarr.storage._aiohttp import BODY_SLICE_BYTES, request_body
+
+    body = np.random.default_rng(1).bytes(3 * BODY_SLICE_BYTES + 5)
+    assert request_body(body[:BODY_SLICE_BYTES]) == body[:BODY_SLICE_BYTES]
+    assert request_body(None) is None
+    payload = request_body(body)
+    assert payload.size == len(body)
+    written: list[memoryview] = []
+
+    class Writer:
+        async def write(self, chunk: memoryview) -> None:
+            written.append(chunk)
+
+    await payload.write_with_length(Writer(), None)
+    assert [len(w) for w in written] == [BODY_SLICE_BYTES] * 3 + [5]
+    assert all(isinstance(w, memoryview) and w.obj is written[0].obj for w in written)
+    assert b"".join(written) == body
+    written.clear()
+    await payload.write_with_length(Writer(), 10)
+    assert b"".join(written) == body[:10]
 
 
 # ---------------------------------------------------------------------- SeaweedFS: authentication

@@ -32,11 +32,66 @@ __all__ = [
     "new_session",
     "no_silent_resend",
     "read_body",
+    "request_body",
     "unwrap_dropped",
 ]
 
 #: ``allocate(nbytes)``: a writable buffer of exactly ``nbytes`` bytes to receive a body into.
 Allocator = Callable[[int], memoryview]
+
+
+#: Request bodies above this many bytes are written to the connection in slices of it.
+#: aiohttp sends its buffered head joined with the first body write (``b"".join``, a copy of
+#: the whole body on Python < 3.12.9), and on Python 3.11 asyncio's transport copies a
+#: ``bytes`` body's unsent rest twice (``data[n:]``, then into its buffer): three copies of a
+#: 16 MiB shard on the event loop, ~0.3 s of loop CPU per GiB in a profile of sharded
+#: writes. Memoryview slices are never joined nor sliced by copy; aiohttp awaits the
+#: transport's drain between them, so only the part of one slice the socket did not take
+#: is buffered.
+BODY_SLICE_BYTES = 256 << 10
+
+
+def request_body(data: bytes | memoryview | None) -> Any:
+    """What to pass as ``data=`` to aiohttp for the request body ``data``: ``data`` itself up
+    to `BODY_SLICE_BYTES`, else a payload writing it in slices (the same bytes, the same
+    ``Content-Length``)."""
+    if data is None:
+        return None
+    view = memoryview(data)
+    if view.nbytes <= BODY_SLICE_BYTES or not view.c_contiguous:
+        return data
+    return _sliced_payload()(view)
+
+
+@functools.cache
+def _sliced_payload() -> type:
+    import aiohttp.payload
+
+    class SlicedBody(aiohttp.payload.Payload):
+        """A bytes-like body written to the connection in `BODY_SLICE_BYTES` slices (`request_body`)."""
+
+        _value: memoryview
+
+        def __init__(self, value: bytes | memoryview) -> None:
+            view = memoryview(value).cast("B")
+            super().__init__(view, content_type="application/octet-stream")
+            self._size = view.nbytes
+
+        def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+            return bytes(self._value).decode(encoding, errors)
+
+        async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+            return bytes(self._value)
+
+        async def write(self, writer: Any) -> None:
+            await self.write_with_length(writer, None)
+
+        async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+            view = self._value if content_length is None else self._value[:content_length]
+            for start in range(0, view.nbytes, BODY_SLICE_BYTES):
+                await writer.write(view[start : start + BODY_SLICE_BYTES])
+
+    return SlicedBody
 
 
 class ConnectionDropped(Exception):

@@ -44,6 +44,7 @@ from azarr.storage._aiohttp import (
     SharedSessions,
     new_session,
     read_body,
+    request_body,
     unwrap_dropped,
 )
 from azarr.storage._errors import translate_error
@@ -785,7 +786,12 @@ class S3Transport:
             url = URL(resolved.origin + path, encoded=True)
             try:
                 async with session.request(
-                    method, url, headers=sent, data=data, allow_redirects=False, proxy=resolved.proxy
+                    method,
+                    url,
+                    headers=sent,
+                    data=request_body(data),
+                    allow_redirects=False,
+                    proxy=resolved.proxy,
                 ) as resp:
                     # Read error bodies too (small): an unread body closes the connection
                     # instead of returning it to the pool, and 404s are routine in Zarr.
