@@ -7,6 +7,8 @@ A float32 array (``--size-mib``, default 1 GiB: 16384 x 16384) in shards of 2048
 implementation runs in its own interpreter (`benchmarks.sharding_workers`,
 `benchmarks.peers`): azarr; zarr-python 3.4 with obstore and its default pipeline,
 ``FusedCodecPipeline`` and zarrs; TensorStore ``zarr3``; and raw aiohttp ranged GETs.
+``azarr-baseline`` (not in the default list) is the azarr worker importing the ``azarr/`` of
+``$AZARR_BASELINE`` (an older checkout) instead, for before/after in one interleaved run.
 
 Operations, each in a fresh process (cold):
 
@@ -59,8 +61,12 @@ def _log(msg: str) -> None:
     print(f"[bench-sharding] {msg}", file=sys.stderr, flush=True)
 
 
+LOCAL = ("azarr", "azarr-baseline", "raw")
+"""Implementations run by this interpreter, from this repository (the baseline's azarr ahead)."""
+
+
 def interpreter(impl: str) -> str:
-    if impl in ("azarr", "raw"):
+    if impl in LOCAL:
         return sys.executable
     from benchmarks.peers import ensure_peer_python
 
@@ -68,11 +74,13 @@ def interpreter(impl: str) -> str:
 
 
 def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "PYTHONPATH": str(REPO_ROOT) if impl in ("azarr", "raw") else "",
-    }
+    path = str(REPO_ROOT) if impl in LOCAL else ""
+    if impl == "azarr-baseline":
+        baseline = os.environ.get("AZARR_BASELINE")
+        if not baseline:
+            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
+        path = os.pathsep.join([baseline, path])
+    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": path}
     from benchmarks.peers import run_worker_json
 
     return run_worker_json(
