@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import functools
 import itertools
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -278,6 +279,46 @@ def _publish(
         pipeline.keep(cache, ident, chunk, generation)
 
 
+class _Assembled:
+    """A shard's bytes (None: no inner chunk stored), from the job that assembled it."""
+
+    __slots__ = ("shard",)
+
+    def __init__(self, shard: bytes | None) -> None:
+        self.shard = shard
+
+
+class _Assembly:
+    """The encoded inner chunks of one shard write, joined into the shard by whichever codec
+    job finishes last, in its codec thread.
+
+    A separate assembling job would queue behind every encode job submitted meanwhile (the
+    pool is first come, first served, and `codec_queue_bytes` lets the jobs of ~16 shards
+    queue), so each shard's PUT waited for the encoding of most shards in flight: PUTs went
+    out in waves, sending overlapping little with encoding. A job that fails never counts
+    itself done, so a failed shard is never assembled.
+    """
+
+    def __init__(
+        self, jobs: int, parts: list[bytes | memoryview | None], assemble: Callable[[Any], bytes | None]
+    ) -> None:
+        self._left = jobs
+        self._parts = parts
+        self._assemble = assemble
+        self._lock = threading.Lock()
+
+    def done(self, results: list[tuple[int, bytes | None]]) -> _Assembled | None:
+        """Record one job's encoded inner chunks; the assembled shard if it was the last job."""
+        parts = self._parts
+        with self._lock:
+            for local, data in results:
+                parts[local] = data
+            self._left -= 1
+            if self._left:
+                return None
+        return _Assembled(self._assemble(parts))
+
+
 async def write_sharded(
     pipeline: ChunkPipeline,
     shards: ShardedChunks,
@@ -306,13 +347,6 @@ async def write_sharded(
     shard_key, spec = pipeline.chunk_key, shards.spec
     per_job = max(1, _JOB_BYTES // max(nbytes, 1))
 
-    def encode(
-        items: list[tuple[int, str, ChunkProjection, memoryview | None]],
-    ) -> list[tuple[int, bytes | None]]:
-        # Runs in the codec pool: merge (decoding the stored inner chunk if any) and encode.
-        update = pipeline._update_chunk
-        return [(local, update(data, label, p, values, fields)) for local, label, p, data in items]
-
     async def encoded(
         key: str, shard: tuple[int, ...], members: list[Member], old: Parts | None
     ) -> bytes | None:
@@ -322,12 +356,18 @@ async def write_sharded(
             stored = None if old is None or (p.is_complete_chunk and fields is None) else old[local]
             items.append((local, shards.label(key, p.chunk_coords), p, stored))
         jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
-        results = await asyncio.gather(*(codec.run(encode, job, weight=len(job) * nbytes) for job in jobs))
         parts: list[bytes | memoryview | None] = [None] * shards.count if old is None else list(old)
-        for result in results:
-            for local, data in result:
-                parts[local] = data
-        return await codec.run(spec.assemble, parts, weight=0)
+        assembly = _Assembly(len(jobs), parts, spec.assemble)
+        update = pipeline._update_chunk
+
+        def encode(job: list[tuple[int, str, ChunkProjection, memoryview | None]]) -> _Assembled | None:
+            # Runs in the codec pool: merge (decoding the stored inner chunk if any) and encode.
+            return assembly.done(
+                [(local, update(data, label, p, values, fields)) for local, label, p, data in job]
+            )
+
+        results = await asyncio.gather(*(codec.run(encode, job, weight=len(job) * nbytes) for job in jobs))
+        return next(result.shard for result in results if result is not None)
 
     async def write_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
         shard, members = group
