@@ -728,3 +728,36 @@ async def test_a_damaged_inner_chunk_of_a_pooled_whole_shard_names_the_shard_and
     await store.set("c/0/0", bytes(shard))
     with pytest.raises(CodecError, match=r"c/0/0 \(inner chunk \(1, 1\)\)"):
         await a.get_basic_selection(...)
+
+
+async def test_a_shard_is_stored_once_its_own_inner_chunks_are_encoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The codec job finishing a shard assembles it (write_sharded's _Assembly): its PUT does not
+    # wait for the encoding of the other shards queued in the codec pool meanwhile.
+    from azarr.pipeline._chunks import ChunkPipeline
+
+    events: list[str] = []
+    update = ChunkPipeline._update_chunk
+
+    def slow_update(self: Any, data: Any, label: str, *args: Any) -> Any:
+        time.sleep(0.002)
+        events.append("encode " + label.split(" ")[0])
+        return update(self, data, label, *args)
+
+    class Recording(RecordingStore):
+        async def _set(self, key: str, value: bytes) -> None:
+            events.append("set " + key)
+            await super()._set(key, value)
+
+    store = Recording(MemoryStore(), remote=True)
+    a = await make(store, shape=(40, 30))  # 8 shards of 6 inner chunks, one codec job each
+    data = values((40, 30))
+    monkeypatch.setattr(ChunkPipeline, "_update_chunk", slow_update)
+    with azarr.config.set(codec_threads=1):
+        await a.set_basic_selection(..., data)
+    sets = [i for i, e in enumerate(events) if e.startswith("set c/")]
+    encodes = [i for i, e in enumerate(events) if e.startswith("encode")]
+    assert len(sets) == 8 and len(encodes) == 48
+    assert sets[0] < encodes[-1] - 6  # the first shard went out while others were still encoding
+    np.testing.assert_array_equal(await a.get_basic_selection(...), data)
