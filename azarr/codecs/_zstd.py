@@ -2,10 +2,10 @@
 
 ``numcodecs.Zstd.encode`` creates and frees a ``ZSTD_CCtx`` for every chunk: on this
 project's benchmark host (64 KiB float32 inner chunks, level 1) that set-up cost about as
-much as the compression itself (256 x 64 KiB: 66-87 ms per 16 MiB against 31-34 ms for one
-16 MiB call). The standard library's ``compression.zstd`` (``backports.zstd`` before Python
-3.14, already a dependency for bounded decoding) keeps its context between frames, as
-zarr-python 3's ``ZstdCodec`` does not and TensorStore's zstd writer does. Each
+much as the compression itself (256 x 64 KiB: 66-103 ms per 16 MiB against 31-34 ms for one
+16 MiB call; zarr-python 3's ``ZstdCodec`` calls the same numcodecs codec). The standard
+library's ``compression.zstd`` (``backports.zstd`` before Python 3.14, already a dependency
+for bounded decoding) keeps its context between frames. Each
 ``compress(..., FLUSH_FRAME)`` call with the whole chunk is ``ZSTD_compressStream2`` with
 ``ZSTD_e_end`` on a fresh frame, which zstd turns into a one-shot compression declaring the
 content size, so the frames are those of ``ZSTD_compress2``: the same header, and the same
