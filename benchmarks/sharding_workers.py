@@ -275,6 +275,7 @@ class Raw:
 
 IMPLS: dict[str, Any] = {
     "azarr": Azarr,
+    "azarr-baseline": Azarr,  # the azarr in $AZARR_BASELINE (bench_sharding puts it on the path)
     "zarr34": Zarr34,
     "zarr34-fused": Zarr34Fused,
     "zarr34-zarrs": Zarr34Zarrs,
@@ -283,6 +284,7 @@ IMPLS: dict[str, Any] = {
 }
 IMPORTS = {
     "azarr": ("azarr", "azarr.storage._s3_transport", "aiohttp"),
+    "azarr-baseline": ("azarr", "azarr.storage._s3_transport", "aiohttp"),
     "zarr34": ("zarr", "zarr.api.asynchronous", "zarr.storage", "obstore.store"),
     "zarr34-fused": ("zarr", "zarr.api.asynchronous", "zarr.storage", "obstore.store"),
     "zarr34-zarrs": ("zarr", "zarr.api.asynchronous", "zarr.storage", "obstore.store", "zarrs"),
