@@ -59,32 +59,20 @@ def _log(msg: str) -> None:
     print(f"[bench-sharding] {msg}", file=sys.stderr, flush=True)
 
 
-#: azarr run from ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``): before/after.
-BASELINE = "azarr-baseline"
-
-
 def interpreter(impl: str) -> str:
-    if impl in ("azarr", BASELINE, "raw"):
+    if impl in ("azarr", "azarr-baseline", "raw"):
         return sys.executable
     from benchmarks.peers import ensure_peer_python
 
     return str(ensure_peer_python(PEER_VENV.get(impl, impl)))
 
 
-def _pythonpath(impl: str) -> str:
-    """The repository for azarr's own workers; the baseline's azarr ahead of it for the baseline."""
-    if impl == BASELINE:
-        baseline = os.environ.get("AZARR_BASELINE")
-        if not baseline:
-            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
-        return os.pathsep.join([baseline, str(REPO_ROOT)])
-    return str(REPO_ROOT) if impl in ("azarr", "raw") else ""
-
-
 def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
-    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": _pythonpath(impl)}
-    from benchmarks.peers import run_worker_json
+    from benchmarks.peers import run_worker_json, worker_pythonpath
 
+    # azarr-baseline: the azarr in $AZARR_BASELINE (a checkout of main) for before/after.
+    path = worker_pythonpath(impl, ("azarr", "raw"))
+    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": path}
     return run_worker_json(
         [interpreter(impl), str(WORKER)],
         what=f"{impl} worker",
