@@ -292,7 +292,8 @@ async def read_one_sharded(
             return await run(pipeline._copy_new, chunk, shape, dtype, projection, fields, weight=nbytes)
     try:
         async with io.budget.reserve(nbytes):  # held until decoded, as `read_sharded`'s
-            whole = _WHOLE_FRACTION * shards.inner_in_array(shard) <= 1
+            # One inner chunk is most of a shard only in shards of one or two (`read_sharded`'s rule).
+            whole = shards.count <= 2 and _WHOLE_FRACTION * shards.inner_in_array(shard) <= 1
             parts, _, _ = await shards.get_many(key, [local], whole=whole)
             data = None if parts is None else parts[0]
             tracker.advance(0 if data is None else len(data))
