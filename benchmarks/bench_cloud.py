@@ -341,12 +341,9 @@ def selections(shape: tuple[int, int], n: int, kind: str, seed: int) -> list[lis
 # ---------------------------------------------------------------------- workers
 def _pythonpath(impl: str) -> str:
     """The repository for azarr's own workers; the baseline's azarr ahead of it for the baseline."""
-    if impl == BASELINE:
-        baseline = os.environ.get("AZARR_BASELINE")
-        if not baseline:
-            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
-        return os.pathsep.join([baseline, str(REPO_ROOT)])
-    return str(REPO_ROOT) if impl in LOCAL_IMPLS else ""
+    from benchmarks.peers import worker_pythonpath
+
+    return worker_pythonpath(impl, LOCAL_IMPLS)
 
 
 def run_worker(impl: str, task: dict[str, Any], wrap: list[str] | None = None) -> dict[str, Any]:

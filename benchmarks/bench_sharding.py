@@ -74,15 +74,11 @@ def interpreter(impl: str) -> str:
 
 
 def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
-    path = str(REPO_ROOT) if impl in LOCAL else ""
-    if impl == "azarr-baseline":
-        baseline = os.environ.get("AZARR_BASELINE")
-        if not baseline:
-            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
-        path = os.pathsep.join([baseline, path])
-    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": path}
-    from benchmarks.peers import run_worker_json
+    from benchmarks.peers import run_worker_json, worker_pythonpath
 
+    # azarr-baseline: the azarr in $AZARR_BASELINE (a checkout of main) for before/after.
+    path = worker_pythonpath(impl, ("azarr", "raw"))
+    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": path}
     return run_worker_json(
         [interpreter(impl), str(WORKER)],
         what=f"{impl} worker",

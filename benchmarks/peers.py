@@ -246,6 +246,29 @@ def run_worker_json(
     return report
 
 
+#: The azarr worker run against ``$AZARR_BASELINE`` (a directory holding an older ``azarr/``,
+#: e.g. a worktree of main): before/after in one run.
+BASELINE = "azarr-baseline"
+
+
+def worker_pythonpath(impl: str, local_impls: tuple[str, ...] | list[str]) -> str:
+    """``PYTHONPATH`` of a benchmark worker: this repository for ``local_impls`` (azarr's own
+    workers), the baseline's directory ahead of it for `BASELINE`, nothing for peers (their
+    own venvs).
+
+    Raises
+    ------
+    SystemExit
+        `BASELINE` without ``$AZARR_BASELINE``.
+    """
+    if impl == BASELINE:
+        baseline = os.environ.get("AZARR_BASELINE")
+        if not baseline:
+            raise SystemExit("azarr-baseline needs AZARR_BASELINE=<directory holding an older azarr/>")
+        return os.pathsep.join([baseline, str(REPO_ROOT)])
+    return str(REPO_ROOT) if impl in local_impls else ""
+
+
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 

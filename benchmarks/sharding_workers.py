@@ -275,7 +275,7 @@ class Raw:
 
 IMPLS: dict[str, Any] = {
     "azarr": Azarr,
-    "azarr-baseline": Azarr,  # the azarr of $AZARR_BASELINE ahead on the path (bench_sharding)
+    "azarr-baseline": Azarr,  # the azarr in $AZARR_BASELINE (bench_sharding puts it on the path)
     "zarr34": Zarr34,
     "zarr34-fused": Zarr34Fused,
     "zarr34-zarrs": Zarr34Zarrs,

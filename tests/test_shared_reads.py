@@ -467,6 +467,34 @@ async def test_sharded_cancelled_leader_and_failed_fetch() -> None:
     assert SHARED_READS.in_flight() == 0
 
 
+async def test_sharded_single_inner_chunk_reads_share_one_ranged_get() -> None:
+    # read_one's path for one inner chunk: readers of it share one ranged GET; a cancelled
+    # leader's followers read again (one of them leads), and a missing shard reads as fill.
+    store = await make_sharded()
+    arr = await azarr.open_array(store, path="s", mode="r")
+    stats = stats_for(store)
+    np.testing.assert_array_equal(await arr.getitem((2, slice(0, 10))), DATA[2, :10])  # caches the index
+    store.gets.clear()
+    store.gate.clear()
+    leader = asyncio.create_task(arr.getitem((2, slice(250, 260))))
+    await until(lambda: store.gets[SHARDS[1]] == 1, "the leader's fetch")
+    others = [asyncio.create_task(arr.getitem((2, slice(start, 500)))) for start in (250, 400)]
+    await until(lambda: inner_followers(store) == 2, "the followers")
+    leader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    await until(lambda: inner_followers(store) == 1, "one follower to lead, the other to follow it")
+    store.gate.set()
+    np.testing.assert_array_equal(await others[0], DATA[2, 250:500])
+    np.testing.assert_array_equal(await others[1], DATA[2, 400:500])
+    assert store.gets[SHARDS[1]] == 2 and stats.collapsed == 1  # the new leader's GET, shared once
+    assert SHARED_READS.in_flight() == 0
+    del store._data[SHARDS[1]]
+    azarr.pipeline._shards.SHARD_INDEXES.clear()
+    got = await asyncio.gather(*(arr.getitem((3, slice(0, 10))) for _ in range(3)))
+    assert all((g == 0).all() for g in got) and SHARED_READS.in_flight() == 0
+
+
 async def test_sharded_cache_keeps_inner_chunks_checked_by_their_shard() -> None:
     store = await make_sharded()
     cache = ChunkCache(1 << 20, recheck_cached_data=False)

@@ -223,10 +223,11 @@ class ShardIndex:
         ``uint64`` of shape ``(count, 2)``; both ``MISSING`` for an inner chunk not stored.
     """
 
-    __slots__ = ("entries",)
+    __slots__ = ("_spans", "entries")
 
     def __init__(self, entries: np.ndarray[Any, Any]) -> None:
         self.entries = entries
+        self._spans: list[tuple[int, int] | None] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -245,10 +246,17 @@ class ShardIndex:
     def range_of(self, local: int) -> tuple[int, int] | None:
         """``(start, end)`` of the inner chunk numbered ``local`` (C order), None if not stored
         (or stored as zero bytes, which zarr-python 3 reads as not stored too)."""
-        offset, nbytes = self.entries[local]
-        if nbytes == MISSING or nbytes == 0:
-            return None
-        return int(offset), int(offset) + int(nbytes)
+        return self.spans()[local]
+
+    def spans(self) -> list[tuple[int, int] | None]:
+        """`range_of` of every inner chunk, in C order: one list of Python ints, made on first
+        use (one ``tolist`` of the entries) and kept, as a cached index serves many reads
+        (indexing the NumPy entries per inner chunk cost ~5 µs of event-loop time each)."""
+        spans = self._spans
+        if spans is None:
+            spans = [None if n == MISSING or n == 0 else (o, o + n) for o, n in self.entries.tolist()]
+            self._spans = spans
+        return spans
 
     def check(self, *, key: str, bound: int, data_start: int = 0, data_end: int | None = None) -> None:
         """Refuse an index no well-formed shard has.

@@ -50,7 +50,7 @@ from azarr.pipeline._coalesced import read_coalesced
 from azarr.pipeline._locks import key_lock
 from azarr.pipeline._pages import empty
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
-from azarr.pipeline._sharded import read_sharded, write_sharded
+from azarr.pipeline._sharded import read_one_sharded, read_sharded, write_sharded
 from azarr.pipeline._shards import ShardedChunks
 from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_map
 from azarr.scheduler._shared import SHARED_READS, CacheEntry, ChunkCache, default_chunk_cache
@@ -268,12 +268,16 @@ class ChunkPipeline:
         thread's malloc arena (trimmed when results are freed, page-faulted back in by
         the next ones); see ``benchmarks/README.md``.
         """
+        cache = self.chunk_cache()
         if self.shards is not None:
+            if cache is None:  # one inner chunk of one shard: no grouping, no task, no batcher queue
+                return await read_one_sharded(
+                    self, self.shards, projection, shape, dtype, fields, ProgressTracker(1, progress)
+                )
             result: np.ndarray[Any, Any] = empty(shape, dtype, self.codec.order)
             await self.read([projection], 1, result, fields=fields, progress=progress)
             return result
         key, partial = self.chunk_key(projection.chunk_coords), self._partial
-        cache = self.chunk_cache()
         if cache is not None:
 
             def copy_new(chunk: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

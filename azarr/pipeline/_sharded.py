@@ -36,7 +36,7 @@ from azarr.storage import Generation, StoreSpec
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
 
-__all__ = ["read_sharded", "write_sharded"]
+__all__ = ["read_one_sharded", "read_sharded", "write_sharded"]
 
 #: Inner chunk projections grouped at a time: a group is all of a window's inner chunks of
 #: one shard, so a window should span whole rows of shards (a shard split between windows
@@ -247,6 +247,77 @@ async def read_sharded(
         except BaseException:
             await codec.abandon()  # no codec thread may write into `out` once we return
             raise
+
+
+async def read_one_sharded(
+    pipeline: ChunkPipeline,
+    shards: ShardedChunks,
+    projection: ChunkProjection,
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    fields: Fields,
+    tracker: ProgressTracker,
+) -> np.ndarray[Any, Any]:
+    """`ChunkPipeline.read_one` for a sharded array without a decoded-chunk cache: a new
+    ``shape`` result holding a selection inside one inner chunk (the random-access pattern).
+
+    What `read_sharded` does for one inner chunk, without its machinery for many (grouping
+    by shard, a task per shard, the codec batcher's queue): the shard's index (cached, or
+    read; the whole shard when the inner chunk is most of it), one ranged GET pinned to the
+    index's generation, one codec job that allocates and fills the result. Reads are shared
+    as `read_sharded` shares them (`inner_key`); the leader holds the inner chunk's decoded
+    size in the byte budget until it is decoded, followers hold nothing while they wait.
+
+    Raises
+    ------
+    ShardIndexError, ByteRangeError
+        A corrupt or hostile shard.
+    CodecError, StoreError
+        The inner chunk or its request failed (also raised in the reads waiting for it).
+    """
+    io, codec = pipeline.io, pipeline.codec
+    nbytes = codec.nbytes
+    shard, local = shards.locate(projection.chunk_coords)
+    key = pipeline.chunk_key(shard)
+    label = shards.label(key, projection.chunk_coords)
+    run = CodecBatcher().run
+    load: Load | None = None
+    if not io.store.supports_blocking_io and config.get("collapse_reads"):
+        ident = (io.store.budget_key, inner_key(key, local))
+        load, chunk = await SHARED_READS.lead_or_follow(ident)
+        if load is None:  # another read fetched and decoded it
+            io.stats.count_shared(collapsed=1)
+            tracker.advance(0)
+            if chunk is None:
+                return pipeline._filled(shape, dtype, projection, fields)
+            return await run(pipeline._copy_new, chunk, shape, dtype, projection, fields, weight=nbytes)
+    try:
+        async with io.budget.reserve(nbytes):  # held until decoded, as `read_sharded`'s
+            # One inner chunk is most of a shard only in shards of one or two (`read_sharded`'s rule).
+            whole = shards.count <= 2 and _WHOLE_FRACTION * shards.inner_in_array(shard) <= 1
+            parts, _, _ = await shards.get_many(key, [local], whole=whole)
+            data = None if parts is None else parts[0]
+            tracker.advance(0 if data is None else len(data))
+            if load is not None and (data is None or not SHARED_READS.alone(ident, load)):
+                # Others wait for it: decoded once into a chunk of its own they copy from.
+                chunk = (
+                    None if data is None else await run(pipeline._decode_shared, data, label, weight=nbytes)
+                )
+                shared, load = load, None
+                SHARED_READS.publish(ident, shared, chunk)
+                if chunk is None:
+                    return pipeline._filled(shape, dtype, projection, fields)
+                return await run(pipeline._copy_new, chunk, shape, dtype, projection, fields, weight=nbytes)
+            load = None  # alone: nobody can join any more
+            if data is None:
+                return pipeline._filled(shape, dtype, projection, fields)
+            return await run(
+                pipeline._decode_new, data, label, shape, dtype, projection, fields, weight=nbytes
+            )
+    except BaseException as exc:
+        if load is not None:
+            SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
+        raise
 
 
 def _alone(items: list[_Led], parts: Parts | None) -> set[int]:

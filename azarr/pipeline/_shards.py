@@ -241,7 +241,8 @@ class ShardedChunks:
                 # hand the buffer back (_decode_into releases views of pool buffers).
                 plain: Any = np.frombuffer(received, dtype=np.uint8)
                 view = memoryview(plain)
-                return [_cut(view, index.range_of(i)) for i in locals_], pooled, None
+                spans = index.spans()
+                return [_cut(view, spans[i]) for i in locals_], pooled, None
             if cached is None and whole:
                 body, generation = await self._read(key, None)
                 if body is None:
@@ -249,7 +250,8 @@ class ShardedChunks:
                 index = self.spec.index_of_shard(body, self.count, key=key, bound=self.bound)
                 self._remember(key, generation, index)
                 view = memoryview(body)
-                return [_cut(view, index.range_of(i)) for i in locals_], None, generation
+                spans = index.spans()
+                return [_cut(view, spans[i]) for i in locals_], None, generation
             if cached is None:
                 data, generation = await self._read(key, self._index_range)
                 if data is None:
@@ -258,7 +260,8 @@ class ShardedChunks:
                 self._remember(key, generation, index)
             else:
                 generation, index = cached
-            spans = [index.range_of(i) for i in locals_]
+            every = index.spans()
+            spans = [every[i] for i in locals_]
             ranges = [ByteRange(*span) for span in spans if span is not None]
             pinned = generation if self._pinned else None
             try:

@@ -199,7 +199,11 @@ async def read_ranges(
     """
     if not ranges:
         return []
-    runs = coalesce_ranges(ranges, max_gap=max_gap, max_bytes=max_bytes)
+    only = ranges[0]
+    if len(ranges) == 1 and only.end is not None and only.end > only.start >= 0:
+        runs = [RangeRun(only.start, only.end, (0,))]  # what `coalesce_ranges` plans, without its steps
+    else:
+        runs = coalesce_ranges(ranges, max_gap=max_gap, max_bytes=max_bytes)
     count_runs(io, runs)
     if len(runs) == 1:  # no gather (a task per run) for the common single run
         bodies = [await read_run(io, key, runs[0], ranges, generation=generation)]
