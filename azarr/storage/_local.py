@@ -78,15 +78,17 @@ _NO_ANONYMOUS_FILES = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, e
 #: Writes that go straight to a named temporary file once one found its key existing.
 _NAMED_WRITES = 64
 _proc_fd: int | None = None
+_proc_lock = threading.Lock()
 
 
 def _proc_dir() -> int:
-    """A descriptor of ``/proc``, opened once per process: ``self/fd/N`` under it is always
-    the calling process's descriptor N, in a forked child too (``self`` is looked up at
-    each call)."""
+    """A descriptor of ``/proc``, opened once: ``self/fd/N`` under it is always the calling
+    process's descriptor N, in a forked child too (``self`` is looked up at each call)."""
     global _proc_fd
     if _proc_fd is None:
-        _proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        with _proc_lock:
+            if _proc_fd is None:
+                _proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     return _proc_fd
 
 
@@ -165,6 +167,9 @@ class LocalStore(Store):
     * Writes are atomic: the value goes to a temporary file in the target's directory,
       which then replaces the target with ``os.replace``. Readers see the old or the
       new value, never part of one, and a crashed process never leaves a torn value.
+      On Linux a key that does not exist yet is written to a file without a name
+      (``O_TMPFILE``) that ``linkat`` then names, which fails if the key appeared
+      meanwhile: as atomic, with no rename, no lock and nothing left by a killed writer.
       (Durability across power loss would additionally need ``fsync``; not done, as in
       zarr-python 2.) Temporary files never appear in listings.
     * Temporary files a killed writer left behind are removed by the next write into
