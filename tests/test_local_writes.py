@@ -287,6 +287,23 @@ def test_a_subclass_overriding_set_blocking_gets_bytes(tmp_path: Path) -> None:
     assert store.get_blocking("k") == b"abc"
 
 
+def _watch_anonymous_opens(monkeypatch: pytest.MonkeyPatch, *, refuse: bool = False) -> list[int]:
+    """Record each ``os.open`` of a file without a name (``O_TMPFILE``); ``refuse``: fail
+    it as a file system without such files does (EOPNOTSUPP)."""
+    seen: list[int] = []
+    real_open = os.open
+
+    def watch(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            seen.append(flags)
+            if refuse:
+                raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watch)
+    return seen
+
+
 @pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
 def test_a_new_key_is_linked_into_place_without_a_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -322,15 +339,7 @@ def test_an_existing_key_is_replaced_and_later_writes_go_by_name(
     store.set_blocking("k", memoryview(b"new value"))  # links under a temporary name, replaces
     assert store.get_blocking("k") == b"new value"
     assert store._named_writes == _local._NAMED_WRITES
-    anonymous: list[int] = []
-    real_open = os.open
-
-    def watch(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if flags & os.O_TMPFILE == os.O_TMPFILE:
-            anonymous.append(flags)
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", watch)
+    anonymous = _watch_anonymous_opens(monkeypatch)
     store.set_blocking("k", b"newer")
     assert anonymous == [] and store._named_writes == _local._NAMED_WRITES - 1
     store._named_writes = 0
@@ -365,16 +374,7 @@ def test_a_file_system_without_anonymous_files_gets_named_temporary_files(
     """Where ``open(O_TMPFILE)`` is refused (file systems without it say EOPNOTSUPP), the
     store writes through a named temporary file from then on."""
     store = LocalStore(tmp_path / "store")
-    real_open = os.open
-    refused: list[int] = []
-
-    def no_tmpfile(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if flags & os.O_TMPFILE == os.O_TMPFILE:
-            refused.append(flags)
-            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", no_tmpfile)
+    refused = _watch_anonymous_opens(monkeypatch, refuse=True)
     store.set_blocking("a/0", b"zero")
     store.set_blocking("a/1", b"one")
     assert len(refused) == 1 and not store._anonymous

@@ -393,10 +393,9 @@ class LocalStore(Store):
                 fd = os.open(parent, _O_ANONYMOUS, 0o666)
                 break
             except FileNotFoundError:
-                if not self.auto_mkdir or mkdirs == _MKDIR_RETRIES:
+                if not self._remake_dir(parent, mkdirs):
                     raise
                 mkdirs += 1
-                os.makedirs(parent, exist_ok=True)
             except OSError as exc:
                 if exc.errno not in _NO_ANONYMOUS_FILES:
                     raise
@@ -414,10 +413,9 @@ class LocalStore(Store):
                     break
                 except FileNotFoundError:
                     # A concurrent delete() pruned the directory since the open.
-                    if not self.auto_mkdir or mkdirs == _MKDIR_RETRIES:
+                    if not self._remake_dir(parent, mkdirs):
                         raise
                     mkdirs += 1
-                    os.makedirs(parent, exist_ok=True)
             # The key exists: name the file, then replace the key with it.
             self._named_writes = _NAMED_WRITES
             mark_live(fd)
@@ -431,6 +429,15 @@ class LocalStore(Store):
             return True
         finally:
             os.close(fd)
+
+    def _remake_dir(self, parent: str, tries: int) -> bool:
+        """Make ``parent`` after a create found it missing (never made, or pruned by a
+        concurrent ``delete()``); False when the store does not make directories or
+        ``tries`` reached ``_MKDIR_RETRIES``."""
+        if not self.auto_mkdir or tries == _MKDIR_RETRIES:
+            return False
+        os.makedirs(parent, exist_ok=True)
+        return True
 
     def _link_tmp(self, source: str, parent: str, name: str) -> str:
         """Link the open file ``source`` (``self/fd/N`` under ``/proc``) to a new temporary
@@ -469,10 +476,9 @@ class LocalStore(Store):
             try:
                 return os.open(tmp, flags, 0o666), tmp
             except FileNotFoundError:
-                if not self.auto_mkdir or mkdirs == _MKDIR_RETRIES:
+                if not self._remake_dir(parent, mkdirs):
                     raise
                 mkdirs += 1
-                os.makedirs(parent, exist_ok=True)
             except FileExistsError:
                 if taken == _TMP_NAME_RETRIES:
                     raise
