@@ -383,9 +383,10 @@ class LocalStore(Store):
         A key that exists already gets the file under a temporary name (locked, as
         `_open_tmp`'s) which then replaces it, as every write did before; the next
         ``_NAMED_WRITES`` writes then go that way directly (a rewrite of an array replaces
-        each of its chunks). 10,000 new files of 1.6 KB, one thread, ext4: 0.20 CPU-s
-        against 0.55 with a named temporary file, ``flock`` and ``rename``; 0.21 in place
-        (``O_TRUNC``, not atomic) (``benchmarks/README.md``, "Writes without a rename").
+        each of its chunks). Four system calls a new key instead of five, two of them
+        directory updates: 10,000 Blosc chunks of 1.6 KB written on tmpfs took 0.55 CPU-s
+        against 0.69 with a named temporary file, ``flock`` and ``rename``
+        (``benchmarks/README.md``, "Writes without a rename").
         """
         mkdirs = 0
         while True:
