@@ -383,6 +383,31 @@ def test_a_file_system_without_anonymous_files_gets_named_temporary_files(
 
 
 @pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+@pytest.mark.parametrize("error", [errno.EXDEV, errno.ENOENT])
+def test_a_proc_that_cannot_name_anonymous_files_gets_named_temporary_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int
+) -> None:
+    """Where linking through ``/proc/self/fd`` fails (a sandbox's /proc), the value is
+    written again under a temporary name, and later writes go that way directly."""
+    store = LocalStore(tmp_path / "store")
+    real_link = os.link
+    refused: list[str] = []
+
+    def link(src: Any, dst: Any, **kwargs: Any) -> None:
+        if str(src).startswith("self/fd/"):
+            refused.append(str(dst))
+            raise OSError(error, os.strerror(error))
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "link", link)
+    store.set_blocking("a/0", memoryview(b"zero" * 100))
+    store.set_blocking("a/1", b"one")
+    assert len(refused) == 1 and not store._anonymous
+    assert store.get_blocking("a/0") == b"zero" * 100 and store.get_blocking("a/1") == b"one"
+    assert sorted(os.listdir(tmp_path / "store" / "a")) == ["0", "1"]
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
 def test_anonymous_writes_in_a_forked_child_link_the_childs_file(tmp_path: Path) -> None:
     """``/proc`` is opened once per process; ``self/fd/N`` under it must be the child's own
     descriptor after a fork, not the parent's."""

@@ -75,6 +75,9 @@ _O_ANONYMOUS = os.O_WRONLY | getattr(os, "O_TMPFILE", 0)
 _ANONYMOUS_FILES = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
 #: What ``open(O_TMPFILE)`` fails with where the file system (or kernel) has no such files.
 _NO_ANONYMOUS_FILES = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOSYS})
+#: What ``linkat`` through ``/proc`` fails with where it cannot name such a file (a /proc
+#: without the descriptor links, a sandbox): the data is written again under a temporary name.
+_NO_ANONYMOUS_LINKS = frozenset({errno.EXDEV, errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP})
 #: Writes that go straight to a named temporary file once one found its key existing.
 _NAMED_WRITES = 64
 _proc_fd: int | None = None
@@ -375,7 +378,8 @@ class LocalStore(Store):
 
     def _write_anonymous(self, parent: str, name: str, path: str, value: bytes | memoryview) -> bool:
         """Write ``value`` to a file without a name in ``parent`` (Linux ``O_TMPFILE``), then
-        give it the name ``path`` with ``linkat``; False where the file system has no such files.
+        give it the name ``path`` with ``linkat``; False (nothing stored) where the file
+        system has no such files or ``/proc`` cannot name them: the store then stops trying.
 
         ``linkat`` fails if the name exists, so a new key is created whole, atomically, or
         not at all: readers never see it partly written, and a writer killed before the link
@@ -398,10 +402,7 @@ class LocalStore(Store):
                     raise
                 mkdirs += 1
             except OSError as exc:
-                if exc.errno not in _NO_ANONYMOUS_FILES:
-                    raise
-                self._anonymous = False  # not on this file system: named temporary files
-                return False
+                return self._give_up_anonymous(exc, _NO_ANONYMOUS_FILES)  # not on this file system
         try:
             _write_all(fd, value)
             source = f"self/fd/{fd}"
@@ -413,10 +414,15 @@ class LocalStore(Store):
                 except FileExistsError:
                     break
                 except FileNotFoundError:
+                    if os.path.isdir(parent):  # the /proc link is what is missing (a sandbox)
+                        self._anonymous = False
+                        return False
                     # A concurrent delete() pruned the directory since the open.
                     if not self._remake_dir(parent, mkdirs):
                         raise
                     mkdirs += 1
+                except OSError as exc:
+                    return self._give_up_anonymous(exc, _NO_ANONYMOUS_LINKS)  # /proc cannot name it
             # The key exists: name the file, then replace the key with it.
             self._named_writes = _NAMED_WRITES
             mark_live(fd)
@@ -439,6 +445,14 @@ class LocalStore(Store):
             return False
         os.makedirs(parent, exist_ok=True)
         return True
+
+    def _give_up_anonymous(self, exc: OSError, errnos: frozenset[int]) -> bool:
+        """Re-raise ``exc`` unless its errno is in ``errnos`` (files without a name do not
+        work here); else stop trying them in this store (False: the write goes by name)."""
+        if exc.errno not in errnos:
+            raise exc
+        self._anonymous = False
+        return False
 
     def _link_tmp(self, source: str, parent: str, name: str) -> str:
         """Link the open file ``source`` (``self/fd/N`` under ``/proc``) to a new temporary
