@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,40 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         budget = small._pipeline.io.budget.max_requests
         assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
+
+
+async def test_small_chunk_reads_from_a_store_that_reads_ahead_never_switch_pools() -> None:
+    with azarr.config.set(codec_threads=3):
+        small = await azarr.create(shape=(100,), chunks=(10,), dtype="i4", store=MemoryStore())
+        large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
+        gate = _JobGate(small._pipeline, reads_ahead=True)
+        await gate.finished(JobResult(nbytes=1, store_seconds=0.99, seconds=1.0))  # waits on the store
+        assert (gate.limit, gate.file_io) == (1, False)  # the kernel reads ahead: one job at a time
+        gate = _JobGate(large._pipeline, reads_ahead=True)
+        await gate.finished(JobResult(nbytes=1, store_seconds=0.99, seconds=1.0))
+        assert gate.file_io  # large chunks: as before
+
+
+class _SlowReadAheadStore(_SlowFileLikeStore):
+    """`_SlowFileLikeStore` declaring that it reads ahead (its hints do nothing)."""
+
+    reads_ahead = True
+
+    def _read_ahead_blocking(self, keys: Sequence[str]) -> None:
+        self.hinted += len(keys)
+
+
+async def test_small_chunk_reads_that_read_ahead_stay_on_one_codec_thread() -> None:
+    store = _SlowReadAheadStore(0.002)
+    store.hinted = 0
+    data = np.arange(160 * 100, dtype="i4").reshape(160, 100)
+    with azarr.config.set(codec_threads=2, file_io_threads=4):
+        arr = await azarr.array(data, chunks=(20, 20), store=store)
+        assert "azarr-file-io" in store.threads  # writes still switch (they do not read ahead)
+        store.most, store.threads = 0, set()
+        np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+    assert (store.most, store.threads) == (1, {"azarr-codec"})
+    assert store.hinted > 0
 
 
 async def test_a_budget_of_one_request_still_completes() -> None:

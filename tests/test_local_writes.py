@@ -9,6 +9,7 @@ leaves neither a partial value nor a temporary file, and a reader never sees hal
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pytest
 
 import azarr
 from azarr.errors import StoreError
-from azarr.storage import LocalStore, MemoryStore, Store
+from azarr.storage import LocalStore, MemoryStore, Store, _local
 
 
 def _stores(tmp_path: Path) -> dict[str, Store]:
@@ -284,3 +285,142 @@ def test_a_subclass_overriding_set_blocking_gets_bytes(tmp_path: Path) -> None:
     buf[:] = b"xyz"
     assert kept == [b"abc"] and type(kept[0]) is bytes
     assert store.get_blocking("k") == b"abc"
+
+
+def _watch_anonymous_opens(monkeypatch: pytest.MonkeyPatch, *, refuse: bool = False) -> list[int]:
+    """Record each ``os.open`` of a file without a name (``O_TMPFILE``); ``refuse``: fail
+    it as a file system without such files does (EOPNOTSUPP)."""
+    seen: list[int] = []
+    real_open = os.open
+
+    def watch(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            seen.append(flags)
+            if refuse:
+                raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", watch)
+    return seen
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+def test_a_new_key_is_linked_into_place_without_a_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key that does not exist is written to a file without a name and linked to the key:
+    no rename, and no temporary name ever appears in the directory."""
+    store = LocalStore(tmp_path / "store")
+    renamed: list[str] = []
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        renamed.append(os.fspath(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    for i in range(5):
+        store.set_blocking(f"a/{i}", memoryview(bytes([i]) * 3000))
+    assert renamed == []
+    assert sorted(os.listdir(tmp_path / "store" / "a")) == [str(i) for i in range(5)]
+    assert [store.get_blocking(f"a/{i}") for i in range(5)] == [bytes([i]) * 3000 for i in range(5)]
+    mode = os.stat(tmp_path / "store" / "a" / "0").st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # as a file created by name
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+def test_an_existing_key_is_replaced_and_later_writes_go_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path / "store")
+    store.set_blocking("k", b"old")
+    store.set_blocking("k", memoryview(b"new value"))  # links under a temporary name, replaces
+    assert store.get_blocking("k") == b"new value"
+    assert store._named_writes == _local._NAMED_WRITES
+    anonymous = _watch_anonymous_opens(monkeypatch)
+    store.set_blocking("k", b"newer")
+    assert anonymous == [] and store._named_writes == _local._NAMED_WRITES - 1
+    store._named_writes = 0
+    store.set_blocking("j", b"fresh")  # tries a file without a name again
+    assert len(anonymous) == 1
+    assert store.get_blocking("k") == b"newer" and store.get_blocking("j") == b"fresh"
+    assert sorted(os.listdir(tmp_path / "store")) == ["j", "k"]
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+def test_a_failed_replace_of_an_existing_key_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path / "store")
+    store.set_blocking("d/k", b"old")
+
+    def crash(src: Any, dst: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(StoreError, match=r"'d/k'.*No space left"):
+        store.set_blocking("d/k", b"new")
+    monkeypatch.undo()
+    assert store.get_blocking("d/k") == b"old"
+    assert os.listdir(tmp_path / "store" / "d") == ["k"]
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+def test_a_file_system_without_anonymous_files_gets_named_temporary_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``open(O_TMPFILE)`` is refused (file systems without it say EOPNOTSUPP), the
+    store writes through a named temporary file from then on."""
+    store = LocalStore(tmp_path / "store")
+    refused = _watch_anonymous_opens(monkeypatch, refuse=True)
+    store.set_blocking("a/0", b"zero")
+    store.set_blocking("a/1", b"one")
+    assert len(refused) == 1 and not store._anonymous
+    assert store.get_blocking("a/0") == b"zero" and store.get_blocking("a/1") == b"one"
+    assert sorted(os.listdir(tmp_path / "store" / "a")) == ["0", "1"]
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+@pytest.mark.parametrize("error", [errno.EXDEV, errno.ENOENT])
+def test_a_proc_that_cannot_name_anonymous_files_gets_named_temporary_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int
+) -> None:
+    """Where linking through ``/proc/self/fd`` fails (a sandbox's /proc), the value is
+    written again under a temporary name, and later writes go that way directly."""
+    store = LocalStore(tmp_path / "store")
+    real_link = os.link
+    refused: list[str] = []
+
+    def link(src: Any, dst: Any, **kwargs: Any) -> None:
+        if str(src).startswith("self/fd/"):
+            refused.append(str(dst))
+            raise OSError(error, os.strerror(error))
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "link", link)
+    store.set_blocking("a/0", memoryview(b"zero" * 100))
+    store.set_blocking("a/1", b"one")
+    assert len(refused) == 1 and not store._anonymous
+    assert store.get_blocking("a/0") == b"zero" * 100 and store.get_blocking("a/1") == b"one"
+    assert sorted(os.listdir(tmp_path / "store" / "a")) == ["0", "1"]
+
+
+@pytest.mark.skipif(not _local._ANONYMOUS_FILES, reason="no O_TMPFILE (Linux) here")
+def test_anonymous_writes_in_a_forked_child_link_the_childs_file(tmp_path: Path) -> None:
+    """``/proc`` is opened once per process; ``self/fd/N`` under it must be the child's own
+    descriptor after a fork, not the parent's."""
+    store = LocalStore(tmp_path / "store")
+    store.set_blocking("parent", b"p")  # opens /proc in the parent
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 0
+        try:
+            store.set_blocking("child", b"c" * 100)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.get_blocking("child") == b"c" * 100

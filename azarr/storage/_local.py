@@ -69,6 +69,31 @@ _tmp_tokens = _TmpTokens()
 #: Attempts at a fresh temporary name when one is taken (another process's counter met ours).
 _TMP_NAME_RETRIES = 16
 
+#: Files without a name, linked into place when written (`LocalStore._write_anonymous`):
+#: Linux's ``O_TMPFILE``, named through ``/proc/self/fd``.
+_O_ANONYMOUS = os.O_WRONLY | getattr(os, "O_TMPFILE", 0)
+_ANONYMOUS_FILES = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
+#: What ``open(O_TMPFILE)`` fails with where the file system (or kernel) has no such files.
+_NO_ANONYMOUS_FILES = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOSYS})
+#: What ``linkat`` through ``/proc`` fails with where it cannot name such a file (a /proc
+#: without the descriptor links, a sandbox): the data is written again under a temporary name.
+_NO_ANONYMOUS_LINKS = frozenset({errno.EXDEV, errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP})
+#: Writes that go straight to a named temporary file once one found its key existing.
+_NAMED_WRITES = 64
+_proc_fd: int | None = None
+_proc_lock = threading.Lock()
+
+
+def _proc_dir() -> int:
+    """A descriptor of ``/proc``, opened once: ``self/fd/N`` under it is always the calling
+    process's descriptor N, in a forked child too (``self`` is looked up at each call)."""
+    global _proc_fd
+    if _proc_fd is None:
+        with _proc_lock:
+            if _proc_fd is None:
+                _proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return _proc_fd
+
 
 try:
     import fcntl
@@ -145,6 +170,9 @@ class LocalStore(Store):
     * Writes are atomic: the value goes to a temporary file in the target's directory,
       which then replaces the target with ``os.replace``. Readers see the old or the
       new value, never part of one, and a crashed process never leaves a torn value.
+      On Linux a key that does not exist yet is written to a file without a name
+      (``O_TMPFILE``) that ``linkat`` then names, which fails if the key appeared
+      meanwhile: as atomic, with no rename, no lock and nothing left by a killed writer.
       (Durability across power loss would additionally need ``fsync``; not done, as in
       zarr-python 2.) Temporary files never appear in listings.
     * Temporary files a killed writer left behind are removed by the next write into
@@ -199,6 +227,12 @@ class LocalStore(Store):
         self._small_files = False
         # Per thread: files _read_ahead_blocking opened, by path, for that thread's next reads.
         self._ahead = threading.local()
+        # Whether writes try files without a name (`_write_anonymous`): cleared for good
+        # when the file system refuses them.
+        self._anonymous = True
+        # Writes left to go straight to a named temporary file after one found its key
+        # existing (`_write_anonymous`). Shared by threads without a lock, as _small_files.
+        self._named_writes = 0
 
     @property
     def url(self) -> str:
@@ -309,8 +343,19 @@ class LocalStore(Store):
         directory sweeps it of temporary files that killed writers left (`_sweep_dir`). ``value`` is written
         from its own memory (``os.write``, no copy), so it must not change until this returns.
         No ``fsync``, as in zarr-python 2's ``DirectoryStore``.
+
+        An unconditional write first tries a file without a name (`_write_anonymous`):
+        it gets its name only once written, so a key that does not exist yet costs no
+        rename, no lock and no name to sweep.
         """
         parent, _, name = path.rpartition(os.sep)
+        if commit is None and _ANONYMOUS_FILES and self._anonymous:
+            if self._named_writes:
+                self._named_writes -= 1  # a stale count between threads costs one path or the other
+            elif self._write_anonymous(parent, name, path, value):
+                if parent not in self._swept_dirs:
+                    self._sweep_dir(parent)
+                return
         fd, tmp = self._open_tmp(parent, name)
         try:
             try:
@@ -331,6 +376,106 @@ class LocalStore(Store):
         if parent not in self._swept_dirs:
             self._sweep_dir(parent)
 
+    def _write_anonymous(self, parent: str, name: str, path: str, value: bytes | memoryview) -> bool:
+        """Write ``value`` to a file without a name in ``parent`` (Linux ``O_TMPFILE``), then
+        give it the name ``path`` with ``linkat``; False (nothing stored) where the file
+        system has no such files or ``/proc`` cannot name them: the store then stops trying.
+
+        ``linkat`` fails if the name exists, so a new key is created whole, atomically, or
+        not at all: readers never see it partly written, and a writer killed before the link
+        leaves nothing behind (the kernel frees a file without a name when it is closed).
+        A key that exists already gets the file under a temporary name (locked, as
+        `_open_tmp`'s) which then replaces it, as every write did before; the next
+        ``_NAMED_WRITES`` writes then go that way directly (a rewrite of an array replaces
+        each of its chunks). Four system calls a new key instead of five, two of them
+        directory updates: 10,000 Blosc chunks of 1.6 KB written on tmpfs took 0.55 CPU-s
+        against 0.69 with a named temporary file, ``flock`` and ``rename``
+        (``benchmarks/README.md``, "Writes without a rename").
+        """
+        mkdirs = 0
+        while True:
+            try:
+                fd = os.open(parent, _O_ANONYMOUS, 0o666)
+                break
+            except FileNotFoundError:
+                if not self._remake_dir(parent, mkdirs):
+                    raise
+                mkdirs += 1
+            except OSError as exc:
+                return self._give_up_anonymous(exc, _NO_ANONYMOUS_FILES)  # not on this file system
+        try:
+            _write_all(fd, value)
+            source = f"self/fd/{fd}"
+            while True:
+                try:
+                    # The descriptor's /proc link, followed: links the open file itself.
+                    os.link(source, path, src_dir_fd=_proc_dir(), follow_symlinks=True)
+                    return True
+                except FileExistsError:
+                    break
+                except FileNotFoundError:
+                    if os.path.isdir(parent):  # the /proc link is what is missing (a sandbox)
+                        self._anonymous = False
+                        return False
+                    # A concurrent delete() pruned the directory since the open.
+                    if not self._remake_dir(parent, mkdirs):
+                        raise
+                    mkdirs += 1
+                except OSError as exc:
+                    return self._give_up_anonymous(exc, _NO_ANONYMOUS_LINKS)  # /proc cannot name it
+            # The key exists: name the file, then replace the key with it.
+            self._named_writes = _NAMED_WRITES
+            mark_live(fd)
+            tmp = self._link_tmp(source, parent, name)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            return True
+        finally:
+            os.close(fd)
+
+    def _remake_dir(self, parent: str, tries: int) -> bool:
+        """Make ``parent`` after a create found it missing (never made, or pruned by a
+        concurrent ``delete()``); False when the store does not make directories or
+        ``tries`` reached ``_MKDIR_RETRIES``."""
+        if not self.auto_mkdir or tries == _MKDIR_RETRIES:
+            return False
+        os.makedirs(parent, exist_ok=True)
+        return True
+
+    def _give_up_anonymous(self, exc: OSError, errnos: frozenset[int]) -> bool:
+        """Re-raise ``exc`` unless its errno is in ``errnos`` (files without a name do not
+        work here); else stop trying them in this store (False: the write goes by name)."""
+        if exc.errno not in errnos:
+            raise exc
+        self._anonymous = False
+        return False
+
+    def _link_tmp(self, source: str, parent: str, name: str) -> str:
+        """Link the open file ``source`` (``self/fd/N`` under ``/proc``) to a new temporary
+        name beside the key file ``name``, as `_open_tmp` names them; returns that path."""
+        head = self._tmp_head(parent, name)
+        for _ in range(_TMP_NAME_RETRIES):
+            tmp = head + _tmp_tokens.next()
+            try:
+                os.link(source, tmp, src_dir_fd=_proc_dir(), follow_symlinks=True)
+                return tmp
+            except FileExistsError:
+                continue
+        raise FileExistsError(errno.EEXIST, "no free temporary name", head)
+
+    @staticmethod
+    def _tmp_head(parent: str, name: str) -> str:
+        """A temporary file's path for the key file ``name`` in ``parent``, up to its token."""
+        # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
+        stem = (
+            name if len(name) <= _TMP_NAME_SHORT else name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
+        )
+        return f"{parent}{os.sep}.{stem}{_TMP_MARK}"
+
     def _open_tmp(self, parent: str, name: str) -> tuple[int, str]:
         """A new temporary file in ``parent`` for the key file ``name``: its descriptor and path.
 
@@ -338,11 +483,7 @@ class LocalStore(Store):
         where there were a ``mkdir`` and a ``stat`` before), and again if a concurrent
         ``delete()`` pruned it in between.
         """
-        # NAME_MAX counts bytes: truncate the UTF-8 encoding, not characters.
-        stem = (
-            name if len(name) <= _TMP_NAME_SHORT else name.encode()[:_TMP_NAME_KEEP].decode(errors="ignore")
-        )
-        head = f"{parent}{os.sep}.{stem}{_TMP_MARK}"
+        head = self._tmp_head(parent, name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
         mkdirs = taken = 0
         while True:
@@ -350,10 +491,9 @@ class LocalStore(Store):
             try:
                 return os.open(tmp, flags, 0o666), tmp
             except FileNotFoundError:
-                if not self.auto_mkdir or mkdirs == _MKDIR_RETRIES:
+                if not self._remake_dir(parent, mkdirs):
                     raise
                 mkdirs += 1
-                os.makedirs(parent, exist_ok=True)
             except FileExistsError:
                 if taken == _TMP_NAME_RETRIES:
                     raise
