@@ -152,3 +152,45 @@ def test_read_ahead_holds_at_most_its_descriptor_budget(
     assert [store.get_blocking(f"k{i}") for i in range(6)] == [b"v%d" % i for i in range(6)]
     store.end_read_ahead_blocking()
     assert _open_fds() == before and budget.free == 3
+
+
+async def test_jobs_of_large_chunks_read_ahead_into_the_next_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path)
+    calls: list[list[str]] = []
+    read_ahead = LocalStore._read_ahead_blocking
+
+    def spy(self: LocalStore, keys: Sequence[str]) -> None:
+        calls.append(list(keys))
+        read_ahead(self, keys)
+
+    monkeypatch.setattr(LocalStore, "_read_ahead_blocking", spy)
+    values = np.arange(64 * 8192, dtype="f8").reshape(64, 8192)
+    with azarr.config.set(codec_threads=2):
+        # 64 chunks of 64 KiB: 8 jobs of 8 on two threads, each job's window past its end.
+        arr = await azarr.array(values, chunks=(8, 1024), store=store, compressor=None)
+        before = _open_fds()
+        np.testing.assert_array_equal(await arr.getitem(...), values)
+    assert _open_fds() == before
+    hinted = [key for keys in calls for key in keys]
+    assert len(set(hinted)) == 64
+    # Each job hints its own files; all but the last also hint an upcoming job's, which that
+    # job hints again when it starts (without the window running on: 64 hints in 8 calls).
+    assert len(calls) > 8 and len(hinted) > 64
+    assert max(hinted.count(key) for key in hinted) == 2
+
+
+def test_upcoming_jobs_are_claimed_once_in_order() -> None:
+    from azarr.pipeline._batched import UpcomingJobs
+
+    upcoming = UpcomingJobs()
+    jobs: list[list[int]] = [[1], [2], [3], [4]]
+    drawn = upcoming.drawn(jobs)  # type: ignore[arg-type]
+    first, second, third = next(drawn), next(drawn), next(drawn)
+    upcoming.started(first)
+    assert upcoming.claim() is second  # the first not started, and no longer upcoming
+    upcoming.started(second)  # already claimed: nothing to forget
+    assert upcoming.claim() is third
+    assert upcoming.claim() is None  # the fourth is not drawn yet
+    assert next(drawn) == [4] and upcoming.claim() == [4]
