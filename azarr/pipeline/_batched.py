@@ -45,6 +45,7 @@ __all__ = [
     "RESERVE_MIN_BYTES",
     "BatchedWrites",
     "StopFlag",
+    "UpcomingJobs",
     "iter_jobs",
     "iter_write_items",
     "raw_rows",
