@@ -24,6 +24,7 @@ Listing, bulk deletes and anything this module does not understand stay on s3fs
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import os
@@ -60,6 +61,7 @@ from azarr.storage._redact import redact_url, remember_options
 
 if TYPE_CHECKING:
     import aiohttp
+    import yarl
     from multidict import CIMultiDictProxy
 
 UNSIGNED_PAYLOAD: Final = "UNSIGNED-PAYLOAD"
@@ -257,38 +259,53 @@ def sign_v4(
     canonical_request = f"{method}\n{path}\n\n{canonical_headers}\n{signed}\n{payload_hash}"
     date = amz_date[:8]
     scope = f"{date}/{region}/s3/aws4_request"
-    string_to_sign = (
-        f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical_request.encode()).hexdigest()}"
-    )
-    key = (
-        keys.get(secret_key, date, region)
-        if keys is not None
-        else derive_signing_key(secret_key, date, region)
-    )
-    signature = hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+    digest = _SHA256.copy()
+    digest.update(canonical_request.encode())
+    string_to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{digest.hexdigest()}"
+    mac = (keys or _SigningKeys()).mac(secret_key, date, region)
+    mac.update(string_to_sign.encode())
     headers["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={signed}, Signature={signature}"
+        f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, SignedHeaders={signed}, Signature={mac.hexdigest()}"
     )
     return headers
 
 
+# Copied per use: with OpenSSL 3, hashlib looks the algorithm up on every construction, so
+# a copy of a prepared hash is cheaper than a new one (measured: SHA-256 2.4 against 4.4 us,
+# HMAC-SHA256 7.5 against 9.2 us; benchmarks/README.md, "Per-request loop CPU").
+_SHA256 = hashlib.sha256()
+
+
 class _SigningKeys:
-    """SigV4 signing keys by (secret, date, region); thread-safe, keeps the latest few."""
+    """SigV4 signing keys by (secret, date, region); thread-safe, keeps the latest few.
+
+    Each is kept as a keyed HMAC-SHA256 ready to copy (`mac`): a signature then costs
+    one copy and one update instead of a new HMAC with its key set-up.
+    """
 
     def __init__(self) -> None:
-        self._keys: dict[tuple[str, str, str], bytes] = {}
+        self._keys: dict[tuple[str, str, str], tuple[bytes, hmac.HMAC]] = {}
         self._lock = threading.Lock()
 
-    def get(self, secret: str, date: str, region: str) -> bytes:
+    def _entry(self, secret: str, date: str, region: str) -> tuple[bytes, hmac.HMAC]:
         ident = (secret, date, region)
-        key = self._keys.get(ident)
-        if key is None:
+        entry = self._keys.get(ident)
+        if entry is None:
             key = derive_signing_key(secret, date, region)
+            entry = (key, hmac.new(key, digestmod=hashlib.sha256))
             with self._lock:
                 if len(self._keys) >= 8:  # a new day or rotated credentials: drop old keys
                     self._keys.clear()
-                self._keys[ident] = key
-        return key
+                self._keys[ident] = entry
+        return entry
+
+    def get(self, secret: str, date: str, region: str) -> bytes:
+        """The signing key (`derive_signing_key`)."""
+        return self._entry(secret, date, region)[0]
+
+    def mac(self, secret: str, date: str, region: str) -> hmac.HMAC:
+        """A new HMAC-SHA256 keyed with the signing key, to ``update`` with a string to sign."""
+        return self._entry(secret, date, region)[1].copy()
 
 
 def derive_signing_key(secret: str, date: str, region: str, service: str = "s3") -> bytes:
@@ -301,6 +318,21 @@ def derive_signing_key(secret: str, date: str, region: str, service: str = "s3")
     for part in (region, service, "aws4_request"):
         k = hmac.new(k, part.encode(), hashlib.sha256).digest()
     return k
+
+
+_now: tuple[int, str] = (-1, "")  # the last second formatted, and its x-amz-date
+
+
+def _amz_date() -> str:
+    """The current UTC time as ``x-amz-date`` (``YYYYMMDDTHHMMSSZ``), formatted once per second."""
+    global _now
+    second = int(time.time())
+    cached = _now  # one read of one tuple: threads never see a second with another's text
+    if cached[0] == second:
+        return cached[1]
+    text = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+    _now = (second, text)
+    return text
 
 
 # ---------------------------------------------------------------------- configuration
@@ -713,33 +745,33 @@ class S3Transport:
         return 0 if self._sessions is None else self._sessions.open_count()
 
     # ------------------------------------------------------------------ requests
-    async def _payload_hash(self, data: bytes | memoryview | None) -> str:
+    def _payload_hash(self, data: bytes | memoryview | None) -> str | None:
+        """``x-amz-content-sha256`` for ``data``; None if it is to be hashed in a worker thread
+        (a large body with payload signing on: ~0.7 ms per MiB would stall the loop)."""
         if not data:
             return _EMPTY_SHA256
         if not self._sign_payload:
             return UNSIGNED_PAYLOAD
         if len(data) > _HASH_IN_THREAD:
-            return await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+            return None
         return hashlib.sha256(data).hexdigest()
 
-    async def _frozen_credentials(self, resolved: _Resolved) -> Any:
-        credentials = resolved.credentials
-        refresh_needed = getattr(credentials, "refresh_needed", None)
-        if refresh_needed is not None and refresh_needed():
-            # A refresh may call STS, SSO or a metadata endpoint: not on the loop.
-            return await asyncio.to_thread(credentials.get_frozen_credentials)
-        return credentials.get_frozen_credentials()
-
-    async def _signed_headers(
-        self, resolved: _Resolved, method: str, path: str, headers: dict[str, str], payload_hash: str
+    def _signed_headers(
+        self,
+        resolved: _Resolved,
+        frozen: Any,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        payload_hash: str,
     ) -> dict[str, str]:
-        """``headers`` plus ``host`` and, unless anonymous, the SigV4 headers for ``method path``."""
+        """``headers`` plus ``host`` and, with ``frozen`` credentials, the SigV4 headers for
+        ``method path``."""
         headers["host"] = resolved.host
         if self.requester_pays:
             headers["x-amz-request-payer"] = "requester"
-        if resolved.credentials is None:
+        if frozen is None:
             return headers
-        frozen = await self._frozen_credentials(resolved)
         return sign_v4(
             method,
             path,
@@ -749,7 +781,7 @@ class S3Transport:
             secret_key=frozen.secret_key,
             token=frozen.token,
             region=resolved.region,
-            amz_date=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+            amz_date=_amz_date(),
             keys=self._keys,
         )
 
@@ -769,21 +801,33 @@ class S3Transport:
         re-signing for it. ``allocate``: where a 200 response's body goes;
         ``partial_limit``: the most bytes a 206 body may hold (`read_body`).
         """
-        import aiohttp
-        from yarl import URL
-
-        resolved = await self._environment()  # first: the session's TLS set-up depends on it
+        aiohttp, URL = _aiohttp_and_url()
+        # First: the session's TLS set-up depends on it. (Each step awaits only when it must:
+        # an await costs a coroutine per request.)
+        resolved = self._resolved or await self._environment()
         session = await self.session()
-        payload_hash = await self._payload_hash(data)
+        payload_hash = self._payload_hash(data)
+        if payload_hash is None:
+            payload_hash = await asyncio.to_thread(_sha256_hex, data)
+        quoted = quote(key, safe="/")
         for _ in range(2):
-            path = resolved.path_prefix + self._key_prefix + quote(key, safe="/")
+            path = resolved.path_prefix + self._key_prefix + quoted
+            credentials, frozen = resolved.credentials, None  # None: anonymous
             try:
-                sent = await self._signed_headers(resolved, method, path, dict(headers), payload_hash)
+                if credentials is not None:
+                    refresh_needed = getattr(credentials, "refresh_needed", None)
+                    if refresh_needed is not None and refresh_needed():
+                        # A refresh may call STS, SSO or a metadata endpoint: not on the loop.
+                        frozen = await asyncio.to_thread(credentials.get_frozen_credentials)
+                    else:
+                        frozen = credentials.get_frozen_credentials()
             except Exception as exc:  # refreshing credentials failed (STS, SSO, metadata endpoint)
                 raise translate_error(exc, op, key, self.location) from exc
+            sent = self._signed_headers(resolved, frozen, method, path, dict(headers), payload_hash)
             # encoded=True: the path is sent exactly as signed (SigV4 for S3 signs the
             # URI-encoded path once; yarl must not re-quote or normalize it).
-            url = URL(resolved.origin + path, encoded=True)
+            address = resolved.origin + path
+            url = URL(address, encoded=True)
             try:
                 async with session.request(
                     method,
@@ -798,7 +842,7 @@ class S3Transport:
                     body, received = await read_body(
                         resp, allocate, what=f"{op} {key!r} in {self.location}", partial_limit=partial_limit
                     )
-                    reply = _Reply(resp.status, resp.headers, body, f"{method} {url}", received)
+                    reply = _Reply(resp.status, resp.headers, body, f"{method} {address}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
                 cause = unwrap_dropped(exc)
@@ -1075,6 +1119,19 @@ class S3Transport:
             return None
         code = "PermanentRedirect" if reply.status == 301 else None
         raise self._error(reply, op, key, code=code)
+
+
+def _sha256_hex(data: bytes | memoryview | None) -> str:
+    return hashlib.sha256(data or b"").hexdigest()
+
+
+@functools.cache
+def _aiohttp_and_url() -> tuple[Any, type[yarl.URL]]:
+    """aiohttp and yarl's ``URL``, imported on first use (not when azarr is imported)."""
+    import aiohttp
+    from yarl import URL
+
+    return aiohttp, URL
 
 
 def _condition_code(reply: _Reply) -> str | None:
