@@ -484,6 +484,19 @@ async def test_sharded_cancelled_leader_and_failed_fetch() -> None:
     assert SHARED_READS.in_flight() == 0
 
 
+async def test_sharded_whole_shard_readers_of_a_missing_shard_share_its_one_get() -> None:
+    store = await make_sharded()
+    del store._data[SHARDS[1]]
+    arr = await azarr.open_array(store, path="s", mode="r")
+    store.gate.clear()
+    tasks = [asyncio.create_task(arr.getitem((slice(2, 4), slice(None)))) for _ in range(3)]
+    await until(lambda: inner_followers(store) == 2, "the readers to join the shard's load")
+    store.gate.set()
+    for got in await asyncio.gather(*tasks):
+        assert got.shape == (2, 1000) and (got == 0).all()
+    assert store.gets[SHARDS[1]] == 1 and SHARED_READS.in_flight() == 0
+
+
 async def test_sharded_single_inner_chunk_reads_share_one_ranged_get() -> None:
     # read_one's path for one inner chunk: readers of it share one ranged GET; a cancelled
     # leader's followers read again (one of them leads), and a missing shard reads as fill.
