@@ -235,25 +235,22 @@ async def read_sharded(
                     return
                 view, spans, buffer, _ = got
                 jobs = [members[i : i + per_job] for i in range(0, len(members), per_job)]
-                if load is None or SHARED_READS.alone(ident, load):
-                    load = None  # nobody waits: decoded straight into `out`
-                    sizes = await asyncio.gather(
-                        *(
-                            codec.run(decode_whole, view, spans, job, key, weight=len(job) * nbytes)
-                            for job in jobs
+                # Nobody waits: decoded straight into `out`; else once into chunks they copy from.
+                if load is not None and SHARED_READS.alone(ident, load):
+                    load = None  # ended: nobody can join any more
+                done = await asyncio.gather(
+                    *(
+                        codec.run(
+                            decode_whole, view, spans, job, key, load is not None, weight=len(job) * nbytes
                         )
+                        for job in jobs
                     )
-                else:  # others wait: each inner chunk decoded once into a chunk of its own
-                    done = await asyncio.gather(
-                        *(
-                            codec.run(decode_whole_shared, view, spans, job, key, weight=len(job) * nbytes)
-                            for job in jobs
-                        )
-                    )
-                    chunks = {local: chunk for part, _ in done for local, chunk in part.items()}
+                )
+                if load is not None:
+                    chunks = {local: chunk for part, _ in done if part for local, chunk in part.items()}
                     SHARED_READS.publish(ident, load, chunks)
                     load = None
-                    sizes = [size for _, size in done]
+                sizes = [size for _, size in done]
                 if buffer is not None:
                     BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
                 tracker.advance_many(len(members), sum(sizes))
@@ -262,13 +259,10 @@ async def read_sharded(
                 SHARED_READS.fail(ident, load, exc)
             raise
 
-    def decode_whole(view: memoryview, spans: Spans, job: list[Member], key: str) -> int:
-        return _decode_spans_into(pipeline, shards, view, spans, job, key, out, fields, direct, fill)
-
-    def decode_whole_shared(
-        view: memoryview, spans: Spans, job: list[Member], key: str
-    ) -> tuple[dict[int, np.ndarray[Any, Any]], int]:
-        return _decode_spans_shared(pipeline, shards, view, spans, job, key, out, fields, fill)
+    def decode_whole(
+        view: memoryview, spans: Spans, job: list[Member], key: str, keep: bool
+    ) -> tuple[dict[int, np.ndarray[Any, Any]] | None, int]:
+        return _decode_spans_into(pipeline, shards, view, spans, job, key, out, fields, direct, fill, keep)
 
     async def read_whole(key: str, members: list[Member]) -> None:
         """Every inner chunk of shard ``key`` inside the array: one load of the whole shard,
@@ -420,13 +414,19 @@ def _decode_spans_into(
     fields: Fields,
     direct: bool,
     fill: Any,
-) -> int:
+    shared: bool,
+) -> tuple[dict[int, np.ndarray[Any, Any]] | None, int]:
     """``members`` of the shard ``view`` decoded into ``out`` (runs in the codec pool): each
     inner chunk cut from its span here, decoded through the thread's scratch chunk
     (`ChunkCodec.scratch_decoder`, its checks made once per job) or straight into its region
-    of ``out`` where that is contiguous; fill where not stored. Returns the stored bytes read."""
-    fast = None if direct or fields is not None else pipeline.codec.scratch_decoder()
-    decode = pipeline._decode_into
+    of ``out`` where that is contiguous; fill where not stored. For a shard other reads wait
+    for (``shared``), each is decoded into a read-only chunk of its own instead
+    (`ChunkPipeline._decode_shared`) and copied into ``out`` from it in the same job.
+
+    Returns the ``shared`` chunks by number in the shard (not stored: absent; else None) and
+    the stored bytes read."""
+    fast = None if shared or direct or fields is not None else pipeline.codec.scratch_decoder()
+    chunks: dict[int, np.ndarray[Any, Any]] | None = {} if shared else None
     total = 0
     for local, projection in members:
         span = spans[local]
@@ -435,39 +435,17 @@ def _decode_spans_into(
             continue
         data = view[span[0] : span[1]]
         total += span[1] - span[0]
-        chunk = None if fast is None else fast(data)
-        if chunk is None:  # the general path (and its errors, named by the label)
-            decode(data, shards.label(key, projection.chunk_coords), out, projection, fields, direct)
-        else:
-            out[projection.out_selection] = chunk[projection.chunk_selection]
-    return total
-
-
-def _decode_spans_shared(
-    pipeline: ChunkPipeline,
-    shards: ShardedChunks,
-    view: memoryview,
-    spans: Spans,
-    members: list[Member],
-    key: str,
-    out: np.ndarray[Any, Any],
-    fields: Fields,
-    fill: Any,
-) -> tuple[dict[int, np.ndarray[Any, Any]], int]:
-    """`_decode_spans_into` for a shard other reads wait for: each inner chunk decoded into a
-    read-only chunk of its own (`ChunkPipeline._decode_shared`), copied into ``out`` in the same
-    job. Returns the chunks by number in the shard (not stored: absent) and the stored bytes."""
-    chunks: dict[int, np.ndarray[Any, Any]] = {}
-    total = 0
-    for local, projection in members:
-        span = spans[local]
-        if span is None:
-            out[projection.out_selection] = fill
+        if chunks is not None:
+            chunk = chunks[local] = pipeline._decode_shared(data, shards.label(key, projection.chunk_coords))
+            pipeline._scatter(chunk, out, projection, fields)
             continue
-        total += span[1] - span[0]
-        chunk = pipeline._decode_shared(view[span[0] : span[1]], shards.label(key, projection.chunk_coords))
-        pipeline._scatter(chunk, out, projection, fields)
-        chunks[local] = chunk
+        found = None if fast is None else fast(data)
+        if found is None:  # the general path (and its errors, named by the label)
+            pipeline._decode_into(
+                data, shards.label(key, projection.chunk_coords), out, projection, fields, direct
+            )
+        else:
+            out[projection.out_selection] = found[projection.chunk_selection]
     return chunks, total
 
 
