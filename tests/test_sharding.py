@@ -306,9 +306,11 @@ async def test_requests_whole_shards_one_get_one_put_and_cached_indexes() -> Non
     stats.reset()
     np.testing.assert_array_equal(await a.get_basic_selection(...), data)
     assert dict(store.gets) == {f"c/{i}/{j}": 1 for i in range(4) for j in range(2)}  # one GET per shard
-    assert stats.shard_index_misses == 8
-    # A whole-shard read is received into a pooled buffer, without a generation: its index
-    # is not cached. One inner chunk then costs its index (a suffix range) and its data;
+    # A read of every inner chunk of a shard reads it whole, without looking for its index in
+    # the cache (one GET, one version), received into a pooled buffer, without a generation:
+    # its index is not cached either.
+    assert stats.shard_index_misses == stats.shard_index_hits == 0
+    # One inner chunk then costs its index (a suffix range) and its data;
     # the next one, its data alone.
     store.reset()
     stats.reset()

@@ -405,35 +405,50 @@ async def make_sharded() -> GatedStore:
 
 
 def inner_followers(store: GatedStore) -> int:
+    """Readers waiting for loads of inner chunks or of whole shards of ``store``."""
     inner = [i for i in SHARED_READS._loads.items() if i[0][0] == store.budget_key and "\x00" in i[0][1]]
     return sum(load.followers for _, load in inner)
 
 
-async def test_sharded_inner_chunks_share_one_fetch() -> None:
+async def test_sharded_whole_shard_reads_share_one_fetch() -> None:
     store = await make_sharded()
     stats = stats_for(store)
     readers = [await azarr.open_array(store, path="s", mode="r") for _ in range(4)]
     store.gate.clear()
     tasks = [asyncio.create_task(r.getitem(...)) for r in readers]
-    await until(lambda: inner_followers(store) == 3 * INNER, "every reader to join")
+    # Reads of whole shards share one load per shard, not one per inner chunk.
+    await until(lambda: inner_followers(store) == 3 * len(SHARDS), "every reader to join")
+    assert SHARED_READS.in_flight() == len(SHARDS)
     store.gate.set()
     for got in await asyncio.gather(*tasks):
         np.testing.assert_array_equal(got, DATA)
     assert {k: store.gets[k] for k in SHARDS} == dict.fromkeys(SHARDS, 1)  # each shard read once, whole
-    assert stats.collapsed == 3 * INNER and SHARED_READS.in_flight() == 0
+    assert stats.collapsed == 3 * INNER and SHARED_READS.in_flight() == 0  # counted per inner chunk
 
-    # A read wanting more of a shard than one in flight waits for what that one fetches and
-    # reads the rest itself (its index, then one coalesced range).
+    # A read of a whole shard does not wait for the inner chunks a read of part of it is
+    # fetching: it reads the shard itself (one GET); the part read shares nothing with it.
     store.gets.clear()
     store.gate.clear()
     first = asyncio.create_task(readers[0].getitem((0, slice(0, 500))))  # inner chunks 0, 1 of shard 0
     await until(lambda: store.gets[SHARDS[0]] >= 1, "the first read's fetch")
     second = asyncio.create_task(readers[1].getitem((slice(0, 2), slice(None))))  # all 8 of shard 0
-    await until(lambda: inner_followers(store) == 2, "the second read to follow two inner chunks")
+    await until(lambda: store.gets[SHARDS[0]] >= 2, "the second read's own fetch")
+    assert inner_followers(store) == 0
     store.gate.set()
     np.testing.assert_array_equal(await first, DATA[0, :500])
     np.testing.assert_array_equal(await second, DATA[:2])
-    assert stats.collapsed == 3 * INNER + 2
+    assert stats.collapsed == 3 * INNER
+
+    # Two reads of part of a shard still share the inner chunks both want.
+    store.gate.clear()
+    first = asyncio.create_task(readers[0].getitem((0, slice(0, 500))))
+    await until(lambda: inner_followers(store) == 0 and SHARED_READS.in_flight() == 2, "the first read")
+    second = asyncio.create_task(readers[1].getitem((0, slice(250, 1000))))  # inner chunks 1, 2, 3
+    await until(lambda: inner_followers(store) == 1, "the second read to follow one inner chunk")
+    store.gate.set()
+    np.testing.assert_array_equal(await first, DATA[0, :500])
+    np.testing.assert_array_equal(await second, DATA[0, 250:])
+    assert stats.collapsed == 3 * INNER + 1
 
 
 async def test_sharded_cancelled_leader_and_failed_fetch() -> None:
@@ -443,7 +458,9 @@ async def test_sharded_cancelled_leader_and_failed_fetch() -> None:
     leader = asyncio.create_task(arr.getitem((slice(0, 2), slice(None))))
     await until(lambda: store.gets[SHARDS[0]] == 1, "the leader's fetch")
     others = [asyncio.create_task(arr.getitem((slice(0, 2), slice(i, None)))) for i in (0, 600)]
-    await until(lambda: inner_followers(store) == 8 + 4, "the followers")
+    # The whole-shard read follows the leader's load of the shard; the other (inner chunks 2
+    # and 3 of both rows) reads its own.
+    await until(lambda: inner_followers(store) == 1 and store.gets[SHARDS[0]] == 2, "the follower")
     leader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await leader
@@ -465,6 +482,19 @@ async def test_sharded_cancelled_leader_and_failed_fetch() -> None:
         isinstance(r, azarr.errors.CodecError) and "s/c/1/0 (inner chunk" in str(r) for r in results
     ), results
     assert SHARED_READS.in_flight() == 0
+
+
+async def test_sharded_whole_shard_readers_of_a_missing_shard_share_its_one_get() -> None:
+    store = await make_sharded()
+    del store._data[SHARDS[1]]
+    arr = await azarr.open_array(store, path="s", mode="r")
+    store.gate.clear()
+    tasks = [asyncio.create_task(arr.getitem((slice(2, 4), slice(None)))) for _ in range(3)]
+    await until(lambda: inner_followers(store) == 2, "the readers to join the shard's load")
+    store.gate.set()
+    for got in await asyncio.gather(*tasks):
+        assert got.shape == (2, 1000) and (got == 0).all()
+    assert store.gets[SHARDS[1]] == 1 and SHARED_READS.in_flight() == 0
 
 
 async def test_sharded_single_inner_chunk_reads_share_one_ranged_get() -> None:

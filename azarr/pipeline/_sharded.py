@@ -6,7 +6,7 @@ decodes, scatters, merges and encodes inner chunks exactly as it does any chunk
 differs is the fetch and store step: inner chunks are grouped by the shard holding them
 (a window of projections at a time) and each group goes to the `ShardedChunks` adapter as
 one unit -- one read of one version of the shard (its index, then coalesced runs, or the
-whole shard in one GET), or one write of the shard (a blind PUT when the selection covers
+whole shard in one GET: always when the group is every inner chunk of it), or one write of the shard (a blind PUT when the selection covers
 every inner chunk of it, else a conditional read-modify-write). Shards are processed
 concurrently under the store's request budget; a group holds its decoded size in the byte
 budget while it is fetched (reads) or encoded and sent (writes).
@@ -30,7 +30,7 @@ from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._shards import Parts, ShardedChunks
 from azarr.scheduler import ProgressTracker, bounded_map
-from azarr.scheduler._shared import SHARED_READS, ChunkCache, JoinAgain, Load, inner_key
+from azarr.scheduler._shared import SHARED_READS, ChunkCache, JoinAgain, Load, inner_key, whole_shard_key
 from azarr.storage import Generation, StoreSpec
 
 if TYPE_CHECKING:
@@ -51,6 +51,9 @@ _JOB_BYTES = 1 << 20
 Member = tuple[int, ChunkProjection]
 """An inner chunk's number within its shard (C order) and its projection."""
 
+
+Spans = list[tuple[int, int] | None]
+"""A shard index's byte span of every inner chunk (`ShardIndex.spans`)."""
 
 _Led = tuple[int, ChunkProjection, tuple[StoreSpec, str] | None, Load | None]
 """An inner chunk a read fetches: its number in the shard, its projection, and, when reads
@@ -88,11 +91,17 @@ async def read_sharded(
 ) -> None:
     """`ChunkPipeline.read` for a sharded array (see the module docstring).
 
-    Inner chunks are shared as whole chunks are (`azarr.scheduler._shared`, keyed by
-    `inner_key`): with a decoded-chunk ``cache``, inner chunks it holds are copied from it
-    (those due a check cost one metadata request per shard) and the others are read, a
-    shard's together, and kept; with ``collapse_reads`` (remote stores), an inner chunk
-    another read is fetching is waited for, and the rest of its shard read without it.
+    A shard whose every inner chunk inside the array is selected (a full read's) is read
+    whole in one GET and its inner chunks decoded from the index's spans in ~1 MiB codec
+    jobs, with no Python per inner chunk on the event loop but the grouping; with
+    ``collapse_reads`` (remote stores) such reads of one shard share one load of it
+    (`whole_shard_key`): one GET, one decode, and they never wait for inner chunks a read of
+    part of the shard is fetching. Other inner chunks are shared as whole chunks are
+    (`azarr.scheduler._shared`, keyed by `inner_key`): with a decoded-chunk ``cache``, inner
+    chunks it holds are copied from it (those due a check cost one metadata request per
+    shard) and the others are read, a shard's together, and kept; with ``collapse_reads``,
+    an inner chunk another read is fetching is waited for, and the rest of its shard read
+    without it.
 
     Raises
     ------
@@ -206,9 +215,83 @@ async def read_sharded(
             await copy_out(chunk, projection)
             return
 
+    async def lead_whole(
+        key: str, members: list[Member], ident: tuple[StoreSpec, str], load: Load | None
+    ) -> None:
+        """Read shard ``key`` whole (one GET), decode ``members`` into ``out`` in ~1 MiB codec
+        jobs, and hand every inner chunk to the reads waiting for the shard (``load`` of
+        ``ident``, if shared)."""
+        try:
+            # Held until decoded, as `lead`'s: it bounds the pooled bodies alive.
+            async with io.budget.reserve(len(members) * nbytes):
+                got = await shards.get_whole(key, acquire=acquire)
+                if got is None:
+                    if load is not None:
+                        SHARED_READS.publish(ident, load, None)
+                        load = None
+                    for _, projection in members:
+                        out[projection.out_selection] = fill
+                    tracker.advance_many(len(members))
+                    return
+                view, spans, buffer, _ = got
+                jobs = [members[i : i + per_job] for i in range(0, len(members), per_job)]
+                # Nobody waits: decoded straight into `out`; else once into chunks they copy from.
+                if load is not None and SHARED_READS.alone(ident, load):
+                    load = None  # ended: nobody can join any more
+                done = await asyncio.gather(
+                    *(
+                        codec.run(
+                            decode_whole, view, spans, job, key, load is not None, weight=len(job) * nbytes
+                        )
+                        for job in jobs
+                    )
+                )
+                if load is not None:
+                    chunks = {local: chunk for part, _ in done if part for local, chunk in part.items()}
+                    SHARED_READS.publish(ident, load, chunks)
+                    load = None
+                sizes = [size for _, size in done]
+                if buffer is not None:
+                    BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
+                tracker.advance_many(len(members), sum(sizes))
+        except BaseException as exc:
+            if load is not None:
+                SHARED_READS.fail(ident, load, exc)
+            raise
+
+    def decode_whole(
+        view: memoryview, spans: Spans, job: list[Member], key: str, keep: bool
+    ) -> tuple[dict[int, np.ndarray[Any, Any]] | None, int]:
+        return _decode_spans_into(pipeline, shards, view, spans, job, key, out, fields, direct, fill, keep)
+
+    async def read_whole(key: str, members: list[Member]) -> None:
+        """Every inner chunk of shard ``key`` inside the array: one load of the whole shard,
+        shared per shard (`whole_shard_key`), never waiting for inner chunks of it that
+        reads of part of it fetch."""
+        ident = (spec, whole_shard_key(key))
+        if not shared:
+            await lead_whole(key, members, ident, None)
+            return
+        while True:
+            load, leader = SHARED_READS.join(ident)
+            if leader:
+                await lead_whole(key, members, ident, load)
+                return
+            try:
+                chunks = await SHARED_READS.wait(load)
+            except JoinAgain:  # its leader was cancelled
+                continue
+            io.stats.count_shared(collapsed=len(members))
+            for local, projection in members:
+                await copy_out(None if chunks is None else chunks.get(local), projection)
+            return
+
     async def read_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
         shard, members = group
         key = shard_key(shard)
+        if cache is None and len(members) == shards.inner_in_array(shard):
+            await read_whole(key, members)
+            return
         if not shared:
             await lead(key, shard, [(local, projection, None, None) for local, projection in members])
             return
@@ -318,6 +401,52 @@ async def read_one_sharded(
         if load is not None:
             SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
         raise
+
+
+def _decode_spans_into(
+    pipeline: ChunkPipeline,
+    shards: ShardedChunks,
+    view: memoryview,
+    spans: Spans,
+    members: list[Member],
+    key: str,
+    out: np.ndarray[Any, Any],
+    fields: Fields,
+    direct: bool,
+    fill: Any,
+    shared: bool,
+) -> tuple[dict[int, np.ndarray[Any, Any]] | None, int]:
+    """``members`` of the shard ``view`` decoded into ``out`` (runs in the codec pool): each
+    inner chunk cut from its span here, decoded through the thread's scratch chunk
+    (`ChunkCodec.scratch_decoder`, its checks made once per job) or straight into its region
+    of ``out`` where that is contiguous; fill where not stored. For a shard other reads wait
+    for (``shared``), each is decoded into a read-only chunk of its own instead
+    (`ChunkPipeline._decode_shared`) and copied into ``out`` from it in the same job.
+
+    Returns the ``shared`` chunks by number in the shard (not stored: absent; else None) and
+    the stored bytes read."""
+    fast = None if shared or direct or fields is not None else pipeline.codec.scratch_decoder()
+    chunks: dict[int, np.ndarray[Any, Any]] | None = {} if shared else None
+    total = 0
+    for local, projection in members:
+        span = spans[local]
+        if span is None:
+            out[projection.out_selection] = fill
+            continue
+        data = view[span[0] : span[1]]
+        total += span[1] - span[0]
+        if chunks is not None:
+            chunk = chunks[local] = pipeline._decode_shared(data, shards.label(key, projection.chunk_coords))
+            pipeline._scatter(chunk, out, projection, fields)
+            continue
+        found = None if fast is None else fast(data)
+        if found is None:  # the general path (and its errors, named by the label)
+            pipeline._decode_into(
+                data, shards.label(key, projection.chunk_coords), out, projection, fields, direct
+            )
+        else:
+            out[projection.out_selection] = found[projection.chunk_selection]
+    return chunks, total
 
 
 def _alone(items: list[_Led], parts: Parts | None) -> set[int]:

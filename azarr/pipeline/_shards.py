@@ -231,27 +231,12 @@ class ShardedChunks:
             cached = SHARD_INDEXES.get(spec_key, key) if self._cached else None
             if self._cached:
                 io.stats.count_shard_index(hit=cached is not None)
-            if cached is None and whole and acquire is not None:
-                received = await io.get_into(key, acquire)
-                if received is None:
-                    return None, None, None
-                index = self.spec.index_of_shard(received, self.count, key=key, bound=self.bound)
-                pooled = received if isinstance(received, memoryview) else None
-                # Parts are views of another object than the pool's, so decoding one does not
-                # hand the buffer back (_decode_into releases views of pool buffers).
-                plain: Any = np.frombuffer(received, dtype=np.uint8)
-                view = memoryview(plain)
-                spans = index.spans()
-                return [_cut(view, spans[i]) for i in locals_], pooled, None
             if cached is None and whole:
-                body, generation = await self._read(key, None)
-                if body is None:
+                got = await self.get_whole(key, acquire=acquire)
+                if got is None:
                     return None, None, None
-                index = self.spec.index_of_shard(body, self.count, key=key, bound=self.bound)
-                self._remember(key, generation, index)
-                view = memoryview(body)
-                spans = index.spans()
-                return [_cut(view, spans[i]) for i in locals_], None, generation
+                view, every, pooled, generation = got
+                return [_cut(view, every[i]) for i in locals_], pooled, generation
             if cached is None:
                 data, generation = await self._read(key, self._index_range)
                 if data is None:
@@ -280,6 +265,54 @@ class ShardedChunks:
         raise PreconditionFailedError(
             f"read of shard {key!r} in {io.url}: it changed on each of {attempts} attempts to read it"
         )
+
+    async def get_whole(
+        self, key: str, *, acquire: Callable[[int], memoryview] | None = None
+    ) -> tuple[memoryview, list[tuple[int, int] | None], memoryview | None, Generation | None] | None:
+        """Shard ``key`` read whole in one GET (index and data of one version by construction),
+        with its index's spans as they are: what a read of all its inner chunks needs, with no
+        Python per inner chunk on the event loop.
+
+        Parameters
+        ----------
+        key : str
+            The shard's store key.
+        acquire : callable, optional
+            ``acquire(size)`` gives the buffer the body is received into (`BODY_BUFFERS`,
+            `StoreIO.get_into`; `get_many` says why). Such a read has no generation, so its
+            index is not cached.
+
+        Returns
+        -------
+        (memoryview, list, memoryview or None, Generation or None) or None
+            None if the shard is missing; else the body (a view of another object than the
+            pool's buffer, so decoding a slice of it does not hand the buffer back), the
+            ``(start, stop)`` byte span of every inner chunk in C order (None: not stored;
+            `ShardIndex.spans`), the pooled buffer to hand back (`BufferPool.release`) once
+            every inner chunk is decoded, and the shard's generation when it is known.
+
+        Raises
+        ------
+        ShardIndexError
+            The index is corrupt or hostile (checked against the shard's size).
+        RetriesExhaustedError, StoreError
+            As `StoreIO.get`.
+        """
+        if acquire is not None:
+            received = await self.io.get_into(key, acquire)
+            if received is None:
+                return None
+            index = self.spec.index_of_shard(received, self.count, key=key, bound=self.bound)
+            pooled = received if isinstance(received, memoryview) else None
+            # _decode_into releases views of pool buffers: these are views of an ndarray instead.
+            plain: Any = np.frombuffer(received, dtype=np.uint8)
+            return memoryview(plain), index.spans(), pooled, None
+        body, generation = await self._read(key, None)
+        if body is None:
+            return None
+        index = self.spec.index_of_shard(body, self.count, key=key, bound=self.bound)
+        self._remember(key, generation, index)
+        return memoryview(body), index.spans(), None, generation
 
     def _check_index(self, key: str, data: bytes) -> ShardIndex:
         index = self.spec.decode_index(data, self.count, key=key)

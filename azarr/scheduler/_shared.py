@@ -24,7 +24,8 @@ is its own GET and its own decode. Here:
 
 The inner chunks of a sharded array (Zarr v3 ``sharding_indexed``) are chunks here too,
 keyed by their shard's key and their number in it (`inner_key`), and remember the
-shard's generation: a write or delete of the shard drops them all.
+shard's generation: a write or delete of the shard drops them all. A read of every inner
+chunk of a shard shares one load of the whole shard instead (`whole_shard_key`).
 
 The values are opaque here (the pipeline's decoded chunks, read-only NumPy arrays,
 or None for a chunk that is not stored); this module only keeps and shares them.
@@ -55,6 +56,7 @@ __all__ = [
     "SharedReads",
     "default_chunk_cache",
     "inner_key",
+    "whole_shard_key",
 ]
 
 RecheckCachedData = bool | Literal["open"] | float
@@ -72,6 +74,13 @@ def inner_key(shard_key: str, local: int) -> str:
     """The key inner chunk ``local`` (its number in the shard, C order) of shard
     ``shard_key`` is shared and cached under."""
     return f"{shard_key}{INNER}{local}"
+
+
+def whole_shard_key(shard_key: str) -> str:
+    """The key a read of every inner chunk of shard ``shard_key`` is shared under: one load
+    per shard, not per inner chunk (no inner chunk's key: their numbers are digits). A write
+    or delete of the shard detaches it with the shard's inner chunks (`SharedReads.forget`)."""
+    return f"{shard_key}{INNER}*"
 
 
 class JoinAgain(Exception):
