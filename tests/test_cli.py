@@ -486,6 +486,20 @@ def test_without_the_cli_extra_says_what_to_install() -> None:
     )
 
 
+def test_import_loads_no_cloud_sdk() -> None:
+    """``import azarr`` (and the CLI module) leaves botocore, s3fs and friends unloaded.
+
+    botocore alone was ~30 % of ``import azarr`` (0.2-0.5 s), paid by every CLI command and
+    every worker process, most of which never touch S3. They load with the first store that
+    needs them.
+    """
+    sdks = ("botocore", "aiobotocore", "s3fs", "gcsfs", "adlfs", "fsspec", "aiohttp", "icechunk")
+    code = f"import sys, azarr, azarr.cli; print(sorted(m for m in {sdks!r} if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 @pytest.mark.http
 def test_password_in_url_is_not_printed(local: str, http_server: Any) -> None:
     site = http_server.root / f"cli-pw-{os.getpid()}-{time.monotonic_ns()}.zarr"

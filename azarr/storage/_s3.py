@@ -12,8 +12,6 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar, Literal
 
-import botocore.handlers
-
 from azarr.errors import AzarrError
 from azarr.storage._base import ByteRange, Generation
 from azarr.storage._fsspec import FsspecStore
@@ -222,6 +220,7 @@ class S3Store(FsspecStore):
         # service model again (0.1-0.2 s, measured) -- on every new event loop. Give it
         # a fresh session (built from the same extra options s3fs would use) that
         # shares one model loader, so only the first instance pays.
+        import botocore.handlers
         from aiobotocore.session import AioSession
 
         extra = {k: v for k, v in self.storage_options.items() if k not in _s3fs_parameters()}
