@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import json
 import multiprocessing
 import pickle
@@ -461,6 +462,32 @@ def test_zstd_encode_reuses_a_context_and_writes_numcodecs_frames(
         assert first[0] == reference.encode(
             np.ascontiguousarray(chunks[0]) if order == "C" else chunks[0].ravel("F")
         )
+
+
+def test_zstd_run_decoder_decodes_frames_back_to_back_or_hands_them_back() -> None:
+    """`ChunkCodec.scratch_run_decoder`: frames stored back to back, each declaring the chunk's
+    size, decoded in one call as they are one by one; anything else is handed back (None)."""
+    shape = (128, 130)  # 65 KiB: within the scratch decoder's range
+    codec = ChunkCodec("<f4", shape, "C", {"id": "zstd"}, None)
+    decode = codec.scratch_run_decoder()
+    assert decode is not None
+    chunks = [sample("<f4", shape, "C") * k for k in (1, 3, -2)]
+    frames = [codec.encode(chunk, key="z/0") for chunk in chunks]
+    body = memoryview(b"".join(frames) + frames[0])
+    ends = np.cumsum([0, *(len(f) for f in frames)]).tolist()
+    spans = list(itertools.pairwise(ends))
+    got = decode(body, spans)
+    assert got is not None and got.shape == (3, *shape)
+    for chunk, decoded in zip(chunks, got, strict=True):
+        np.testing.assert_array_equal(decoded, chunk)
+    assert decode(body, [spans[0], (ends[3], ends[3] + len(frames[0]))]) is None  # not back to back
+    with_checksum = numcodecs.Zstd(level=1, checksum=True).encode(np.ascontiguousarray(chunks[1]))
+    assert (
+        decode(memoryview(frames[0] + with_checksum), [(0, ends[1]), (ends[1], ends[1] + len(with_checksum))])
+        is None
+    )
+    assert ChunkCodec("<f4", shape, "F", {"id": "zstd"}, None).scratch_run_decoder() is None
+    assert ChunkCodec("<f4", shape, "C", {"id": "zlib"}, None).scratch_run_decoder() is None
 
 
 # ------------------------------------------------------------------ errors
