@@ -99,8 +99,9 @@ def _scratch_run(nbytes: int) -> NDArray:
 
 @functools.cache
 def _zstd_decodes_frames_in_one_call() -> bool:
-    """numcodecs' ``zstd.decompress`` decodes concatenated frames into one buffer (the
-    sum of their declared sizes, since numcodecs 0.13: older ones take the first frame's)."""
+    """numcodecs' ``zstd.decompress`` decodes concatenated frames into one buffer, sized
+    from all their declared sizes (numcodecs 0.16 does; older ones sized it from the first
+    frame alone, and with them runs are decoded one by one)."""
     frame = numcodecs.Zstd(level=1).encode(bytes(8))
     out = np.empty(16, dtype=np.uint8)
     try:
