@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import json
 import multiprocessing
 import pickle
@@ -461,6 +462,61 @@ def test_zstd_encode_reuses_a_context_and_writes_numcodecs_frames(
         assert first[0] == reference.encode(
             np.ascontiguousarray(chunks[0]) if order == "C" else chunks[0].ravel("F")
         )
+
+
+def test_zstd_run_decoder_decodes_frames_back_to_back_or_hands_them_back() -> None:
+    """`ChunkCodec.scratch_run_decoder`: frames stored back to back, each declaring the chunk's
+    size, decoded in one call as they are one by one; anything else is handed back (None)."""
+    shape = (128, 130)  # 65 KiB: within the scratch decoder's range
+    codec = ChunkCodec("<f4", shape, "C", {"id": "zstd"}, None)
+    decode = codec.scratch_run_decoder()
+    assert decode is not None
+    chunks = [sample("<f4", shape, "C") * k for k in (1, 3, -2)]
+    frames = [codec.encode(chunk, key="z/0") for chunk in chunks]
+    body = memoryview(b"".join(frames) + frames[0])
+    ends = np.cumsum([0, *(len(f) for f in frames)]).tolist()
+    spans = list(itertools.pairwise(ends))
+    got = decode(body, spans)
+    assert got is not None and got.shape == (3, *shape)
+    for chunk, decoded in zip(chunks, got, strict=True):
+        np.testing.assert_array_equal(decoded, chunk)
+    assert decode(body, [spans[0], (ends[3], ends[3] + len(frames[0]))]) is None  # not back to back
+    with_checksum = numcodecs.Zstd(level=1, checksum=True).encode(np.ascontiguousarray(chunks[1]))
+    assert (
+        decode(memoryview(frames[0] + with_checksum), [(0, ends[1]), (ends[1], ends[1] + len(with_checksum))])
+        is None
+    )
+    assert ChunkCodec("<f4", shape, "F", {"id": "zstd"}, None).scratch_run_decoder() is None
+    assert ChunkCodec("<f4", shape, "C", {"id": "zlib"}, None).scratch_run_decoder() is None
+
+
+def test_zstd_run_decoder_accepts_only_what_each_frame_alone_decodes_to() -> None:
+    """Damaged runs (bytes flipped, spans moved): whatever the one call accepts, each frame
+    decoded alone accepts too, with the same values."""
+    shape = (128, 130)
+    codec = ChunkCodec("<f4", shape, "C", {"id": "zstd", "checksum": False}, None)
+    decode = codec.scratch_run_decoder()
+    assert decode is not None
+    frames = [codec.encode(sample("<f4", shape, "C") * k, key="z/0") for k in (1, 2, 3)]
+    rng = np.random.default_rng(5)
+    accepted = 0
+    for _ in range(300):
+        body = bytearray(b"".join(frames))
+        ends = np.cumsum([0, *(len(f) for f in frames)]).tolist()
+        if rng.random() < 0.5:
+            for at in rng.integers(0, len(body), rng.integers(1, 4)):
+                body[at] ^= 1 << int(rng.integers(0, 8))
+        else:
+            k, by = int(rng.integers(1, 3)), int(rng.integers(-6, 7))
+            ends[k] += by
+        spans = list(itertools.pairwise(ends))
+        got = decode(memoryview(bytes(body)), spans)
+        if got is None:
+            continue
+        accepted += 1
+        for (start, stop), chunk in zip(spans, got, strict=True):
+            np.testing.assert_array_equal(codec.decode(bytes(body[start:stop]), key="z/0"), chunk)
+    assert accepted > 0  # flips in literals go undetected without a checksum: decoded alike
 
 
 # ------------------------------------------------------------------ errors

@@ -732,6 +732,105 @@ async def test_a_damaged_inner_chunk_of_a_pooled_whole_shard_names_the_shard_and
         await a.get_basic_selection(...)
 
 
+def _shard_of(frames: dict[int, bytes], count: int, order: list[int]) -> bytes:
+    """A shard (index at the end, crc32c) holding ``frames`` by inner chunk number, stored in
+    ``order``; inner chunks without a frame are missing."""
+    body, table = b"", np.full((count, 2), MISSING, dtype="<u8")
+    for local in order:
+        table[local] = (len(body), len(frames[local]))
+        body += frames[local]
+    index = table.tobytes()
+    return body + index + crc32c.crc32c(index).to_bytes(4, "little")
+
+
+def _frames_of(shard: bytes, count: int) -> dict[int, bytes]:
+    table = np.frombuffer(shard[-(count * 16 + 4) : -4], dtype="<u8").reshape(-1, 2)
+    return {i: shard[int(o) : int(o) + int(n)] for i, (o, n) in enumerate(table) if o != MISSING}
+
+
+async def _runs_read(store: Any, a: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[int]]:
+    """``a`` read whole, and the number of inner chunks in each call of the run decoder."""
+    from azarr.codecs import ChunkCodec
+
+    runs: list[int] = []
+    make_decoder = ChunkCodec.scratch_run_decoder
+
+    def spied(self: ChunkCodec) -> Any:
+        decode = make_decoder(self)
+        assert decode is not None
+
+        def run(data: memoryview, spans: list[tuple[int, int]]) -> Any:
+            runs.append(len(spans))
+            return decode(data, spans)
+
+        return run
+
+    monkeypatch.setattr(ChunkCodec, "scratch_run_decoder", spied)
+    return await a.get_basic_selection(...), runs
+
+
+async def test_inner_chunks_stored_back_to_back_are_decoded_in_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whole shards of 64 KiB Zstd inner chunks: those stored back to back in the order read
+    # are decoded in one call per run (ChunkCodec.scratch_run_decoder), split where one is not
+    # stored; stored in another order, one by one; the same values either way.
+    store = ReceivingStore()
+    a = await make(store, shape=(256, 384), dtype="f4", chunks=(128, 128), shards=(256, 384))
+    data = np.arange(256 * 384, dtype="f4").reshape(256, 384) / 7
+    await a.set_basic_selection(..., data)
+    got, runs = await _runs_read(store, a, monkeypatch)
+    np.testing.assert_array_equal(got, data)
+    assert runs == [6]
+    frames = _frames_of(await store.get("c/0/0") or b"", 6)
+    del frames[3]  # inner chunk (1, 0): not stored, read as the fill value
+    data[128:, :128] = -1
+    await store.set("c/0/0", _shard_of(frames, 6, [0, 1, 2, 4, 5]))
+    got, runs = await _runs_read(store, a, monkeypatch)
+    np.testing.assert_array_equal(got, data)
+    assert runs == [3, 2]
+    await store.set("c/0/0", _shard_of(frames, 6, [5, 4, 2, 1, 0]))
+    got, runs = await _runs_read(store, a, monkeypatch)
+    np.testing.assert_array_equal(got, data)
+    assert runs == []
+
+
+@pytest.mark.parametrize("damage", ["corrupt frame", "declared size", "frame ends past its span", "checksum"])
+async def test_a_damaged_inner_chunk_in_a_run_is_refused_as_alone(
+    damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a run's one Zstd call would accept but the inner chunk's own decode refuses never
+    # passes: the run is decoded one by one and the damaged inner chunk named.
+    from azarr.errors import CodecError
+
+    store = ReceivingStore()
+    zstd = [{"name": "zstd", "configuration": {"level": 1, "checksum": damage == "checksum"}}]
+    a = await make(
+        store, shape=(256, 384), dtype="f4", chunks=(128, 128), shards=(256, 384), compressors=zstd
+    )
+    await a.set_basic_selection(..., np.arange(256 * 384, dtype="f4").reshape(256, 384) / 7)
+    frames = _frames_of(await store.get("c/0/0") or b"", 6)
+    one = bytearray(frames[4])  # inner chunk (1, 1)
+    if damage == "corrupt frame":
+        one[len(one) // 2 :] = bytes(len(one) - len(one) // 2)
+    elif damage == "declared size":
+        one[6] ^= 0x01  # Frame_Content_Size (magic, descriptor, window descriptor, then it)
+    elif damage == "checksum":
+        one[-1] ^= 0x01
+    frames[4] = bytes(one)
+    shard = _shard_of(frames, 6, list(range(6)))
+    if damage == "frame ends past its span":
+        # Spans 3 and 4 shifted by a byte: the run's bytes and frames are the same.
+        table = np.frombuffer(shard[-(6 * 16 + 4) : -4], dtype="<u8").reshape(-1, 2).copy()
+        table[3, 1] -= 1
+        table[4, 0] -= 1
+        table[4, 1] += 1
+        index = table.tobytes()
+        shard = shard[: -(6 * 16 + 4)] + index + crc32c.crc32c(index).to_bytes(4, "little")
+    await store.set("c/0/0", shard)
+    where = r"c/0/0 \(inner chunk \(1, 0\)\)" if damage == "frame ends past its span" else r"\(1, 1\)"
+    with pytest.raises(CodecError, match=where):
+        await _runs_read(store, a, monkeypatch)
+
+
 async def test_a_shard_is_stored_once_its_own_inner_chunks_are_encoded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -56,8 +56,10 @@ with warnings.catch_warnings():
 
 if sys.version_info >= (3, 14):
     from compression.zstd import ZstdDecompressor
+    from compression.zstd import get_frame_size as zstd_frame_size
 else:  # pragma: no cover - depends on the interpreter
     from backports.zstd import ZstdDecompressor
+    from backports.zstd import get_frame_size as zstd_frame_size
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -68,6 +70,8 @@ __all__ = [
     "decode_stage",
     "encoded_bound",
     "zstd_content_size",
+    "zstd_frame_size",
+    "zstd_size_header",
 ]
 
 
@@ -122,8 +126,10 @@ def _zlib_like(wbits: int) -> Callable[[], _Decompressor]:
     return lambda: zlib.decompressobj(wbits)
 
 
-def zstd_content_size(view: memoryview) -> int | None:
-    """Frame_Content_Size of the first Zstd frame (RFC 8878 3.1.1.1), None if absent or not Zstd."""
+def zstd_size_header(view: memoryview) -> tuple[int, int] | None:
+    """Frame_Content_Size of the first Zstd frame (RFC 8878 3.1.1.1) and the length of the
+    frame's header up to the end of that field; None if absent or not Zstd. Frames that
+    begin with the same bytes up to there declare the same size."""
     if len(view) < 6 or bytes(view[:4]) != _ZSTD_MAGIC:
         return None
     descriptor = view[4]
@@ -133,7 +139,13 @@ def zstd_content_size(view: memoryview) -> int | None:
     if width == 0 or len(view) < start + width:
         return None
     size = int.from_bytes(view[start : start + width], "little")
-    return size + 256 if width == 2 else size
+    return size + 256 if width == 2 else size, start + width
+
+
+def zstd_content_size(view: memoryview) -> int | None:
+    """Frame_Content_Size of the first Zstd frame (RFC 8878 3.1.1.1), None if absent or not Zstd."""
+    found = zstd_size_header(view)
+    return None if found is None else found[0]
 
 
 def check_blosc_frame(view: memoryview) -> None:

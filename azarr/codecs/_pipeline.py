@@ -38,6 +38,8 @@ from azarr.codecs._bounded import (
     decode_stage,
     encoded_bound,
     zstd_content_size,
+    zstd_frame_size,
+    zstd_size_header,
 )
 from azarr.codecs._chain import CodecChain
 from azarr.codecs._checksum import is_checksum, strip_checksum
@@ -81,6 +83,32 @@ NDArray: TypeAlias = npt.NDArray[Any]
 _SCRATCH_MIN_BYTES = 64 * 1024
 _SCRATCH_MAX_BYTES = 16 * 2**20
 _scratch = threading.local()
+
+
+#: Most bytes `ChunkCodec.scratch_run_decoder` decodes in one call (its per-thread buffer).
+_RUN_MAX_BYTES = 4 * 2**20
+
+
+def _scratch_run(nbytes: int) -> NDArray:
+    """``nbytes`` bytes of a buffer this thread reuses (contents undefined)."""
+    buffer: NDArray | None = getattr(_scratch, "run", None)
+    if buffer is None or len(buffer) < nbytes:
+        buffer = _scratch.run = np.empty(max(nbytes, 1 << 20), dtype=np.uint8)
+    return buffer[:nbytes]
+
+
+@functools.cache
+def _zstd_decodes_frames_in_one_call() -> bool:
+    """numcodecs' ``zstd.decompress`` decodes concatenated frames into one buffer, sized
+    from all their declared sizes (numcodecs 0.16 does; older ones sized it from the first
+    frame alone, and with them runs are decoded one by one)."""
+    frame = numcodecs.Zstd(level=1).encode(bytes(8))
+    out = np.empty(16, dtype=np.uint8)
+    try:
+        zstd_decompress(frame + frame, out)
+    except Exception:
+        return False
+    return True
 
 
 def _scratch_chunk(dtype: np.dtype[Any], chunks: tuple[int, ...], order: str) -> NDArray:
@@ -684,6 +712,64 @@ class ChunkCodec:
             except Exception:
                 return None  # the general path says what is wrong
             return target
+
+        return decode
+
+    def scratch_run_decoder(
+        self,
+    ) -> Callable[[memoryview, Sequence[tuple[int, int]]], NDArray | None] | None:
+        """`scratch_decoder` for inner chunks stored back to back: one Zstd call for many.
+
+        ``decode(data, spans)`` decodes the frames at ``spans`` of ``data`` (``(start,
+        stop)`` byte spans, each starting where the one before ends, their chunks at most
+        4 MiB in all) in one call of numcodecs' ``zstd.decompress`` into a buffer this
+        thread reuses, and returns it as an array of shape ``(len(spans), *chunks)`` (valid
+        until the next call on this thread); None when the general path is needed: a frame
+        whose header differs from the first's (which must declare exactly `nbytes`), one
+        that does not end at its span's end, or Zstd failing. The caller then decodes them
+        one by one, which says what is wrong. None for chains `scratch_decoder` does not
+        serve, for order "F", and with a numcodecs that decodes only a call's first frame.
+
+        Why: ``ZSTD_decompress`` creates a decompression context per call, and creating
+        one runs ``cpuid`` twice, which traps to the hypervisor on a virtual machine: ~10
+        µs per call on this project's benchmark host, about an eighth of a 64 KiB inner
+        chunk's decode (``benchmarks/README.md``, "Sharding"). Numcodecs' build of zstd
+        decodes Huffman literals with its assembly loop, ``zstandard``'s without: a context
+        kept per thread through that library gained nothing measurable; one call per run
+        of inner chunks keeps numcodecs' decoder and pays for the context once per run.
+        """
+        if (
+            self.order != "C"
+            or self.scratch_decoder() is None
+            or self.nbytes * 2 > _RUN_MAX_BYTES
+            or not _zstd_decodes_frames_in_one_call()
+        ):
+            return None
+        nbytes, dtype, chunks = self.nbytes, self.dtype, self.chunks
+
+        def decode(data: memoryview, spans: Sequence[tuple[int, int]]) -> NDArray | None:
+            count = len(spans)
+            if count * nbytes > _RUN_MAX_BYTES:
+                return None
+            try:
+                start, stop = spans[0]
+                found = zstd_size_header(data[start:stop])
+                if found is None or found[0] != nbytes:
+                    return None
+                header, end = data[start : start + found[1]], start
+                for start, stop in spans:
+                    # Back to back, the same header bytes up to the size field (so the same
+                    # declared size), each frame ending at its span's end.
+                    if start != end or data[start : start + len(header)] != header:
+                        return None
+                    if zstd_frame_size(data[start:stop]) != stop - start:
+                        return None
+                    end = stop
+                target = _scratch_run(count * nbytes)
+                zstd_decompress(data[spans[0][0] : spans[-1][1]], target)
+            except Exception:
+                return None  # one by one, the general path says what is wrong
+            return target.view(dtype).reshape((count, *chunks))
 
         return decode
 

@@ -418,35 +418,67 @@ def _decode_spans_into(
 ) -> tuple[dict[int, np.ndarray[Any, Any]] | None, int]:
     """``members`` of the shard ``view`` decoded into ``out`` (runs in the codec pool): each
     inner chunk cut from its span here, decoded through the thread's scratch chunk
-    (`ChunkCodec.scratch_decoder`, its checks made once per job) or straight into its region
-    of ``out`` where that is contiguous; fill where not stored. For a shard other reads wait
+    (`ChunkCodec.scratch_decoder`, its checks made once per job; inner chunks stored back to
+    back in one call, `ChunkCodec.scratch_run_decoder`) or straight into its region of
+    ``out`` where that is contiguous; fill where not stored. For a shard other reads wait
     for (``shared``), each is decoded into a read-only chunk of its own instead
     (`ChunkPipeline._decode_shared`) and copied into ``out`` from it in the same job.
 
     Returns the ``shared`` chunks by number in the shard (not stored: absent; else None) and
     the stored bytes read."""
     fast = None if shared or direct or fields is not None else pipeline.codec.scratch_decoder()
+    run = None if fast is None else pipeline.codec.scratch_run_decoder()
     chunks: dict[int, np.ndarray[Any, Any]] | None = {} if shared else None
     total = 0
-    for local, projection in members:
-        span = spans[local]
-        if span is None:
-            out[projection.out_selection] = fill
-            continue
-        data = view[span[0] : span[1]]
-        total += span[1] - span[0]
-        if chunks is not None:
-            chunk = chunks[local] = pipeline._decode_shared(data, shards.label(key, projection.chunk_coords))
-            pipeline._scatter(chunk, out, projection, fields)
-            continue
-        found = None if fast is None else fast(data)
-        if found is None:  # the general path (and its errors, named by the label)
-            pipeline._decode_into(
-                data, shards.label(key, projection.chunk_coords), out, projection, fields, direct
-            )
-        else:
-            out[projection.out_selection] = found[projection.chunk_selection]
+    for group, bounds in _back_to_back(spans, members) if run is not None else [(members, [])]:
+        if run is not None and len(bounds) > 1:
+            decoded = run(view, bounds)
+            if decoded is not None:
+                for (_, projection), chunk in zip(group, decoded, strict=True):
+                    out[projection.out_selection] = chunk[projection.chunk_selection]
+                total += bounds[-1][1] - bounds[0][0]
+                continue
+        for local, projection in group:  # one by one
+            span = spans[local]
+            if span is None:
+                out[projection.out_selection] = fill
+                continue
+            data = view[span[0] : span[1]]
+            total += span[1] - span[0]
+            if chunks is not None:
+                chunk = chunks[local] = pipeline._decode_shared(
+                    data, shards.label(key, projection.chunk_coords)
+                )
+                pipeline._scatter(chunk, out, projection, fields)
+                continue
+            found = None if fast is None else fast(data)
+            if found is None:  # the general path (and its errors, named by the label)
+                pipeline._decode_into(
+                    data, shards.label(key, projection.chunk_coords), out, projection, fields, direct
+                )
+            else:
+                out[projection.out_selection] = found[projection.chunk_selection]
     return chunks, total
+
+
+def _back_to_back(
+    spans: Spans, members: list[Member]
+) -> Iterator[tuple[list[Member], list[tuple[int, int]]]]:
+    """``members`` in runs of stored inner chunks whose spans follow one another (in the
+    order given), with their spans; those not stored alone, with none. The inner chunks of a
+    shard written in order make one run."""
+    group: list[Member] = []
+    bounds: list[tuple[int, int]] = []
+    for member in members:
+        span = spans[member[0]]
+        if group and (span is None or not bounds or span[0] != bounds[-1][1]):
+            yield group, bounds
+            group, bounds = [], []
+        group.append(member)
+        if span is not None:
+            bounds.append(span)
+    if group:
+        yield group, bounds
 
 
 def _alone(items: list[_Led], parts: Parts | None) -> set[int]:
