@@ -478,6 +478,50 @@ async def test_a_put_body_corrupted_in_flight_is_refused(
     assert await t.get("a/0.0") == new
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+async def test_array_writes_checksum_chunks_in_the_codec_threads(
+    seaweedfs: S3Server,
+    s3_bucket: str,
+    s3_fault_proxy: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
+    sharded: bool,
+) -> None:
+    # Chunk and shard PUTs carry the CRC-32C the codec thread computed (SeaweedFS checks
+    # every one); the transport computes only the small metadata documents' itself.
+    import azarr.storage._s3_transport as transport_module
+
+    on_loop: list[int] = []
+
+    def counted(data: Any) -> int:
+        on_loop.append(len(data or b""))
+        return crc32c.crc32c(data or b"")
+
+    monkeypatch.setattr(transport_module, "body_crc32c", counted)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    store = S3Store(f"{s3_bucket}/crc-{sharded}", storage_options=options)
+    assert store.wants_body_crc32c
+    data = np.random.default_rng(2).random((64, 64))
+    layout: dict[str, Any] = {"shards": (32, 64)} if sharded else {}
+    try:
+        z = await azarr.create((64, 64), chunks=(16, 64), dtype="f8", store=store, zarr_format=3, **layout)
+        await z.setitem(..., data)
+        assert on_loop and max(on_loop) < 4096  # metadata only
+        np.testing.assert_array_equal(await z.getitem(...), data)
+        # The codec thread's checksum is the body's: a byte flipped in flight is refused.
+        s3_fault_proxy.configure(rules=[FaultRule("corrupt_body", 1.0, ("PUT",), CHUNK_KEYS)], fail_first_n=1)
+        with pytest.raises(StoreError, match="BadDigest"):
+            await z.setitem(..., data + 1)
+        assert s3_fault_proxy.counters().injected == {"corrupt_body": 1}
+    finally:
+        await store.close()
+    off = S3Store(
+        f"{s3_bucket}/crc-off-{sharded}",
+        storage_options={**options, "config_kwargs": {"request_checksum_calculation": "when_required"}},
+    )
+    assert not off.wants_body_crc32c
+    await off.close()
+
+
 async def test_existence_checks_take_one_request_each(
     seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy, transports: list[S3Transport]
 ) -> None:

@@ -186,6 +186,7 @@ class S3Store(FsspecStore):
             )
             # ETags with If-Match / If-None-Match (s3fs has no conditional PutObject).
             self.supports_conditional_writes = True
+            self.wants_body_crc32c = self._transport.request_checksum_calculation == "when_supported"
             self.supports_conditional_reads = True
 
     def _make_spec(self) -> StoreSpec:

@@ -39,8 +39,6 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import quote, urlsplit
 from xml.sax.saxutils import unescape
 
-import crc32c
-
 from azarr.errors import PermissionDeniedError, ResponseIntegrityError, StoreError
 from azarr.storage._aiohttp import (
     Allocator,
@@ -51,6 +49,7 @@ from azarr.storage._aiohttp import (
     request_body,
     unwrap_dropped,
 )
+from azarr.storage._body_checksum import body_crc32c, known_crc32c
 from azarr.storage._errors import translate_error
 from azarr.storage._limits import body_limit
 from azarr.storage._ranges import (
@@ -1163,8 +1162,12 @@ def checksum_calculation(config: Mapping[str, Any]) -> str:
 
 
 def crc32c_header(data: bytes | memoryview | None) -> str:
-    """``x-amz-checksum-crc32c`` of a body: base64 of its CRC-32C's 4 big-endian bytes."""
-    return base64.b64encode(crc32c.crc32c(data or b"").to_bytes(4, "big")).decode("ascii")
+    """``x-amz-checksum-crc32c`` of a body: base64 of its CRC-32C's 4 big-endian bytes (the
+    write pipeline's, computed in its codec thread, else computed here)."""
+    crc = known_crc32c(data)
+    if crc is None:
+        crc = body_crc32c(data)
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
 
 
 def _sha256_hex(data: bytes | memoryview | None) -> str:
