@@ -754,23 +754,40 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _per_gib_table(
+    summary: dict[str, Any],
+    impls: list[str],
+    cfg: dict[str, Any],
+    cell: Callable[[dict[str, Any]], str | None],
+) -> tuple[list[str], bool]:
+    """Markdown rows, one per implementation, of ``cell(slot)`` for every full read and write
+    (``n/a`` where it gives None), and whether any cell had a value."""
+    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
+    rows, measured = ["| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |"], False
+    rows.append("| --- |" + " ---: |" * len(cells))
+    for impl in impls:
+        row = [LABELS[impl]]
+        for w, c in cells:
+            value = cell(summary.get(impl, {}).get(f"{w}/{c}", {}))
+            measured = measured or value is not None
+            row.append("n/a" if value is None else value)
+        rows.append("| " + " | ".join(row) + " |")
+    return rows, measured
+
+
 def _cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any]) -> list[str]:
     """Markdown: client CPU seconds per GiB of array data, all threads and the main thread's
     (the event loop's for the asyncio clients), for every full read and write."""
     per_gib = 1024 / cfg["size_mib"]
-    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
-    rows = []
-    for impl in impls:
-        row = [LABELS[impl]]
-        for w, c in cells:
-            slot = summary.get(impl, {}).get(f"{w}/{c}", {})
-            if "loop_seconds" in slot:
-                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / {slot['loop_seconds'] * per_gib:.2f}")
-            elif "cpu_seconds" in slot:
-                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / n/a")
-            else:
-                row.append("n/a")
-        rows.append("| " + " | ".join(row) + " |")
+
+    def cell(slot: dict[str, Any]) -> str | None:
+        if "loop_seconds" in slot:
+            return f"{slot['cpu_seconds'] * per_gib:.2f} / {slot['loop_seconds'] * per_gib:.2f}"
+        if "cpu_seconds" in slot:
+            return f"{slot['cpu_seconds'] * per_gib:.2f} / n/a"
+        return None
+
+    rows, _ = _per_gib_table(summary, impls, cfg, cell)
     return [
         "## Client CPU per GiB",
         "",
@@ -778,8 +795,6 @@ def _cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any])
         "thread (the event loop of the asyncio clients -- azarr, raw, zarr 3.1 -- and the calling "
         "thread of zarr 2.18 and TensorStore, which wait there while native threads work).",
         "",
-        "| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |",
-        "| --- |" + " ---: |" * len(cells),
         *rows,
         "",
     ]
@@ -789,20 +804,13 @@ def _server_cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str
     """Markdown: the server's and the proxy's CPU seconds per GiB of array data while each
     implementation's full reads and writes ran (medians; none in results from before)."""
     per_gib = 1024 / cfg["size_mib"]
-    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
-    rows, measured = [], False
-    for impl in impls:
-        row = [LABELS[impl]]
-        for w, c in cells:
-            slot = summary.get(impl, {}).get(f"{w}/{c}", {})
-            if "server_cpu_seconds" in slot and "proxy_cpu_seconds" in slot:
-                measured = True
-                row.append(
-                    f"{slot['server_cpu_seconds'] * per_gib:.2f} / {slot['proxy_cpu_seconds'] * per_gib:.2f}"
-                )
-            else:
-                row.append("n/a")
-        rows.append("| " + " | ".join(row) + " |")
+
+    def cell(slot: dict[str, Any]) -> str | None:
+        if "server_cpu_seconds" in slot and "proxy_cpu_seconds" in slot:
+            return f"{slot['server_cpu_seconds'] * per_gib:.2f} / {slot['proxy_cpu_seconds'] * per_gib:.2f}"
+        return None
+
+    rows, measured = _per_gib_table(summary, impls, cfg, cell)
     if not measured:
         return []
     return [
@@ -812,8 +820,6 @@ def _server_cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str
         "process while the operation ran (`/proc/<pid>/stat`, every thread; both share the host's "
         "cores with the client).",
         "",
-        "| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |",
-        "| --- |" + " ---: |" * len(cells),
         *rows,
         "",
     ]

@@ -760,7 +760,7 @@ class ChunkPipeline:
         tracker = ProgressTracker(nchunks, progress)
         chunk_key, weight = self.chunk_key, self.codec.nbytes
         # The PUT's checksum (S3): computed in the codec thread, off the event loop.
-        update = self._update_chunk_crc32c if io.store.wants_body_crc32c else self._update_chunk_no_crc32c
+        checksum, update = io.store.wants_body_crc32c, self._update_chunk_to_put
 
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
@@ -773,7 +773,9 @@ class ChunkPipeline:
             if not complete:
                 io.check_consistency(key)  # raises if the caller requires conditional writes
             data = None if complete else await fetch(key)
-            encoded, crc = await codec.run(update, data, key, projection, values, fields, weight=weight)
+            encoded, crc = await codec.run(
+                update, checksum, data, key, projection, values, fields, weight=weight
+            )
             if encoded is None:
                 await io.delete(key)
             elif reserve:
@@ -878,27 +880,19 @@ class ChunkPipeline:
         chunk = self._updated_chunk(data, key, projection, values, fields)
         return None if chunk is None else self.codec.encode(chunk, key=key)
 
-    def _update_chunk_crc32c(
+    def _update_chunk_to_put(
         self,
+        checksum: bool,
         data: bytes | memoryview | None,
         key: str,
         projection: ChunkProjection,
         values: np.ndarray[Any, Any],
         fields: Fields,
     ) -> tuple[bytes | None, int | None]:
-        """`_update_chunk`, and the encoded chunk's CRC-32C (`wants_body_crc32c`)."""
+        """`_update_chunk`, and with ``checksum`` the encoded chunk's CRC-32C for its PUT
+        (`Store.wants_body_crc32c`), computed here in the codec thread."""
         encoded = self._update_chunk(data, key, projection, values, fields)
-        return encoded, None if encoded is None else body_crc32c(encoded)
-
-    def _update_chunk_no_crc32c(
-        self,
-        data: bytes | memoryview | None,
-        key: str,
-        projection: ChunkProjection,
-        values: np.ndarray[Any, Any],
-        fields: Fields,
-    ) -> tuple[bytes | None, int | None]:
-        return self._update_chunk(data, key, projection, values, fields), None
+        return encoded, None if encoded is None or not checksum else body_crc32c(encoded)
 
     def _updated_chunk(
         self,
