@@ -17,6 +17,7 @@ Per case, medians over rounds: wall seconds, client CPU (every thread; the event
 thread's), and the server process's CPU (``/proc/<pid>/stat``) while it ran.
 
     python -m benchmarks.bench_s3_writes --rounds 5 --compressors none,zstd
+    python -m benchmarks.bench_s3_writes --rounds 10 --only azarr   # the checksum's cost, paired
 
 Figures: ``benchmarks/README.md``, "Writes at 0 ms: the server's share and the body checksum".
 """
@@ -131,7 +132,7 @@ async def run(args: argparse.Namespace, server: Any, bucket: str) -> dict[str, A
         cases[f"raw {comp} c64 crc"] = raw(comp, 64, True)
         cases[f"azarr {comp}"] = write(comp, False)
         cases[f"azarr {comp} crc"] = write(comp, True)
-    names = list(cases)
+    names = [name for name in cases if name.startswith(tuple(args.only))]
     for name in names:  # untimed: connections, thread pools, first-use work
         await cases[name]()
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
@@ -175,6 +176,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--raw-concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[16, 32, 64, 128]
+    )
+    parser.add_argument(
+        "--only", type=lambda s: s.split(","), default=[""], help="cases whose names start so (e.g. 'azarr')"
     )
     parser.add_argument("--output", type=Path, help="write the JSON here and the table next to it (.md)")
     args = parser.parse_args()
