@@ -894,6 +894,28 @@ async def test_request_checksum_calculation_setting(
     assert sent == [None, None, "AAAAAA==", crc32c_header(b"x")]
 
 
+@pytest.mark.parametrize("calculation", [None, "when_supported"])
+async def test_s3fs_transport_takes_the_checksum_option_as_botocore_does(
+    seaweedfs: S3Server, s3_bucket: str, calculation: str | None
+) -> None:
+    # botocore's "when_supported" (aws-chunked bodies with a trailing CRC) and azarr's
+    # "when_required" default on s3fs both store the bytes on SeaweedFS.
+    config = {} if calculation is None else {"request_checksum_calculation": calculation}
+    store = S3Store(
+        f"{s3_bucket}/s3fs-{calculation}",
+        storage_options={**seaweedfs.storage_options, "config_kwargs": config},
+        transport="s3fs",
+    )
+    assert not store.wants_body_crc32c
+    try:
+        fs = await store.filesystem()
+        assert fs.config_kwargs["request_checksum_calculation"] == (calculation or "when_required")
+        await store.set("k", VALUE * 1000)
+        assert await store.get("k") == VALUE * 1000
+    finally:
+        await store.close()
+
+
 def test_store_checksum_defaults_per_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     """`S3Store`: the aiohttp transport checksums PUTs unless told ``"when_required"``; s3fs
     keeps azarr's ``"when_required"`` default unless the caller chose, and the choice
