@@ -93,7 +93,8 @@ class S3Store(FsspecStore):
       name and values): with ``transport="aiohttp"`` every ``PUT`` carries
       ``x-amz-checksum-crc32c`` by default (``"when_supported"``, as the AWS SDKs
       since 2025), so S3 and SeaweedFS refuse a body changed in flight
-      (`StoreError`, ``BadDigest``) instead of storing it; ~40 us of CPU per MiB.
+      (`StoreError`, ``BadDigest``) instead of storing it; 40-100 us of CPU per MiB,
+      computed for chunks and shards in the codec thread that encoded them.
       ``config_kwargs={"request_checksum_calculation": "when_required"}`` (or
       ``AWS_REQUEST_CHECKSUM_CALCULATION=when_required``) sends none, for servers
       that reject the header. On s3fs (``transport="s3fs"`` or a fallback) the

@@ -468,7 +468,7 @@ class S3Transport:
       a SHA-256 computed in a worker thread.
     * **Body checksum.** Every ``PUT`` carries ``x-amz-checksum-crc32c`` (the body's
       CRC-32C, base64 of its 4 big-endian bytes; the ``crc32c`` package, SSE 4.2 / ARMv8
-      instructions, ~40 us per MiB): S3 and SeaweedFS verify it and refuse a body
+      instructions, 40-100 us per MiB): S3 and SeaweedFS verify it and refuse a body
       changed on its way with ``400 BadDigest`` (a `StoreError`; nothing is stored),
       which TCP's 16-bit checksum and an unsigned payload would let through on
       plain http. Like the AWS SDKs since 2025 (botocore >= 1.36), it is on by
