@@ -11,7 +11,8 @@ round by round:
 * ``raw cN crc``: the same with ``x-amz-checksum-crc32c`` on every PUT (SeaweedFS
   verifies it);
 * ``azarr COMP`` / ``azarr COMP crc``: azarr's full v3 write of the array
-  (``request_checksum_calculation`` ``"when_required"`` / ``"when_supported"``, the default).
+  (``request_checksum_calculation`` ``"when_required"`` / ``"when_supported"``, the default);
+  ``azarr sharded zstd [crc]`` the same in 16 MiB shards of 64 KiB Zstd inner chunks.
 
 Per case, medians over rounds: wall seconds, client CPU (every thread; the event-loop
 thread's), and the server process's CPU (``/proc/<pid>/stat``) while it ran.
@@ -106,18 +107,22 @@ async def run(args: argparse.Namespace, server: Any, bucket: str) -> dict[str, A
 
         return go
 
-    def write(comp: str, checksum: bool) -> Callable[[], Awaitable[Any]]:
+    def write(comp: str, checksum: bool, sharded: bool = False) -> Callable[[], Awaitable[Any]]:
+        # Sharded: 16 MiB shards of 64 KiB inner chunks, as bench_sharding's.
+        layout: dict[str, Any] = {"chunks": CHUNKS, "codecs": v3_codecs(comp)}
+        if sharded:
+            layout = {"chunks": (128, 128), "shards": (2048, 2048), "compressors": v3_codecs(comp)[1:]}
+
         async def go() -> None:
-            store = S3Store(f"{bucket}/azarr-{comp}-{checksum}", storage_options=options(checksum))
+            store = S3Store(f"{bucket}/azarr-{comp}-{checksum}-{sharded}", storage_options=options(checksum))
             try:
                 arr = await azarr.create(
                     shape=SHAPE,
-                    chunks=CHUNKS,
                     dtype="<f4",
                     store=store,
                     zarr_format=3,
-                    codecs=v3_codecs(comp),
                     overwrite=True,
+                    **layout,
                 )
                 await arr.set_basic_selection(..., data)
             finally:
@@ -132,6 +137,9 @@ async def run(args: argparse.Namespace, server: Any, bucket: str) -> dict[str, A
         cases[f"raw {comp} c64 crc"] = raw(comp, 64, True)
         cases[f"azarr {comp}"] = write(comp, False)
         cases[f"azarr {comp} crc"] = write(comp, True)
+    if "zstd" in args.compressors:
+        cases["azarr sharded zstd"] = write("zstd", False, sharded=True)
+        cases["azarr sharded zstd crc"] = write("zstd", True, sharded=True)
     names = [name for name in cases if name.startswith(tuple(args.only))]
     for name in names:  # untimed: connections, thread pools, first-use work
         await cases[name]()
