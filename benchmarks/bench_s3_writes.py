@@ -2,8 +2,8 @@
 
 ``bench_cloud`` times each client in its own process through the delay proxy; this
 benchmark answers what its medians cannot on a loaded 2-core host, in one process
-against SeaweedFS directly (started here, no proxy), cases interleaved and rotated
-round by round:
+against SeaweedFS directly (started here, no proxy), cases interleaved, rotated round by
+round and run in reverse order every other round:
 
 * ``raw cN``: 256 PUTs of the 256 MiB array's 1 MiB chunks, encoded beforehand, through
   `S3Transport.put` at N in flight (no Zarr, no codec, no budget): the server's ceiling
@@ -146,6 +146,10 @@ async def run(args: argparse.Namespace, server: Any, bucket: str) -> dict[str, A
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for round_ in range(args.rounds):
         order = names[round_ % len(names) :] + names[: round_ % len(names)]
+        if round_ % 2:
+            # Each case and its "crc" twin run back to back: alternate which goes first (the
+            # second of two 256 MiB writes meets the server's work left from the first).
+            order.reverse()
         for name in order:
             runs[name].append(await _measure(cases[name], pid))
         print(f"[s3-writes] round {round_ + 1}/{args.rounds}", file=sys.stderr)
