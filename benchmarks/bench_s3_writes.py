@@ -11,7 +11,7 @@ round and run in reverse order every other round:
 * ``raw cN crc``: the same with ``x-amz-checksum-crc32c`` on every PUT (SeaweedFS
   verifies it);
 * ``azarr COMP`` / ``azarr COMP crc``: azarr's full v3 write of the array
-  (``request_checksum_calculation`` ``"when_required"`` / ``"when_supported"``, the default);
+  (``request_checksum_calculation`` ``"when_required"``, azarr's default / ``"when_supported"``);
   ``azarr sharded zstd [crc]`` the same in 16 MiB shards of 64 KiB Zstd inner chunks.
 
 Per case, medians over rounds: wall seconds, client CPU (every thread; the event-loop

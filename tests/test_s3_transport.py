@@ -450,9 +450,9 @@ async def test_a_put_body_corrupted_in_flight_is_refused(
     calculation: str,
 ) -> None:
     # One byte of the body inverted between client and server, the request head as sent:
-    # with the default x-amz-checksum-crc32c SeaweedFS answers 400 BadDigest and keeps the
-    # old object; without it the corrupted body is stored (what the checksum prevents).
-    config = {} if calculation == "when_supported" else {"request_checksum_calculation": calculation}
+    # with x-amz-checksum-crc32c SeaweedFS answers 400 BadDigest and keeps the old object;
+    # without it (azarr's default) the corrupted body is stored: what the checksum prevents.
+    config = {} if calculation == "when_required" else {"request_checksum_calculation": calculation}
     t = S3Transport(
         s3_bucket,
         storage_options={
@@ -498,7 +498,8 @@ async def test_array_writes_checksum_chunks_in_the_codec_threads(
 
     monkeypatch.setattr(transport_module, "body_crc32c", counted)
     options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
-    store = S3Store(f"{s3_bucket}/crc-{sharded}", storage_options=options)
+    on = {"config_kwargs": {"request_checksum_calculation": "when_supported"}}
+    store = S3Store(f"{s3_bucket}/crc-{sharded}", storage_options={**options, **on})
     assert store.wants_body_crc32c
     data = np.random.default_rng(2).random((64, 64))
     layout: dict[str, Any] = {"shards": (32, 64)} if sharded else {}
@@ -514,10 +515,7 @@ async def test_array_writes_checksum_chunks_in_the_codec_threads(
         assert s3_fault_proxy.counters().injected == {"corrupt_body": 1}
     finally:
         await store.close()
-    off = S3Store(
-        f"{s3_bucket}/crc-off-{sharded}",
-        storage_options={**options, "config_kwargs": {"request_checksum_calculation": "when_required"}},
-    )
+    off = S3Store(f"{s3_bucket}/crc-off-{sharded}", storage_options=options)  # the default
     assert not off.wants_body_crc32c
     await off.close()
 
@@ -852,18 +850,14 @@ async def test_requests_carry_path_host_and_signed_headers(fake_s3: tuple[FakeS3
     assert signed == ["host", "range", "x-amz-content-sha256", "x-amz-date", "x-amz-request-payer"]
     assert put.headers["x-amz-content-sha256"] == UNSIGNED_PAYLOAD
     assert "Expect" not in put.headers and put.headers["Content-Length"] == "7"
-    # CRC-32C of b"payload", base64 of its big-endian bytes (as botocore sends it).
-    assert put.headers["x-amz-checksum-crc32c"] == crc32c_header(b"payload")
-    assert base64.b64decode(put.headers["x-amz-checksum-crc32c"]) == crc32c.crc32c(b"payload").to_bytes(
-        4, "big"
-    )
+    assert "x-amz-checksum-crc32c" not in put.headers  # azarr's default: "when_required"
 
 
 async def test_request_checksum_calculation_setting(
     fake_s3: tuple[FakeS3, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """botocore's ``request_checksum_calculation``: the option, else the environment, else
-    ``"when_supported"``; ``"when_required"`` sends no checksum (PutObject requires none)."""
+    azarr's ``"when_required"``, which sends no checksum (PutObject requires none)."""
     fake, url = fake_s3
     monkeypatch.delenv("AWS_REQUEST_CHECKSUM_CALCULATION", raising=False)
     base = {"endpoint_url": url, "key": "k", "secret": "s"}
@@ -871,17 +865,17 @@ async def test_request_checksum_calculation_setting(
     def made(config: dict[str, Any] | None = None) -> S3Transport:
         return S3Transport("b", storage_options={**base, "config_kwargs": config or {}})
 
-    assert made().request_checksum_calculation == "when_supported"
+    assert made().request_checksum_calculation == "when_required"
     assert (
-        made({"request_checksum_calculation": "WHEN_REQUIRED"}).request_checksum_calculation
-        == "when_required"
+        made({"request_checksum_calculation": "WHEN_SUPPORTED"}).request_checksum_calculation
+        == "when_supported"
     )
     with pytest.raises(ValueError, match="request_checksum_calculation"):
         made({"request_checksum_calculation": "always"})
-    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
-    off = made()
-    assert off.request_checksum_calculation == "when_required"
-    on = made({"request_checksum_calculation": "when_supported"})  # the option wins
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
+    on = made()
+    assert on.request_checksum_calculation == "when_supported"
+    off = made({"request_checksum_calculation": "when_required"})  # the option wins
     try:
         await off.put("k", b"x")
         await off.put_if("k2", b"x", if_match=None)
@@ -892,6 +886,8 @@ async def test_request_checksum_calculation_setting(
         await on.close()
     sent = [r.headers.get("x-amz-checksum-crc32c") for r in fake.requests]
     assert sent == [None, None, "AAAAAA==", crc32c_header(b"x")]
+    # CRC-32C, base64 of its big-endian bytes (as botocore sends it).
+    assert base64.b64decode(crc32c_header(b"x")) == crc32c.crc32c(b"x").to_bytes(4, "big")
 
 
 @pytest.mark.parametrize("calculation", [None, "when_supported"])
@@ -917,24 +913,25 @@ async def test_s3fs_transport_takes_the_checksum_option_as_botocore_does(
 
 
 def test_store_checksum_defaults_per_transport(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`S3Store`: the aiohttp transport checksums PUTs unless told ``"when_required"``; s3fs
-    keeps azarr's ``"when_required"`` default unless the caller chose, and the choice
-    (or its absence) survives the store's spec."""
+    """`S3Store`: both transports default to ``"when_required"`` unless the caller chose,
+    and the choice (or its absence) survives the store's spec."""
     monkeypatch.delenv("AWS_REQUEST_CHECKSUM_CALCULATION", raising=False)
     store = S3Store("b/x", storage_options={"anon": True})
-    assert store._transport is not None and store._transport.request_checksum_calculation == "when_supported"
+    assert store._transport is not None and store._transport.request_checksum_calculation == "when_required"
+    assert not store.wants_body_crc32c
     assert "request_checksum_calculation" not in store.storage_options["config_kwargs"]
     assert store._s3fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_required"
     again = S3Store.from_spec(store.spec)
-    assert again._transport is not None and again._transport.request_checksum_calculation == "when_supported"
+    assert again._transport is not None and again._transport.request_checksum_calculation == "when_required"
     chosen = {"anon": True, "config_kwargs": {"request_checksum_calculation": "when_supported"}}
     on_s3fs = S3Store("b/x", storage_options=chosen, transport="s3fs")
     assert on_s3fs._s3fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_supported"
-    off = S3Store(
+    on = S3Store(
         "b/x",
-        storage_options={"anon": True, "config_kwargs": {"request_checksum_calculation": "when_required"}},
+        storage_options={"anon": True, "config_kwargs": {"request_checksum_calculation": "when_supported"}},
     )
-    assert off._transport is not None and off._transport.request_checksum_calculation == "when_required"
+    assert on._transport is not None and on.wants_body_crc32c
+    assert S3Store.from_spec(on.spec).wants_body_crc32c
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
     assert (
         "request_checksum_calculation"
