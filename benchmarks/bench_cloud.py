@@ -391,7 +391,9 @@ def ops_full(impl: str, cfg: dict[str, Any], round_: int) -> list[dict[str, Any]
             "zarr_format": fmt,
         }
     ]
-    for comp in cfg["compressors"]:
+    if cfg.get("writes_only") and impl in CEILINGS:
+        ops = []  # raw's reads know v2 keys only; its writes need no warm-up read
+    for comp in [] if cfg.get("writes_only") else cfg["compressors"]:
         ops.append(
             {
                 "op": "read",
@@ -493,6 +495,9 @@ def summarize(reports: list[dict[str, Any]], shape: list[int]) -> dict[str, dict
             slot["requests"] = _median(
                 [r["proxy"]["requests"] for r in runs if (r.get("proxy") or {}).get("requests") is not None]
             )
+            for cpu in ("server_cpu_seconds", "proxy_cpu_seconds"):
+                if all(cpu in (r.get("proxy") or {}) for r in runs):
+                    slot[cpu] = _median([r["proxy"][cpu] for r in runs])
             if "nbytes" in runs[0]:
                 nbytes = runs[0]["nbytes"]
                 if "digest" in runs[0] and str(runs[0]["digest"]).startswith("bytes:"):
@@ -651,6 +656,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
 
     lines += _cpu_per_gib(summary, impls, cfg)
+    lines += _server_cpu_per_gib(summary, impls, cfg)
     lines += targets_peers(summary, cfg)
     if cfg.get("zarr_format") == 3:  # full reads and writes only
         return "\n".join([*lines, *targets_v3(summary, cfg), ""])
@@ -748,23 +754,40 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _per_gib_table(
+    summary: dict[str, Any],
+    impls: list[str],
+    cfg: dict[str, Any],
+    cell: Callable[[dict[str, Any]], str | None],
+) -> tuple[list[str], bool]:
+    """Markdown rows, one per implementation, of ``cell(slot)`` for every full read and write
+    (``n/a`` where it gives None), and whether any cell had a value."""
+    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
+    rows, measured = ["| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |"], False
+    rows.append("| --- |" + " ---: |" * len(cells))
+    for impl in impls:
+        row = [LABELS[impl]]
+        for w, c in cells:
+            value = cell(summary.get(impl, {}).get(f"{w}/{c}", {}))
+            measured = measured or value is not None
+            row.append("n/a" if value is None else value)
+        rows.append("| " + " | ".join(row) + " |")
+    return rows, measured
+
+
 def _cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any]) -> list[str]:
     """Markdown: client CPU seconds per GiB of array data, all threads and the main thread's
     (the event loop's for the asyncio clients), for every full read and write."""
     per_gib = 1024 / cfg["size_mib"]
-    cells = [(w, c) for w in ("read", "write") for c in cfg["compressors"]]
-    rows = []
-    for impl in impls:
-        row = [LABELS[impl]]
-        for w, c in cells:
-            slot = summary.get(impl, {}).get(f"{w}/{c}", {})
-            if "loop_seconds" in slot:
-                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / {slot['loop_seconds'] * per_gib:.2f}")
-            elif "cpu_seconds" in slot:
-                row.append(f"{slot['cpu_seconds'] * per_gib:.2f} / n/a")
-            else:
-                row.append("n/a")
-        rows.append("| " + " | ".join(row) + " |")
+
+    def cell(slot: dict[str, Any]) -> str | None:
+        if "loop_seconds" in slot:
+            return f"{slot['cpu_seconds'] * per_gib:.2f} / {slot['loop_seconds'] * per_gib:.2f}"
+        if "cpu_seconds" in slot:
+            return f"{slot['cpu_seconds'] * per_gib:.2f} / n/a"
+        return None
+
+    rows, _ = _per_gib_table(summary, impls, cfg, cell)
     return [
         "## Client CPU per GiB",
         "",
@@ -772,8 +795,31 @@ def _cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any])
         "thread (the event loop of the asyncio clients -- azarr, raw, zarr 3.1 -- and the calling "
         "thread of zarr 2.18 and TensorStore, which wait there while native threads work).",
         "",
-        "| implementation | " + " | ".join(f"{w} {c}" for w, c in cells) + " |",
-        "| --- |" + " ---: |" * len(cells),
+        *rows,
+        "",
+    ]
+
+
+def _server_cpu_per_gib(summary: dict[str, Any], impls: list[str], cfg: dict[str, Any]) -> list[str]:
+    """Markdown: the server's and the proxy's CPU seconds per GiB of array data while each
+    implementation's full reads and writes ran (medians; none in results from before)."""
+    per_gib = 1024 / cfg["size_mib"]
+
+    def cell(slot: dict[str, Any]) -> str | None:
+        if "server_cpu_seconds" in slot and "proxy_cpu_seconds" in slot:
+            return f"{slot['server_cpu_seconds'] * per_gib:.2f} / {slot['proxy_cpu_seconds'] * per_gib:.2f}"
+        return None
+
+    rows, measured = _per_gib_table(summary, impls, cfg, cell)
+    if not measured:
+        return []
+    return [
+        "## Server and proxy CPU per GiB",
+        "",
+        "CPU seconds per GiB of array data, medians, spent by SeaweedFS's process / the delay proxy's "
+        "process while the operation ran (`/proc/<pid>/stat`, every thread; both share the host's "
+        "cores with the client).",
+        "",
         *rows,
         "",
     ]
@@ -1328,6 +1374,7 @@ def _task(
         "key": server.key,
         "secret": server.secret,
         "admin_port": proxy.admin_port,
+        "cpu_pids": {"server": server.process.proc.pid, "proxy": proxy.proc.pid},
         "shape": cfg["shape"],
         "chunks": list(CHUNKS),
         "ops": ops,
@@ -1370,6 +1417,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-unconsolidated", action="store_true", help="skip the unconsolidated open")
     parser.add_argument(
         "--full-only", action="store_true", help="full reads and writes only (no small reads, no opens)"
+    )
+    parser.add_argument(
+        "--writes-only",
+        action="store_true",
+        help="with --full-only / --zarr-format 3: the untimed read and the writes",
     )
     parser.add_argument("--quick", action="store_true", help="64 MiB, 1 round, 300 requests, 200-array tree")
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR, help="where cloud.md/png/json go")
@@ -1448,6 +1500,7 @@ def main(argv: list[str] | None = None) -> int:
         "tls_at": args.tls_at if args.https else None,
         "zarr_format": args.zarr_format,
         "full_only": args.full_only,
+        "writes_only": args.writes_only,
         "selections": {
             kind: selections(shape, args.small_requests, kind, SEED + n)
             for n, kind in enumerate(("element", "chunk"))

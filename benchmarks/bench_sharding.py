@@ -181,6 +181,9 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
                 continue
             cell["median_s"] = statistics.median(r["seconds"] for r in runs)
             cell["median_cpu_s"] = statistics.median(r["cpu_seconds"] for r in runs)
+            for name in ("server", "proxy"):
+                if all(f"{name}_cpu_seconds" in r for r in runs):
+                    cell[f"median_{name}_cpu_s"] = statistics.median(r[f"{name}_cpu_seconds"] for r in runs)
             cell["median_requests"] = statistics.median(
                 (r.get("proxy") or {}).get("requests") or 0 for r in runs
             )
@@ -214,21 +217,26 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             f"## {title}",
             "",
-            "| implementation | wall s | MiB/s | client CPU s | requests | peer / azarr |",
+            "| implementation | wall s | MiB/s | client CPU s | server / proxy CPU s | requests | peer / azarr |",
         ]
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for impl in results["impls"]:
             cell = summary.get(impl, {}).get(op)
             if not cell:
                 continue
             if "median_s" not in cell:
-                lines.append(f"| {impl} | failed: {cell['errors'][0][:120]} | | | | |")
+                lines.append(f"| {impl} | failed: {cell['errors'][0][:120]} | | | | | |")
                 continue
             ref = base.get(op, {}).get("median_s")
+            server = (
+                f"{cell['median_server_cpu_s']:.2f} / {cell['median_proxy_cpu_s']:.2f}"
+                if "median_server_cpu_s" in cell and "median_proxy_cpu_s" in cell
+                else ""
+            )
             rate = f"{mib / cell['median_s']:.0f}" if op != "slab" else ""
             ratio = f"{cell['median_s'] / ref:.2f}" if ref else ""
             lines.append(
-                f"| {impl} | {cell['median_s']:.2f} | {rate} | {cell['median_cpu_s']:.2f} | "
+                f"| {impl} | {cell['median_s']:.2f} | {rate} | {cell['median_cpu_s']:.2f} | {server} | "
                 f"{cell['median_requests']:.0f} | {ratio} |"
             )
         if op == "slab" and base.get("slab", {}).get("stats"):
@@ -301,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             "secret": server.secret,
             "bucket": bucket,
             "admin_port": proxy.admin_port,
+            "cpu_pids": {"server": server.process.proc.pid, "proxy": proxy.proc.pid},
             "shape": list(shape),
             "shards": [SHARD, SHARD],
             "chunks": [INNER, INNER],

@@ -988,17 +988,33 @@ IMPL_CLASSES: dict[str, type[Impl]] = {
 
 # ---------------------------------------------------------------------- driver loop
 class _Requests:
-    """Counts the proxy's requests around one operation (``None`` without an admin port)."""
+    """Counts the proxy's requests around one operation (``None`` without an admin port),
+    and the CPU seconds the server's and the proxy's processes spent meanwhile (``cpu_pids``:
+    ``{"server": pid, "proxy": pid}``; the two share the host's cores with the client)."""
 
-    def __init__(self, admin_port: int | None) -> None:
+    def __init__(self, admin_port: int | None, cpu_pids: dict[str, int] | None = None) -> None:
         self.admin_port = admin_port
+        self.cpu_pids = cpu_pids or {}
+        self._cpu: dict[str, float] = {}
 
     def reset(self) -> None:
         if self.admin_port:
             admin_command(self.admin_port, "reset")
+        self._cpu = {name: process_cpu(pid) for name, pid in self.cpu_pids.items()}
 
     def read(self) -> dict[str, Any] | None:
-        return admin_command(self.admin_port, "counters") if self.admin_port else None
+        counters = admin_command(self.admin_port, "counters") if self.admin_port else None
+        if counters is not None and self._cpu:
+            counters = dict(counters)
+            for name, pid in self.cpu_pids.items():
+                counters[f"{name}_cpu_seconds"] = process_cpu(pid) - self._cpu[name]
+        return counters
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, every thread (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 Clock = tuple[float, float, float, float]
@@ -1078,7 +1094,7 @@ def run_op(impl: Impl, op: dict[str, Any], requests: _Requests) -> dict[str, Any
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """Run every operation of ``task`` in order with one implementation."""
     impl = IMPL_CLASSES[task["impl"]](task)
-    requests = _Requests(task.get("admin_port"))
+    requests = _Requests(task.get("admin_port"), task.get("cpu_pids"))
     results = []
     try:
         for op in task["ops"]:

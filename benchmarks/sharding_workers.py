@@ -48,6 +48,7 @@ from cloud_workers import (
     digest,
     latency_summary,
     make_data,
+    process_cpu,
     run_concurrent_async,
     v3_codecs,
     zarr_obstore,
@@ -316,9 +317,13 @@ async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[st
     if kind == "write":
         data = make_data(tuple(task["shape"]))
         admin_command(admin, "reset")
+        pids = task.get("cpu_pids") or {}
+        s0 = {name: process_cpu(pid) for name, pid in pids.items()}
         t0, c0 = time.perf_counter(), time.process_time()
         await impl.write(op["prefix"], data)
         out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+        for name, pid in pids.items():  # the server's and the proxy's CPU meanwhile
+            out[f"{name}_cpu_seconds"] = process_cpu(pid) - s0[name]
         out["proxy"] = admin_command(admin, "counters")
         out["nbytes"] = int(data.nbytes)
         return out

@@ -51,6 +51,10 @@ reproducible. Kinds (see `FAULT_KINDS`):
 ``reset_mid_body``
     Forward the request; send the response head and half of its body (half of the
     head when the body is empty), wait until those bytes left the socket, then RST.
+``corrupt_body``
+    Forward the request with the first byte of its body inverted (a body changed in
+    flight, which TCP's checksum can miss): the upstream sees the head as sent and a
+    body of the declared length, one byte wrong.
 ``stall``
     Hold the request ``stall_seconds`` before forwarding it (a stalled server). If
     the client hung up meanwhile the request is dropped, never reaching the upstream
@@ -116,7 +120,7 @@ from servers import terminate
 if TYPE_CHECKING:
     from servers import S3Server
 
-FAULT_KINDS = ("status_503", "status_429", "status_500", "reset", "reset_mid_body", "stall")
+FAULT_KINDS = ("status_503", "status_429", "status_500", "reset", "reset_mid_body", "stall", "corrupt_body")
 """Every fault kind, in the order ``configure`` keyword arguments are turned into rules."""
 
 STATUS_FAULTS = {"status_503": 503, "status_429": 429, "status_500": 500}
@@ -494,6 +498,23 @@ class _Sink:
         pass
 
 
+class _FlipFirstByte:
+    """A writer passing everything on with the first byte inverted (``corrupt_body``)."""
+
+    def __init__(self, writer: _Writer) -> None:
+        self.writer = writer
+        self.flipped = False
+
+    def write(self, data: bytes) -> None:
+        if data and not self.flipped:
+            self.flipped = True
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        self.writer.write(data)
+
+    async def drain(self) -> None:
+        await self.writer.drain()
+
+
 async def _copy_body(reader: asyncio.StreamReader, writer: _Writer, framing: tuple[str, int]) -> None:
     kind, n = framing
     if kind == "chunked":
@@ -819,7 +840,14 @@ class _Proxy:
             if _client_gone(reader, writer):
                 c.stall_abandoned += 1
                 raise _Abort
-        return await self._forward(req, framing, reader, writer, reset_mid_body=kind == "reset_mid_body")
+        return await self._forward(
+            req,
+            framing,
+            reader,
+            writer,
+            reset_mid_body=kind == "reset_mid_body",
+            corrupt=kind == "corrupt_body",
+        )
 
     async def _status_fault(
         self,
@@ -895,6 +923,7 @@ class _Proxy:
         writer: asyncio.StreamWriter,
         *,
         reset_mid_body: bool,
+        corrupt: bool = False,
     ) -> bool:
         c = self.counters
         has_body = framing[0] != "none" and not (framing[0] == "length" and framing[1] == 0)
@@ -911,7 +940,9 @@ class _Proxy:
                 if attempt == 0:
                     c.forwarded += 1
                 if has_body:
-                    body_task = asyncio.create_task(_copy_body(reader, conn.writer, framing))
+                    flip = corrupt and framing[0] == "length"  # chunked: the size lines stay intact
+                    target: _Writer = _FlipFirstByte(conn.writer) if flip else conn.writer
+                    body_task = asyncio.create_task(_copy_body(reader, target, framing))
                 try:
                     head = await self._response_head(conn, body_task, writer)
                     break

@@ -10,6 +10,7 @@ The store-level behaviour of both transports is covered by tests/test_stores.py.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import gzip
 import hashlib
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import botocore.auth
+import crc32c
 import numpy as np
 import pytest
 from aiohttp import web
@@ -46,6 +48,7 @@ from azarr.storage._s3_transport import (
     S3ResponseError,
     S3Transport,
     _SigningKeys,
+    crc32c_header,
     derive_signing_key,
     sign_v4,
 )
@@ -438,6 +441,85 @@ async def test_each_call_is_exactly_one_request(
     assert s3_fault_proxy.counters().received == 2
 
 
+@pytest.mark.parametrize("calculation", ["when_supported", "when_required"])
+async def test_a_put_body_corrupted_in_flight_is_refused(
+    seaweedfs: S3Server,
+    s3_bucket: str,
+    s3_fault_proxy: FaultProxy,
+    transports: list[S3Transport],
+    calculation: str,
+) -> None:
+    # One byte of the body inverted between client and server, the request head as sent:
+    # with x-amz-checksum-crc32c SeaweedFS answers 400 BadDigest and keeps the old object;
+    # without it (azarr's default) the corrupted body is stored: what the checksum prevents.
+    config = {} if calculation == "when_required" else {"request_checksum_calculation": calculation}
+    t = S3Transport(
+        s3_bucket,
+        storage_options={
+            **s3_fault_proxy.storage_options(seaweedfs.storage_options),
+            "config_kwargs": config,
+        },
+    )
+    transports.append(t)
+    assert t.request_checksum_calculation == calculation
+    old, new = b"v" * 300_000, b"w" * 300_000
+    await t.put("a/0.0", old)
+    s3_fault_proxy.configure(rules=[FaultRule("corrupt_body", 1.0, ("PUT",), CHUNK_KEYS)], fail_first_n=1)
+    if calculation == "when_supported":
+        with pytest.raises(StoreError, match="BadDigest") as info:
+            await t.put("a/0.0", new)
+        assert f"s3://{s3_bucket}" in str(info.value) and "'a/0.0'" in str(info.value)
+        assert await t.get("a/0.0") == old
+    else:
+        await t.put("a/0.0", new)
+        assert await t.get("a/0.0") == bytes([new[0] ^ 0xFF]) + new[1:]
+    assert s3_fault_proxy.counters().injected == {"corrupt_body": 1}
+    await t.put("a/0.0", new)  # the fault is spent
+    assert await t.get("a/0.0") == new
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+async def test_array_writes_checksum_chunks_in_the_codec_threads(
+    seaweedfs: S3Server,
+    s3_bucket: str,
+    s3_fault_proxy: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
+    sharded: bool,
+) -> None:
+    # Chunk and shard PUTs carry the CRC-32C the codec thread computed (SeaweedFS checks
+    # every one); the transport computes only the small metadata documents' itself.
+    import azarr.storage._s3_transport as transport_module
+
+    on_loop: list[int] = []
+
+    def counted(data: Any) -> int:
+        on_loop.append(len(data or b""))
+        return crc32c.crc32c(data or b"")
+
+    monkeypatch.setattr(transport_module, "body_crc32c", counted)
+    options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
+    on = {"config_kwargs": {"request_checksum_calculation": "when_supported"}}
+    store = S3Store(f"{s3_bucket}/crc-{sharded}", storage_options={**options, **on})
+    assert store.wants_body_crc32c
+    data = np.random.default_rng(2).random((64, 64))
+    layout: dict[str, Any] = {"shards": (32, 64)} if sharded else {}
+    try:
+        z = await azarr.create((64, 64), chunks=(16, 64), dtype="f8", store=store, zarr_format=3, **layout)
+        await z.setitem(..., data)
+        assert on_loop and max(on_loop) < 4096  # metadata only
+        np.testing.assert_array_equal(await z.getitem(...), data)
+        # The codec thread's checksum is the body's: a byte flipped in flight is refused.
+        s3_fault_proxy.configure(rules=[FaultRule("corrupt_body", 1.0, ("PUT",), CHUNK_KEYS)], fail_first_n=1)
+        with pytest.raises(StoreError, match="BadDigest"):
+            await z.setitem(..., data + 1)
+        assert s3_fault_proxy.counters().injected == {"corrupt_body": 1}
+    finally:
+        await store.close()
+    off = S3Store(f"{s3_bucket}/crc-off-{sharded}", storage_options=options)  # the default
+    assert not off.wants_body_crc32c
+    await off.close()
+
+
 async def test_existence_checks_take_one_request_each(
     seaweedfs: S3Server, s3_bucket: str, s3_fault_proxy: FaultProxy, transports: list[S3Transport]
 ) -> None:
@@ -768,6 +850,93 @@ async def test_requests_carry_path_host_and_signed_headers(fake_s3: tuple[FakeS3
     assert signed == ["host", "range", "x-amz-content-sha256", "x-amz-date", "x-amz-request-payer"]
     assert put.headers["x-amz-content-sha256"] == UNSIGNED_PAYLOAD
     assert "Expect" not in put.headers and put.headers["Content-Length"] == "7"
+    assert "x-amz-checksum-crc32c" not in put.headers  # azarr's default: "when_required"
+
+
+async def test_request_checksum_calculation_setting(
+    fake_s3: tuple[FakeS3, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore's ``request_checksum_calculation``: the option, else the environment, else
+    azarr's ``"when_required"``, which sends no checksum (PutObject requires none)."""
+    fake, url = fake_s3
+    monkeypatch.delenv("AWS_REQUEST_CHECKSUM_CALCULATION", raising=False)
+    base = {"endpoint_url": url, "key": "k", "secret": "s"}
+
+    def made(config: dict[str, Any] | None = None) -> S3Transport:
+        return S3Transport("b", storage_options={**base, "config_kwargs": config or {}})
+
+    assert made().request_checksum_calculation == "when_required"
+    assert (
+        made({"request_checksum_calculation": "WHEN_SUPPORTED"}).request_checksum_calculation
+        == "when_supported"
+    )
+    with pytest.raises(ValueError, match="request_checksum_calculation"):
+        made({"request_checksum_calculation": "always"})
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
+    on = made()
+    assert on.request_checksum_calculation == "when_supported"
+    off = made({"request_checksum_calculation": "when_required"})  # the option wins
+    try:
+        await off.put("k", b"x")
+        await off.put_if("k2", b"x", if_match=None)
+        await on.put("k", b"")
+        await on.put_if("k2", b"x", if_match=None)
+    finally:
+        await off.close()
+        await on.close()
+    sent = [r.headers.get("x-amz-checksum-crc32c") for r in fake.requests]
+    assert sent == [None, None, "AAAAAA==", crc32c_header(b"x")]
+    # CRC-32C, base64 of its big-endian bytes (as botocore sends it).
+    assert base64.b64decode(crc32c_header(b"x")) == crc32c.crc32c(b"x").to_bytes(4, "big")
+
+
+@pytest.mark.parametrize("calculation", [None, "when_supported"])
+async def test_s3fs_transport_takes_the_checksum_option_as_botocore_does(
+    seaweedfs: S3Server, s3_bucket: str, calculation: str | None
+) -> None:
+    # botocore's "when_supported" (aws-chunked bodies with a trailing CRC) and azarr's
+    # "when_required" default on s3fs both store the bytes on SeaweedFS.
+    config = {} if calculation is None else {"request_checksum_calculation": calculation}
+    store = S3Store(
+        f"{s3_bucket}/s3fs-{calculation}",
+        storage_options={**seaweedfs.storage_options, "config_kwargs": config},
+        transport="s3fs",
+    )
+    assert not store.wants_body_crc32c
+    try:
+        fs = await store.filesystem()
+        assert fs.config_kwargs["request_checksum_calculation"] == (calculation or "when_required")
+        await store.set("k", VALUE * 1000)
+        assert await store.get("k") == VALUE * 1000
+    finally:
+        await store.close()
+
+
+def test_store_checksum_defaults_per_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`S3Store`: both transports default to ``"when_required"`` unless the caller chose,
+    and the choice (or its absence) survives the store's spec."""
+    monkeypatch.delenv("AWS_REQUEST_CHECKSUM_CALCULATION", raising=False)
+    store = S3Store("b/x", storage_options={"anon": True})
+    assert store._transport is not None and store._transport.request_checksum_calculation == "when_required"
+    assert not store.wants_body_crc32c
+    assert "request_checksum_calculation" not in store.storage_options["config_kwargs"]
+    assert store._s3fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_required"
+    again = S3Store.from_spec(store.spec)
+    assert again._transport is not None and again._transport.request_checksum_calculation == "when_required"
+    chosen = {"anon": True, "config_kwargs": {"request_checksum_calculation": "when_supported"}}
+    on_s3fs = S3Store("b/x", storage_options=chosen, transport="s3fs")
+    assert on_s3fs._s3fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_supported"
+    on = S3Store(
+        "b/x",
+        storage_options={"anon": True, "config_kwargs": {"request_checksum_calculation": "when_supported"}},
+    )
+    assert on._transport is not None and on.wants_body_crc32c
+    assert S3Store.from_spec(on.spec).wants_body_crc32c
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
+    assert (
+        "request_checksum_calculation"
+        not in S3Store("b/x", transport="s3fs")._s3fs_options()["config_kwargs"]
+    )
 
 
 def test_aws_addressing() -> None:

@@ -56,6 +56,7 @@ from azarr.scheduler import ProgressCallback, ProgressTracker, StoreIO, bounded_
 from azarr.scheduler._shared import SHARED_READS, CacheEntry, ChunkCache, default_chunk_cache
 from azarr.scheduler._stats import stats_of_spec
 from azarr.storage import StoreSpec
+from azarr.storage._body_checksum import body_crc32c, crc32c_known
 
 __all__ = ["ChunkPipeline"]
 
@@ -758,6 +759,8 @@ class ChunkPipeline:
         reserve = self.codec.nbytes >= RESERVE_MIN_BYTES
         tracker = ProgressTracker(nchunks, progress)
         chunk_key, weight = self.chunk_key, self.codec.nbytes
+        # The PUT's checksum (S3): computed in the codec thread, off the event loop.
+        checksum, update = io.store.wants_body_crc32c, self._update_chunk_to_put
 
         async def write_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
@@ -770,16 +773,18 @@ class ChunkPipeline:
             if not complete:
                 io.check_consistency(key)  # raises if the caller requires conditional writes
             data = None if complete else await fetch(key)
-            encoded = await codec.run(
-                self._update_chunk, data, key, projection, values, fields, weight=weight
+            encoded, crc = await codec.run(
+                update, checksum, data, key, projection, values, fields, weight=weight
             )
             if encoded is None:
                 await io.delete(key)
             elif reserve:
                 async with io.budget.reserve(len(encoded)):
-                    await io.set(key, encoded)
+                    with crc32c_known(encoded, crc):
+                        await io.set(key, encoded)
             else:
-                await io.set(key, encoded)
+                with crc32c_known(encoded, crc):
+                    await io.set(key, encoded)
             tracker.advance(0 if encoded is None else len(encoded))
 
         if not io.store.supports_blocking_io:
@@ -874,6 +879,20 @@ class ChunkPipeline:
         """
         chunk = self._updated_chunk(data, key, projection, values, fields)
         return None if chunk is None else self.codec.encode(chunk, key=key)
+
+    def _update_chunk_to_put(
+        self,
+        checksum: bool,
+        data: bytes | memoryview | None,
+        key: str,
+        projection: ChunkProjection,
+        values: np.ndarray[Any, Any],
+        fields: Fields,
+    ) -> tuple[bytes | None, int | None]:
+        """`_update_chunk`, and with ``checksum`` the encoded chunk's CRC-32C for its PUT
+        (`Store.wants_body_crc32c`), computed here in the codec thread."""
+        encoded = self._update_chunk(data, key, projection, values, fields)
+        return encoded, None if encoded is None or not checksum else body_crc32c(encoded)
 
     def _updated_chunk(
         self,

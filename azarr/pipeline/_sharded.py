@@ -32,6 +32,7 @@ from azarr.pipeline._shards import Parts, ShardedChunks
 from azarr.scheduler import ProgressTracker, bounded_map
 from azarr.scheduler._shared import SHARED_READS, ChunkCache, JoinAgain, Load, inner_key, whole_shard_key
 from azarr.storage import Generation, StoreSpec
+from azarr.storage._body_checksum import body_crc32c, crc32c_known
 
 if TYPE_CHECKING:
     from azarr.pipeline._chunks import ChunkPipeline
@@ -512,12 +513,14 @@ def _publish(
 
 
 class _Assembled:
-    """A shard's bytes (None: no inner chunk stored), from the job that assembled it."""
+    """A shard's bytes (None: no inner chunk stored), from the job that assembled it, and
+    their CRC-32C when the store wants one (`Store.wants_body_crc32c`)."""
 
-    __slots__ = ("shard",)
+    __slots__ = ("crc32c", "shard")
 
-    def __init__(self, shard: bytes | None) -> None:
+    def __init__(self, shard: bytes | None, crc32c: int | None) -> None:
         self.shard = shard
+        self.crc32c = crc32c
 
 
 class _Assembly:
@@ -532,11 +535,16 @@ class _Assembly:
     """
 
     def __init__(
-        self, jobs: int, parts: list[bytes | memoryview | None], assemble: Callable[[Any], bytes | None]
+        self,
+        jobs: int,
+        parts: list[bytes | memoryview | None],
+        assemble: Callable[[Any], bytes | None],
+        checksum: bool = False,
     ) -> None:
         self._left = jobs
         self._parts = parts
         self._assemble = assemble
+        self._checksum = checksum
         self._lock = threading.Lock()
 
     def done(self, results: list[tuple[int, bytes | None]]) -> _Assembled | None:
@@ -548,7 +556,9 @@ class _Assembly:
             self._left -= 1
             if self._left:
                 return None
-        return _Assembled(self._assemble(parts))
+        shard = self._assemble(parts)
+        crc = body_crc32c(shard) if self._checksum and shard is not None else None
+        return _Assembled(shard, crc)
 
 
 async def write_sharded(
@@ -580,8 +590,8 @@ async def write_sharded(
     per_job = max(1, _JOB_BYTES // max(nbytes, 1))
 
     async def encoded(
-        key: str, shard: tuple[int, ...], members: list[Member], old: Parts | None
-    ) -> bytes | None:
+        key: str, shard: tuple[int, ...], members: list[Member], old: Parts | None, checksum: bool = False
+    ) -> _Assembled:
         items = []
         for local, p in members:
             # An inner chunk covered whole is encoded from the values alone: its stored bytes are not decoded.
@@ -589,7 +599,8 @@ async def write_sharded(
             items.append((local, shards.label(key, p.chunk_coords), p, stored))
         jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
         parts: list[bytes | memoryview | None] = [None] * shards.count if old is None else list(old)
-        assembly = _Assembly(len(jobs), parts, spec.assemble)
+        # A blind PUT's checksum (S3) in the assembling codec thread, off the event loop.
+        assembly = _Assembly(len(jobs), parts, spec.assemble, checksum)
         update = pipeline._update_chunk
 
         def encode(job: list[tuple[int, str, ChunkProjection, memoryview | None]]) -> _Assembled | None:
@@ -599,7 +610,7 @@ async def write_sharded(
             )
 
         results = await asyncio.gather(*(codec.run(encode, job, weight=len(job) * nbytes) for job in jobs))
-        return next(result.shard for result in results if result is not None)
+        return next(result for result in results if result is not None)
 
     async def write_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
         shard, members = group
@@ -616,13 +627,15 @@ async def write_sharded(
         )
         async with io.budget.reserve(len(members) * nbytes):
             if complete:
-                data = await encoded(key, shard, members, None)
-                await shards.put(key, data)
+                assembled = await encoded(key, shard, members, None, io.store.wants_body_crc32c)
+                data = assembled.shard
+                with crc32c_known(data, assembled.crc32c):
+                    await shards.put(key, data)
                 stored = 0 if data is None else len(data)
             else:
 
                 async def modify(old: Parts | None) -> bytes | None:
-                    return await encoded(key, shard, members, old)
+                    return (await encoded(key, shard, members, old)).shard
 
                 stored = await shards.update(key, modify)
         for _ in members:

@@ -178,6 +178,10 @@ class Store(ABC):
     #: (``get(..., if_generation_match=g)``), so a large object read as parallel
     #: ranges never mixes two versions.
     supports_conditional_reads: bool = False
+    #: True for stores that send each written value's CRC-32C (`S3Store`'s PUTs): the
+    #: write pipelines compute it in the codec thread that encoded the value and hand it
+    #: over (`azarr.storage._body_checksum`), so the event loop does not.
+    wants_body_crc32c: bool = False
 
     #: True for stores whose get/set/delete are cheap, synchronous and thread-safe
     #: (memory, local files): `get_blocking`, `set_blocking` and

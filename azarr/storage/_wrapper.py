@@ -59,6 +59,8 @@ class WrapperStore(Store):
         self.max_requests = inner.max_requests
         self.supports_conditional_writes = self.forwards_conditional and inner.supports_conditional_writes
         self.supports_conditional_reads = self.forwards_conditional and inner.supports_conditional_reads
+        # Safe to forward: a checksum is used only for the very body object it was computed for.
+        self.wants_body_crc32c = inner.wants_body_crc32c
         self.resolves_references = self.forwards_references and inner.resolves_references
         self.dimension_separator = inner.dimension_separator
 
