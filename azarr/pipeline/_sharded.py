@@ -273,19 +273,13 @@ async def read_sharded(
         if not shared:
             await lead_whole(key, members, ident, None)
             return
-        while True:
-            load, leader = SHARED_READS.join(ident)
-            if leader:
-                await lead_whole(key, members, ident, load)
-                return
-            try:
-                chunks = await SHARED_READS.wait(load)
-            except JoinAgain:  # its leader was cancelled
-                continue
-            io.stats.count_shared(collapsed=len(members))
-            for local, projection in members:
-                await copy_out(None if chunks is None else chunks.get(local), projection)
+        load, chunks = await SHARED_READS.lead_or_follow(ident)
+        if load is not None:
+            await lead_whole(key, members, ident, load)
             return
+        io.stats.count_shared(collapsed=len(members))
+        for local, projection in members:
+            await copy_out(None if chunks is None else chunks.get(local), projection)
 
     async def read_shard(group: tuple[tuple[int, ...], list[Member]]) -> None:
         shard, members = group
