@@ -920,12 +920,12 @@ def test_store_checksum_defaults_per_transport(monkeypatch: pytest.MonkeyPatch) 
     assert store._transport is not None and store._transport.request_checksum_calculation == "when_required"
     assert not store.wants_body_crc32c
     assert "request_checksum_calculation" not in store.storage_options["config_kwargs"]
-    assert store._s3fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_required"
+    assert store._fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_required"
     again = S3Store.from_spec(store.spec)
     assert again._transport is not None and again._transport.request_checksum_calculation == "when_required"
     chosen = {"anon": True, "config_kwargs": {"request_checksum_calculation": "when_supported"}}
     on_s3fs = S3Store("b/x", storage_options=chosen, transport="s3fs")
-    assert on_s3fs._s3fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_supported"
+    assert on_s3fs._fs_options()["config_kwargs"]["request_checksum_calculation"] == "when_supported"
     on = S3Store(
         "b/x",
         storage_options={"anon": True, "config_kwargs": {"request_checksum_calculation": "when_supported"}},
@@ -934,8 +934,7 @@ def test_store_checksum_defaults_per_transport(monkeypatch: pytest.MonkeyPatch) 
     assert S3Store.from_spec(on.spec).wants_body_crc32c
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
     assert (
-        "request_checksum_calculation"
-        not in S3Store("b/x", transport="s3fs")._s3fs_options()["config_kwargs"]
+        "request_checksum_calculation" not in S3Store("b/x", transport="s3fs")._fs_options()["config_kwargs"]
     )
 
 

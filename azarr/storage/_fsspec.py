@@ -192,10 +192,15 @@ class FsspecStore(Store):
         return cls(None, spec.root, storage_options=spec.storage_options(), **spec.constructor_params())
 
     # ------------------------------------------------------------------ per-loop filesystems
+    def _fs_options(self) -> dict[str, Any]:
+        """The keyword options the filesystem is made with: `storage_options`, plus any
+        default a subclass adds for the backend alone (kept out of the store's spec)."""
+        return self.storage_options
+
     def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:
         return self._fs_cls(
             *self._fs_args,
-            **self.storage_options,
+            **self._fs_options(),
             asynchronous=True,
             loop=loop,
             skip_instance_cache=True,

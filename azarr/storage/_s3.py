@@ -166,7 +166,7 @@ class S3Store(FsspecStore):
         if "response_checksum_validation" in _botocore_options():
             config.setdefault("response_checksum_validation", "when_required")
         # request_checksum_calculation keeps the caller's value (or none): both transports
-        # default to "when_required" (S3Transport's checksum_calculation, `_s3fs_options`),
+        # default to "when_required" (S3Transport's checksum_calculation, `_fs_options`),
         # and the spec keeps saying what the caller said.
         options["config_kwargs"] = config
         options.setdefault("use_listings_cache", False)
@@ -225,7 +225,7 @@ class S3Store(FsspecStore):
         endpoint = self.endpoint_url
         return f"{self.url} (endpoint {redact_url(endpoint)})" if endpoint else self.url
 
-    def _s3fs_options(self) -> dict[str, Any]:
+    def _fs_options(self) -> dict[str, Any]:
         """``storage_options`` for s3fs: with ``request_checksum_calculation="when_required"``
         unless the caller chose (in the options or ``AWS_REQUEST_CHECKSUM_CALCULATION``):
         botocore's default sends ``aws-chunked`` bodies with a trailing checksum, which some
@@ -242,9 +242,9 @@ class S3Store(FsspecStore):
         return options
 
     def _new_fs(self, loop: asyncio.AbstractEventLoop) -> Any:
-        options = self._s3fs_options()
-        if "session" in options:
-            return self._fs_cls(**options, asynchronous=True, loop=loop, skip_instance_cache=True)
+        if "session" in self.storage_options:
+            return super()._new_fs(loop)
+        options = self._fs_options()
         # Each s3fs instance would build its own botocore session and parse the S3
         # service model again (0.1-0.2 s, measured) -- on every new event loop. Give it
         # a fresh session (built from the same extra options s3fs would use) that
