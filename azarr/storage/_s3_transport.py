@@ -777,7 +777,7 @@ class S3Transport:
             return UNSIGNED_PAYLOAD
         if len(data) > _HASH_IN_THREAD:
             return None
-        return hashlib.sha256(data).hexdigest()
+        return _sha256_hex(data)
 
     def _signed_headers(
         self,
