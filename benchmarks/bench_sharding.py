@@ -184,6 +184,11 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
             for name in ("server", "proxy"):
                 if all(f"{name}_cpu_seconds" in r for r in runs):
                     cell[f"median_{name}_cpu_s"] = statistics.median(r[f"{name}_cpu_seconds"] for r in runs)
+            if all("host_busy_cores" in r for r in runs):
+                cell["median_host_busy_cores"] = statistics.median(r["host_busy_cores"] for r in runs)
+            cell["median_connections"] = statistics.median(
+                (r.get("proxy") or {}).get("connections") or 0 for r in runs
+            )
             cell["median_requests"] = statistics.median(
                 (r.get("proxy") or {}).get("requests") or 0 for r in runs
             )
@@ -217,15 +222,16 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             f"## {title}",
             "",
-            "| implementation | wall s | MiB/s | client CPU s | server / proxy CPU s | requests | peer / azarr |",
+            "| implementation | wall s | MiB/s | client CPU s | server / proxy CPU s | host busy cores "
+            "| requests (connections) | peer / azarr |",
         ]
-        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for impl in results["impls"]:
             cell = summary.get(impl, {}).get(op)
             if not cell:
                 continue
             if "median_s" not in cell:
-                lines.append(f"| {impl} | failed: {cell['errors'][0][:120]} | | | | | |")
+                lines.append(f"| {impl} | failed: {cell['errors'][0][:120]} | | | | | | |")
                 continue
             ref = base.get(op, {}).get("median_s")
             server = (
@@ -235,9 +241,10 @@ def markdown(results: dict[str, Any]) -> str:
             )
             rate = f"{mib / cell['median_s']:.0f}" if op != "slab" else ""
             ratio = f"{cell['median_s'] / ref:.2f}" if ref else ""
+            busy = f"{cell['median_host_busy_cores']:.2f}" if "median_host_busy_cores" in cell else ""
             lines.append(
-                f"| {impl} | {cell['median_s']:.2f} | {rate} | {cell['median_cpu_s']:.2f} | {server} | "
-                f"{cell['median_requests']:.0f} | {ratio} |"
+                f"| {impl} | {cell['median_s']:.2f} | {rate} | {cell['median_cpu_s']:.2f} | {server} | {busy} | "
+                f"{cell['median_requests']:.0f} ({cell['median_connections']:.0f}) | {ratio} |"
             )
         if op == "slab" and base.get("slab", {}).get("stats"):
             lines += ["", f"azarr's counters for the slab: {json.dumps(base['slab']['stats'])}."]

@@ -294,6 +294,35 @@ IMPORTS = {
 }
 
 
+def host_cpu() -> tuple[int, int]:
+    """All CPU time of the host so far and its idle part, in clock ticks (``/proc/stat``)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]  # idle + iowait
+
+
+class Meter:
+    """The server's and the proxy's CPU seconds and the host's busy cores over a timed
+    operation: the client, SeaweedFS and the proxy share the host's cores, so a client that
+    leaves a core idle and one that waits for a core show the same wall time, and these
+    tell them apart."""
+
+    def __init__(self, task: dict[str, Any]) -> None:
+        self.pids = task.get("cpu_pids") or {}
+        self.start()
+
+    def start(self) -> None:
+        self.cpu = {name: process_cpu(pid) for name, pid in self.pids.items()}
+        self.host = host_cpu()
+
+    def stop(self, out: dict[str, Any]) -> None:
+        for name, pid in self.pids.items():
+            out[f"{name}_cpu_seconds"] = process_cpu(pid) - self.cpu[name]
+        total, idle = host_cpu()
+        span = total - self.host[0]
+        if span > 0:
+            out["host_busy_cores"] = (os.cpu_count() or 1) * (span - (idle - self.host[1])) / span
+
+
 async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[str, Any]:
     admin = task["admin_port"]
     out: dict[str, Any] = {
@@ -317,19 +346,18 @@ async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[st
     if kind == "write":
         data = make_data(tuple(task["shape"]))
         admin_command(admin, "reset")
-        pids = task.get("cpu_pids") or {}
-        s0 = {name: process_cpu(pid) for name, pid in pids.items()}
+        meter = Meter(task)
         t0, c0 = time.perf_counter(), time.process_time()
         await impl.write(op["prefix"], data)
         out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
-        for name, pid in pids.items():  # the server's and the proxy's CPU meanwhile
-            out[f"{name}_cpu_seconds"] = process_cpu(pid) - s0[name]
+        meter.stop(out)
         out["proxy"] = admin_command(admin, "counters")
         out["nbytes"] = int(data.nbytes)
         return out
     if kind == "random" and isinstance(impl, TensorStore):
         impl.context_spec = {"cache_pool": {"total_bytes_limit": int(op["index_cache_bytes"])}}
     admin_command(admin, "reset")
+    meter = Meter(task)
     t0, c0 = time.perf_counter(), time.process_time()
     arr = await impl.open(op["prefix"])
     try:
@@ -347,6 +375,7 @@ async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[st
 
                 stats_for(impl._store).reset()
             admin_command(admin, "reset")
+            meter.start()
             t0, c0 = time.perf_counter(), time.process_time()
             sels = [inner_region(c, chunks) for c in op["chunks"]]
             latencies, checksum = await run_concurrent_async(
@@ -357,6 +386,7 @@ async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[st
         else:
             raise ValueError(f"unknown op {kind!r}")
         out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+        meter.stop(out)
         out["proxy"] = admin_command(admin, "counters")
         out["stats"] = impl.stats()
     finally:
