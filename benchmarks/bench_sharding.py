@@ -24,6 +24,9 @@ Each worker first reads a small sharded array, untimed (first-use work is not ti
   ``cache_pool``); p50/p99 per read and requests per inner chunk, against raw ranged GETs
   of the same bytes.
 
+Every operation also reports the server's and the proxy's CPU, the host's busy cores over it
+(the client, SeaweedFS and the proxy share the host's cores) and the proxy's connections.
+
 Run under the heavy gate::
 
     /work/heavy bench python -m benchmarks.bench_sharding --delay-ms 20
