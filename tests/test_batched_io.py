@@ -219,11 +219,11 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
         gate = _JobGate(small._pipeline)
         assert (gate.limit, gate.threads, gate.file_io) == (1, 3, False)
-        await gate.finished(JobResult(nbytes=1, store_seconds=0.75, seconds=1.0))  # Python-bound
+        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.75, seconds=1.0))  # Python-bound
         assert gate.limit == 1
-        await gate.finished(JobResult(nbytes=1, store_seconds=0.0, seconds=0.0))  # nothing to learn
+        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.0, seconds=0.0))  # nothing to learn
         assert gate.limit == 1
-        await gate.finished(JobResult(nbytes=1, store_seconds=0.85, seconds=1.0))  # waits on the store
+        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.85, seconds=1.0))  # waits on the store
         budget = small._pipeline.io.budget.max_requests
         assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
@@ -234,10 +234,10 @@ async def test_small_chunk_reads_from_a_store_that_reads_ahead_never_switch_pool
         small = await azarr.create(shape=(100,), chunks=(10,), dtype="i4", store=MemoryStore())
         large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
         gate = _JobGate(small._pipeline, reads_ahead=True)
-        await gate.finished(JobResult(nbytes=1, store_seconds=0.99, seconds=1.0))  # waits on the store
+        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.99, seconds=1.0))  # waits on the store
         assert (gate.limit, gate.file_io) == (1, False)  # the kernel reads ahead: one job at a time
         gate = _JobGate(large._pipeline, reads_ahead=True)
-        await gate.finished(JobResult(nbytes=1, store_seconds=0.99, seconds=1.0))
+        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.99, seconds=1.0))
         assert gate.file_io  # large chunks: as before
 
 
