@@ -9,6 +9,7 @@ chunks, and ``write_empty_chunks``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ import pytest
 
 import azarr
 from azarr.errors import CodecError, ReadOnlyError
-from azarr.pipeline._batched import JobResult, _JobGate, iter_jobs, iter_write_items
+from azarr.pipeline._batched import JobResult, RunningJobs, _JobGate, iter_jobs, iter_write_items
 from azarr.scheduler import Progress, StoreIO, set_budget, stats_for
 from azarr.storage import LocalStore, MemoryStore
 from tests.util import AsyncPathMemoryStore, RecordingStore
@@ -223,7 +224,9 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         assert gate.limit == 1
         await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.0, seconds=0.0))  # nothing to learn
         assert gate.limit == 1
-        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.85, seconds=1.0))  # waits on the store
+        await gate.finished(
+            JobResult(chunks=1, nbytes=1, store_seconds=0.85, seconds=1.0)
+        )  # waits on the store
         budget = small._pipeline.io.budget.max_requests
         assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
@@ -234,7 +237,9 @@ async def test_small_chunk_reads_from_a_store_that_reads_ahead_never_switch_pool
         small = await azarr.create(shape=(100,), chunks=(10,), dtype="i4", store=MemoryStore())
         large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
         gate = _JobGate(small._pipeline, reads_ahead=True)
-        await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.99, seconds=1.0))  # waits on the store
+        await gate.finished(
+            JobResult(chunks=1, nbytes=1, store_seconds=0.99, seconds=1.0)
+        )  # waits on the store
         assert (gate.limit, gate.file_io) == (1, False)  # the kernel reads ahead: one job at a time
         gate = _JobGate(large._pipeline, reads_ahead=True)
         await gate.finished(JobResult(chunks=1, nbytes=1, store_seconds=0.99, seconds=1.0))
@@ -476,3 +481,62 @@ async def test_an_uncompressed_chunk_of_the_wrong_size_fails_naming_its_key(tmp_
     expected = np.ones((40, 2048), "<f4")
     expected[20:30, 1024:] = 0
     np.testing.assert_array_equal(await arr.get_basic_selection(), expected)
+
+
+def test_a_thread_out_of_jobs_steals_the_back_half_of_the_fullest_running_job() -> None:
+    running = RunningJobs(14)
+    first, second = running.parts(running.start(list(range(8)))), running.parts(running.start([8, 9]))
+    _, chunks, indices = next(first)
+    assert [chunks[next(indices)], chunks[next(indices)]] == [0, 1]
+    assert running.steal() is None  # the third job (4 chunks) has not started
+    third = running.parts(running.start([10, 11, 12, 13]))
+    _, rest, rest_indices = next(third)
+    _, own, own_indices = next(second)
+    assert [own[i] for i in own_indices] == [8, 9]
+    # The second job is done: its thread takes half of the six chunks the first has not reached.
+    _, stolen, stolen_indices = next(second)
+    assert list(stolen) == [5, 6, 7]
+    assert [stolen[next(stolen_indices)]] == [5]
+    assert [chunks[i] for i in indices] == [2, 3, 4]  # the first job stops before them
+    # Its thread steals in turn: from the third job (4 left), not the stolen part (2 left).
+    _, again, again_indices = next(first)
+    assert list(again) == [12, 13] and [again[i] for i in again_indices] == [12, 13]
+    assert [rest[i] for i in rest_indices] == [10, 11]
+    assert [stolen[i] for i in stolen_indices] == [6, 7]
+    assert next(third, None) is None and next(first, None) is None  # nothing left worth a steal
+    # A helper (a job of no chunks) only steals.
+    assert RunningJobs.helpers(3) == [(), ()]
+    running.start(list(range(4)))  # a job whose thread has not read a chunk yet
+    helper = running.parts(running.start(()))
+    assert [list(chunks) for _, chunks, _ in itertools.islice(helper, 2)] == [[], [2, 3]]
+
+
+class _SlowKeysStore(MemoryStore):
+    """A memory store whose reads of ``slow`` keys wait (``time.sleep`` releases the GIL);
+    records which thread read each key."""
+
+    supports_blocking_io = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow: set[str] = set()
+        self.readers: dict[str, str] = {}
+
+    def _get_blocking(self, key: str, byte_range: Any = None) -> bytes | None:
+        if key in self.slow:
+            time.sleep(0.02)
+        self.readers[key] = threading.current_thread().name
+        return super()._get_blocking(key, byte_range)
+
+
+async def test_a_slow_job_is_finished_by_every_codec_thread() -> None:
+    store = _SlowKeysStore()
+    data = np.arange(64 * 8 * 1024, dtype="f8").reshape(64 * 8, 1024)
+    with azarr.config.set(codec_threads=2):
+        # 64 chunks of 64 KiB: 8 jobs of 8 chunks, two at a time; the last job's reads are slow.
+        arr = await azarr.array(data, chunks=(8, 1024), store=store)
+        store.slow = {f"{row}.0" for row in range(56, 64)}
+        reports: list[Progress] = []
+        np.testing.assert_array_equal(await arr.get_basic_selection(progress=reports.append), data)
+    assert reports[-1].done == reports[-1].total == 64  # each chunk counted once, by its reader
+    assert len({store.readers[key] for key in store.slow}) == 2

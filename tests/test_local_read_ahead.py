@@ -174,9 +174,11 @@ async def test_jobs_of_large_chunks_read_ahead_into_the_next_job(
         np.testing.assert_array_equal(await arr.getitem(...), values)
     assert _open_fds() == before
     hinted = [key for keys in calls for key in keys]
-    assert len(set(hinted)) == 64
-    # Each job hints its own files; all but the last also hint an upcoming job's, which that
-    # job hints again when it starts (without the window running on: 64 hints in 8 calls).
+    # Each job hints its own files (but a chunk a thread out of work steals alone: it reads
+    # it at once); all but the last also hint an upcoming job's, which that job hints again
+    # when it starts (without the window running on: 64 hints in 8 calls), and no thief hints
+    # again what a job hinted.
+    assert {f"{row}.0" for row in range(8)} <= set(hinted) and len(set(hinted)) > 48
     assert len(calls) > 8 and len(hinted) > 64
     assert max(hinted.count(key) for key in hinted) == 2
 

@@ -142,12 +142,14 @@ class UpcomingJobs:
 
 class _Part:
     """Chunks ``job[start:end]`` of a running job, which one thread reads from the front
-    (``next``); `RunningJobs.steal` lowers ``end`` to hand the back half to another thread."""
+    (``next``); `RunningJobs.steal` lowers ``end`` to hand the back half to another thread.
+    ``ahead``: the chunks up to which that thread asked the store to read ahead (a thief
+    does not ask again for what the part's thread did)."""
 
-    __slots__ = ("end", "job", "next", "start")
+    __slots__ = ("ahead", "end", "job", "next", "start")
 
-    def __init__(self, job: Sequence[ChunkProjection], start: int, end: int) -> None:
-        self.job, self.start, self.next, self.end = job, start, start, end
+    def __init__(self, job: Sequence[ChunkProjection], start: int, end: int, ahead: int = 0) -> None:
+        self.job, self.start, self.next, self.end, self.ahead = job, start, start, end, ahead
 
 
 class RunningJobs:
@@ -163,25 +165,40 @@ class RunningJobs:
     thread stops before them), as TBB's and Rayon's schedulers split ranges on demand; a
     read then ends at most one chunk apart on its threads. A job's chunks are read in order
     from its front, so the back half was the last its read-ahead window hinted.
+
+    A thread that finishes while the read's last job waits for its place (`_JobGate`) has
+    nothing to steal yet; the read therefore ends with `helpers`: jobs of no chunks of their
+    own that only steal, started (in order, after the last job) as places free up.
     """
 
     __slots__ = ("_lock", "_parts", "_unstarted")
 
     def __init__(self, nchunks: int) -> None:
-        self._lock = threading.Lock()  # codec threads take chunks, start jobs and steal
+        self._lock = threading.Lock()  # the loop starts jobs; codec threads take chunks and steal
         self._parts: list[_Part] = []
         #: Chunks of the read in no started job: stealing waits for them to start.
         self._unstarted = nchunks
 
-    def parts(self, job: Sequence[ChunkProjection]) -> Iterator[tuple[Sequence[ChunkProjection], Iterator[int]]]:
-        """``job`` now running, then the parts stolen for this thread once it is done:
-        each as its chunks and an iterator of the indices into them to read, in order."""
+    @staticmethod
+    def helpers(threads: int) -> list[Sequence[ChunkProjection]]:
+        """The jobs of no chunks that end a read of ``threads`` jobs at once: one fewer."""
+        return [() for _ in range(threads - 1)]
+
+    def start(self, job: Sequence[ChunkProjection]) -> _Part:
+        """``job`` runs now (on the loop, before it is handed to a thread: a helper handed
+        over after it finds its chunks to steal)."""
+        part = _Part(job, 0, len(job))
         with self._lock:
             self._unstarted -= len(job)
-        part: _Part | None = self._add(_Part(job, 0, len(job)))
-        while part is not None:
-            yield part.job[part.start : part.end], self._indices(part)
-            part = self.steal()
+            self._parts.append(part)
+        return part
+
+    def parts(self, part: _Part) -> Iterator[tuple[_Part, Sequence[ChunkProjection], Iterator[int]]]:
+        """A started job's ``part``, then the parts this thread steals once it is done: each
+        with its chunks and an iterator of the indices into them to read, in order."""
+        yield part, part.job, self._indices(part)
+        while (stolen := self.steal()) is not None:
+            yield stolen, stolen.job[stolen.start : stolen.end], self._indices(stolen)
 
     def steal(self) -> _Part | None:
         """The back half of the fullest running part's chunks not reached yet, as a running
@@ -194,14 +211,9 @@ class RunningJobs:
             if left < 2:  # the one left is as soon read by its own thread
                 return None
             victim.end -= left // 2
-            part = _Part(victim.job, victim.end, victim.end + left // 2)
+            part = _Part(victim.job, victim.end, victim.end + left // 2, victim.ahead)
             self._parts.append(part)
             return part
-
-    def _add(self, part: _Part) -> _Part:
-        with self._lock:
-            self._parts.append(part)
-        return part
 
     def _indices(self, part: _Part) -> Iterator[int]:
         """Indices (from ``part.start``) of ``part``'s chunks as this thread reaches them,
@@ -363,28 +375,34 @@ async def read_batched(
     # windows also run on into the next job (`UpcomingJobs`). Small chunks' jobs run one at a
     # time with a window of a fraction of the job, topped up as they go: no need.
     upcoming = UpcomingJobs() if reads_ahead and gate.limit > 1 else None
-    # Jobs that run side by side finish together (`RunningJobs`); a small chunk's job runs
-    # alone and mostly holds the GIL: a lock per chunk would cost it for nothing.
-    running = RunningJobs(nchunks) if gate.limit > 1 else None
-
-    async def run(job: Sequence[ChunkProjection]) -> None:
-        async with gate.slot(), _job_slot(pipeline):
-            if upcoming is not None:
-                upcoming.started(job)
-            args = (pipeline, job, out, fields, fill, direct, stop, upcoming, running)
-            result = await _run_job(_read_job, args, stop, file_io=gate.file_io)
-        await gate.finished(result)
-        tracker.advance_many(result.chunks, result.nbytes)
-
     # A store that reads ahead does so within a job (its descriptors are the thread's): jobs
     # of large chunks as long as the read-ahead window keep the disk busy while they decode
     # (256 MiB of 1 MiB Blosc chunks, cold: 8 jobs of 32 chunks 0.35 s, 64 jobs of 4 0.48 s).
     # Still one chunk alive a job at a time; only the page cache holds the files ahead.
     max_job_bytes = max(_MAX_JOB_BYTES, _AHEAD_BYTES) if reads_ahead else _MAX_JOB_BYTES
+    # Jobs that run side by side finish together (`RunningJobs`) when they have chunks to
+    # share; a small chunk's job runs alone and mostly holds the GIL: a lock per chunk would
+    # cost it for nothing.
+    running = None
+    if gate.limit > 1 and chunks_per_job(nchunks, pipeline.codec.nbytes, max_job_bytes) > 1:
+        running = RunningJobs(nchunks)
+
+    async def run(job: Sequence[ChunkProjection]) -> None:
+        async with gate.slot(), _job_slot(pipeline):
+            if upcoming is not None:
+                upcoming.started(job)
+            part = running.start(job) if running is not None else None
+            args = (pipeline, job, out, fields, fill, direct, stop, upcoming, running, part)
+            result = await _run_job(_read_job, args, stop, file_io=gate.file_io)
+        await gate.finished(result)
+        tracker.advance_many(result.chunks, result.nbytes)
+
     jobs: Iterable[Sequence[ChunkProjection]]
     jobs = iter_jobs(projections, nchunks, pipeline.codec.nbytes, max_job_bytes)
     if upcoming is not None:
         jobs = upcoming.drawn(jobs)
+    if running is not None:
+        jobs = itertools.chain(jobs, running.helpers(gate.threads))
     await bounded_map(run, jobs, gate.io_threads)
 
 
@@ -398,10 +416,11 @@ def _read_job(
     stop: StopFlag,
     upcoming: UpcomingJobs | None = None,
     running: RunningJobs | None = None,
+    part: _Part | None = None,
 ) -> JobResult:
     """Read, decode and scatter each chunk of ``job`` (a codec thread); near its end, read
     ahead into the first of the ``upcoming`` jobs; then read what it steals from the other
-    ``running`` jobs."""
+    ``running`` jobs (``part``: ``job`` as `RunningJobs.start` made it)."""
     started = time.perf_counter()
     codec = pipeline.codec
     chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, codec.decode
@@ -411,26 +430,31 @@ def _read_job(
     # Uncompressed chunks a file store reads straight into their region of ``out``.
     raw = codec.stores_raw and fields is None and pipeline.io.store.reads_into_buffers
     reads_ahead = pipeline.io.store.reads_ahead
-    parts: Iterable[tuple[Sequence[ChunkProjection], Iterable[int]]]
-    parts = [(job, range(len(job)))] if running is None else running.parts(job)
+    parts: Iterable[tuple[_Part | None, Sequence[ChunkProjection], Iterable[int]]]
+    parts = [(None, job, range(len(job)))] if running is None or part is None else running.parts(part)
     nbytes = chunks = 0
     with pipeline.io.blocking_batch() as store:
         get = store.get
-        for chunks_of, indices in parts:
+        for part_of, chunks_of, indices in parts:
             keys = [chunk_key(projection.chunk_coords) for projection in chunks_of]
             # Files the store reads ahead (local files): a window ahead of the chunk being
             # read, topped up by half a window at a time, so the disk has many reads at once.
             window = 0
             if reads_ahead and len(keys) > 1:
                 window = max(2, min(_AHEAD_FILES, _AHEAD_BYTES // max(codec.nbytes, 1)))
-            ahead = 0
+            # Chunks of a stolen part its first thread asked for are on their way already.
+            ahead = 0 if part_of is None else min(len(keys), max(0, part_of.ahead - part_of.start))
             for i in indices:
                 if stop.stopped:
                     break
                 chunks += 1
                 if window and i >= ahead - window // 2:
-                    if ahead < len(keys):
-                        upto = min(len(keys), i + window)
+                    # Not into chunks stolen from this part: the thief asks for them.
+                    end = len(keys) if part_of is None else min(len(keys), part_of.end - part_of.start)
+                    if ahead < end:
+                        upto = min(end, i + window)
+                        if part_of is not None:  # before the call: a thief may steal meanwhile
+                            part_of.ahead = part_of.start + upto
                         store.read_ahead(keys[ahead:upto])
                         ahead = upto
                     elif upcoming is not None:
