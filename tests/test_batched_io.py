@@ -9,6 +9,7 @@ chunks, and ``write_empty_chunks``.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 import azarr
 from azarr.errors import CodecError, ReadOnlyError
 from azarr.pipeline._batched import JobResult, RunningJobs, _JobGate, iter_jobs, iter_write_items
-from azarr.scheduler import Progress, StoreIO, set_budget, stats_for
+from azarr.scheduler import Progress, StoreIO, bounded_map, set_budget, stats_for
 from azarr.storage import LocalStore, MemoryStore
 from tests.util import AsyncPathMemoryStore, RecordingStore
 
@@ -230,6 +231,31 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         budget = small._pipeline.io.budget.max_requests
         assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
+
+
+async def test_job_gate_admits_jobs_in_the_order_they_ask() -> None:
+    with azarr.config.set(codec_threads=2):
+        large = await azarr.create(shape=(100_000,), chunks=(10_000,), dtype="i4", store=MemoryStore())
+    gate = _JobGate(large._pipeline)
+    started: list[int] = []
+
+    async def job(number: int) -> None:
+        async with gate.slot():
+            started.append(number)
+            await asyncio.sleep(0.002)
+
+    # Four workers for nine jobs: a worker whose job ends draws the next while the ones
+    # woken for the freed place have not run yet; it still waits its turn.
+    await bounded_map(job, range(9), 4)
+    assert started == list(range(9))
+    # A job cancelled while it waits gives up its turn; one cancelled as it is let in, its place.
+    async with gate.slot(), gate.slot():
+        waiting = [asyncio.ensure_future(job(n)) for n in (10, 11, 12)]
+        await asyncio.sleep(0)
+        waiting[0].cancel()
+    waiting[1].cancel()  # let in as the block ended, not run yet
+    await asyncio.gather(*waiting, return_exceptions=True)
+    assert started[9:] == [12] and gate._running == 0
 
 
 async def test_small_chunk_reads_from_a_store_that_reads_ahead_never_switch_pools() -> None:

@@ -24,6 +24,7 @@ them: no codec thread writes into the caller's output after the call returns.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import threading
@@ -322,20 +323,48 @@ class _JobGate:
         #: Whether a store-bound job may switch the call to the file I/O pool (see above).
         self._may_switch = not (reads_ahead and self.limit == 1)
         self._running = 0
-        self._changed = asyncio.Condition()
+        #: Jobs waiting for a place, in the order they asked: each is resolved once it holds
+        #: one. First come, first served -- a job that asks while others wait never goes first
+        #: (with an ``asyncio.Condition``, the task whose job had just finished drew the next
+        #: job and took the place before the one woken for it, which then waited for every
+        #: other: that job, the one the first job's window had read ahead into, ran last).
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """Wait until fewer than `limit` jobs run, and hold the place while one runs."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._running < self.limit)
+        """Wait until fewer than `limit` jobs run (in the order jobs ask), and hold the place
+        while one runs."""
+        if self._running < self.limit and not self._waiting:
             self._running += 1
+        else:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await waiter  # `_admit` counts this job in, then resolves it
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._leave()  # admitted, then cancelled before it ran
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._waiting.remove(waiter)
+                raise
         try:
             yield
         finally:
-            async with self._changed:
-                self._running -= 1
-                self._changed.notify()
+            self._leave()
+
+    def _leave(self) -> None:
+        self._running -= 1
+        self._admit()
+
+    def _admit(self) -> None:
+        """Count waiting jobs in, in order, while the limit allows (on the loop)."""
+        waiting = self._waiting
+        while waiting and self._running < self.limit:
+            waiter = waiting.popleft()
+            if not waiter.done():  # not cancelled
+                self._running += 1
+                waiter.set_result(None)
 
     async def finished(self, result: JobResult) -> None:
         """Learn from a finished job whether its store's calls leave the GIL to the others."""
@@ -344,10 +373,9 @@ class _JobGate:
             and not self.file_io
             and result.store_seconds >= _STORE_BOUND_SHARE * result.seconds > 0
         ):
-            async with self._changed:
-                self.file_io = True
-                self.limit = self.io_threads
-                self._changed.notify_all()
+            self.file_io = True
+            self.limit = self.io_threads
+            self._admit()
 
 
 # ------------------------------------------------------------------------ reads
