@@ -298,7 +298,9 @@ async def test_a_raw_body_of_the_wrong_size_is_refused_by_key(seaweedfs: Any, s3
 
 
 @pytest.mark.s3
-async def test_raw_bodies_cut_mid_transfer_into_the_result_are_retried(request: pytest.FixtureRequest) -> None:
+async def test_raw_bodies_cut_mid_transfer_into_the_result_are_retried(
+    request: pytest.FixtureRequest,
+) -> None:
     direct, proxied, proxy = proxied_store_pair("s3", request, "cut-raw")
     await azarr.array(DATA, chunks=(256, 768), compressor=None, store=direct)
     proxy.configure(reset_mid_body=1.0, fail_first_n=3, methods=["GET"], path=CHUNK_KEYS, seed=3)
