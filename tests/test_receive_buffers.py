@@ -240,15 +240,21 @@ async def test_results_never_alias_a_reused_buffer(seaweedfs: Any, s3_bucket: st
 
 
 @pytest.mark.s3
-async def test_bodies_cut_mid_transfer_are_retried(request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("chunks", [CHUNKS, (256, 768)], ids=["pooled", "into-result"])
+async def test_bodies_cut_mid_transfer_are_retried(
+    request: pytest.FixtureRequest, chunks: tuple[int, int]
+) -> None:
+    """Into a pooled buffer, or (chunks spanning the rows) into the result itself: a retried
+    body is received again from its start."""
     direct, proxied, proxy = proxied_store_pair("s3", request, "cut")
-    await azarr.array(DATA, chunks=CHUNKS, compressor=None, store=direct)
+    await azarr.array(DATA, chunks=chunks, compressor=None, store=direct)
     proxy.configure(reset_mid_body=1.0, fail_first_n=3, methods=["GET"], path=CHUNK_KEYS, seed=3)
     with azarr.config.set(retry_initial_delay=0.01, retry_max_delay=0.05):
         arr = await azarr.open_array(proxied, mode="r")
         np.testing.assert_array_equal(await arr.get_basic_selection(...), DATA)
     assert proxy.counters().injected.get("reset_mid_body") == 3
     assert stats_for(proxied).retries == 3
+    assert (BODY_BUFFERS.idle_bytes() == 0) == (chunks != CHUNKS)  # no pooled buffer into the result
     await asyncio.gather(direct.close(), proxied.close())
 
 
@@ -258,3 +264,40 @@ async def test_local_reads_do_not_use_the_pool(tmp_path: Path) -> None:
     arr = await azarr.open_array(store, mode="r")
     np.testing.assert_array_equal(await arr.get_basic_selection(...), DATA)
     assert BODY_BUFFERS.idle_bytes() == 0
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("order", ["C", "F"])
+async def test_raw_bodies_land_in_the_result(seaweedfs: Any, s3_bucket: str, order: str) -> None:
+    """Uncompressed chunks whose region of the result is contiguous (chunks spanning every
+    dimension but the outermost) are received straight into it: no pooled buffer is taken,
+    nothing is copied, and the result is the data (C and F order)."""
+    data = np.asfortranarray(DATA) if order == "F" else DATA
+    chunks = (256, 768) if order == "C" else (1024, 256)
+    store = _s3(seaweedfs, s3_bucket)
+    await azarr.array(data, chunks=chunks, compressor=None, order=order, store=store)
+    arr = await azarr.open_array(store, mode="r")
+    got = await arr.get_basic_selection(...)
+    np.testing.assert_array_equal(got, DATA)
+    assert BODY_BUFFERS.idle_bytes() == 0  # every body landed in the result, none in the pool
+    np.testing.assert_array_equal(await arr.get_basic_selection(slice(256, 768)), DATA[256:768])
+    await store.close()
+
+
+@pytest.mark.s3
+async def test_a_raw_body_of_the_wrong_size_is_refused_by_key(seaweedfs: Any, s3_bucket: str) -> None:
+    """A body shorter than the chunk is not received into the result: it goes to a pooled
+    buffer and the decode refuses it, naming the key; a longer one is refused by its
+    Content-Length before any of it is received."""
+    store = _s3(seaweedfs, s3_bucket)
+    await azarr.array(DATA, chunks=(256, 768), compressor=None, store=store)
+    arr = await azarr.open_array(store, mode="r")
+    wrong: list[tuple[bytes, type[Exception]]] = [
+        (bytes(100), azarr.errors.CodecError),
+        (bytes(256 * 768 * 4 + 4), azarr.errors.BodyTooLargeError),
+    ]
+    for body, error in wrong:
+        await store.set("2.0", body)
+        with pytest.raises(error, match=r"'2\.0'"):
+            await arr.get_basic_selection(...)
+    await store.close()

@@ -221,22 +221,32 @@ class ChunkPipeline:
         codec = CodecBatcher()
         direct = self._can_decode_direct(out, fields)
         collapse = partial is None and bool(config.get("collapse_reads"))
+        # Stored chunks that are their own decoded bytes: received straight into their region
+        # of ``out`` (`_fetch_into_region`), not into a pooled buffer and then copied.
+        raw_into = pooled is not None and direct and fields is None and self.codec.stores_raw
 
         async def read_chunk(projection: ChunkProjection) -> None:
             key = chunk_key(projection.chunk_coords)
             data: bytes | memoryview | PartialChunk | None
+            chunk: np.ndarray[Any, Any] | None = None
+            region = self._direct_region(out, projection) if raw_into else None
+            flat: Any = None if region is None else region if region.flags.c_contiguous else region.T
+            this_fetch = fetch if flat is None else functools.partial(self._fetch_into_region, flat)
             if collapse:
-                data, chunk = await self._fetch_or_share(key, fetch)
-                if chunk is not None:
-                    shared = (chunk, out, projection, fields)
-                    if not codec.try_submit(scatter, shared, nbytes):
-                        await codec.submit(scatter, shared, nbytes)
-                    tracker.advance(0 if data is None else len(data))
-                    return
+                data, chunk = await self._fetch_or_share(key, this_fetch)
+            elif partial is None:
+                data = await this_fetch(key)
             else:
-                data = await (
-                    fetch(key) if partial is None else partial.fetch(key, projection, fields, fetch_bytes)
-                )
+                data = await partial.fetch(key, projection, fields, fetch_bytes)
+            if chunk is not None:
+                shared = (chunk, out, projection, fields)
+                if not codec.try_submit(scatter, shared, nbytes):
+                    await codec.submit(scatter, shared, nbytes)
+                tracker.advance(0 if data is None else len(data))
+                return
+            if flat is not None and type(data) is memoryview and data.obj is flat:
+                tracker.advance(len(data))  # received in place (memory order): nothing to decode
+                return
             if data is None:
                 out[projection.out_selection] = fill
             else:
@@ -690,6 +700,22 @@ class ChunkPipeline:
                 return await io.get_into(key, acquire, max_bytes=bound)
 
         return fetch_pooled
+
+    async def _fetch_into_region(self, flat: np.ndarray[Any, Any], key: str) -> bytes | memoryview | None:
+        """`_make_pooled_fetcher`'s read of ``key`` for a chunk stored as its own bytes
+        (`ChunkCodec.stores_raw`) whose region of the output is ``flat`` (C-contiguous, in
+        the chunk's memory order): a body of exactly the chunk's size is received into
+        ``flat`` (a view of ``flat`` comes back: nothing left to decode), any other into a pooled
+        buffer, which the decode then refuses with the sizes named. Saves a copy of the
+        chunk per chunk (``benchmarks/README.md``, "Zarr v3 without sharding")."""
+        io, nbytes = self.io, self.codec.nbytes
+        target = memoryview(flat).cast("B")  # type: ignore[arg-type]
+
+        def allocate(size: int) -> memoryview:
+            return target if size == nbytes else BODY_BUFFERS.acquire(size, at_least=nbytes)
+
+        async with io.budget.reserve(nbytes):
+            return await io.get_into(key, allocate, max_bytes=self.codec.stored_bound)
 
     def _make_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
         """How one chunk is read: retried and timed (``StoreIO``), split into parallel ranges
