@@ -683,7 +683,7 @@ class ChunkPipeline:
         """A fetcher receiving chunk bodies into reused buffers (``_buffers.py`` says why), for
         whole-chunk reads from remote stores of chunks big enough to matter; None otherwise.
         What it returns must be decoded by `_decode_into` (which hands the buffer back)."""
-        io, nbytes, bound = self.io, self.codec.nbytes, self.codec.stored_bound
+        io, nbytes = self.io, self.codec.nbytes
         if (
             io.store.is_local
             or nbytes < RESERVE_MIN_BYTES
@@ -694,12 +694,13 @@ class ChunkPipeline:
         # Every body in the class of the decoded chunk: whatever it compressed to, it fits
         # any buffer this array's (or a same-chunked array's) earlier bodies left idle.
         acquire = functools.partial(BODY_BUFFERS.acquire, at_least=nbytes)
+        return functools.partial(self._receive, allocate=acquire)
 
-        async def fetch_pooled(key: str) -> bytes | memoryview | None:
-            async with io.budget.reserve(nbytes):
-                return await io.get_into(key, acquire, max_bytes=bound)
-
-        return fetch_pooled
+    async def _receive(self, key: str, allocate: Callable[[int], memoryview]) -> bytes | memoryview | None:
+        """Chunk ``key``'s body received into ``allocate(size)``, bounded by the codec's
+        stored size, holding the decoded chunk's size in the store's bytes-in-flight budget."""
+        async with self.io.budget.reserve(self.codec.nbytes):
+            return await self.io.get_into(key, allocate, max_bytes=self.codec.stored_bound)
 
     async def _fetch_into_region(self, flat: np.ndarray[Any, Any], key: str) -> bytes | memoryview | None:
         """`_make_pooled_fetcher`'s read of ``key`` for a chunk stored as its own bytes
@@ -708,14 +709,13 @@ class ChunkPipeline:
         ``flat`` (a view of ``flat`` comes back: nothing left to decode), any other into a pooled
         buffer, which the decode then refuses with the sizes named. Saves a copy of the
         chunk per chunk (``benchmarks/README.md``, "Zarr v3 without sharding")."""
-        io, nbytes = self.io, self.codec.nbytes
+        nbytes = self.codec.nbytes
         target = memoryview(flat).cast("B")  # type: ignore[arg-type]
 
         def allocate(size: int) -> memoryview:
             return target if size == nbytes else BODY_BUFFERS.acquire(size, at_least=nbytes)
 
-        async with io.budget.reserve(nbytes):
-            return await io.get_into(key, allocate, max_bytes=self.codec.stored_bound)
+        return await self._receive(key, allocate)
 
     def _make_fetcher(self) -> Callable[[str], Awaitable[bytes | None]]:
         """How one chunk is read: retried and timed (``StoreIO``), split into parallel ranges
