@@ -326,16 +326,19 @@ class GCSStore(FsspecStore):
         """`_stat`, sent again once if its connection turns out to be closed.
 
         fake-gcs-server closes the connection after a 416 without saying so (no
-        ``Connection: close``); aiohttp has already pooled it, and the next request
-        on it, this one, fails before anything is sent. azarr does not let aiohttp
-        re-send silently (`no_silent_resend`), so this one request is sent again here.
+        ``Connection: close``). aiohttp has pooled it already (a 416's empty body ends
+        with its headers, and aiohttp releases the connection then), so the next
+        request on it, this one, fails: with a disconnect if the server's close came
+        first, with a reset if the request did. azarr does not let aiohttp re-send
+        silently (`no_silent_resend`), so this one idempotent request is sent again here.
         """
         import aiohttp
 
         try:
             return await self._stat(key)
         except StoreError as exc:
-            if not isinstance(exc.__cause__, aiohttp.ServerDisconnectedError):
+            # ClientOSError: ECONNRESET (ServerDisconnectedError is not one of its kind).
+            if not isinstance(exc.__cause__, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
                 raise
         return await self._stat(key)
 
