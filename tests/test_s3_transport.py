@@ -14,6 +14,7 @@ import base64
 import datetime
 import gzip
 import hashlib
+import hmac
 import pickle
 import time
 import uuid
@@ -769,7 +770,12 @@ def test_signing_key_derivation() -> None:
     key = derive_signing_key("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "20120215", "us-east-1", "iam")
     assert key.hex() == "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d"
     keys = _SigningKeys()
-    assert keys.get("s", "20260101", "r") is keys.get("s", "20260101", "r")
+    assert keys._entry("s", "20260101", "r") is keys._entry("s", "20260101", "r")  # derived once
+    first, second = keys.mac("s", "20260101", "r"), keys.mac("s", "20260101", "r")
+    first.update(b"string to sign")
+    expected = hmac.new(derive_signing_key("s", "20260101", "r"), b"string to sign", hashlib.sha256)
+    assert first.digest() == expected.digest()
+    assert second.digest() == hmac.new(derive_signing_key("s", "20260101", "r"), b"", hashlib.sha256).digest()
 
 
 # ---------------------------------------------------------------------- addressing (a fake AWS)

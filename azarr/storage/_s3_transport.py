@@ -293,28 +293,23 @@ class _SigningKeys:
     """
 
     def __init__(self) -> None:
-        self._keys: dict[tuple[str, str, str], tuple[bytes, hmac.HMAC]] = {}
+        self._keys: dict[tuple[str, str, str], hmac.HMAC] = {}
         self._lock = threading.Lock()
 
-    def _entry(self, secret: str, date: str, region: str) -> tuple[bytes, hmac.HMAC]:
+    def _entry(self, secret: str, date: str, region: str) -> hmac.HMAC:
         ident = (secret, date, region)
         entry = self._keys.get(ident)
         if entry is None:
-            key = derive_signing_key(secret, date, region)
-            entry = (key, hmac.new(key, digestmod=hashlib.sha256))
+            entry = hmac.new(derive_signing_key(secret, date, region), digestmod=hashlib.sha256)
             with self._lock:
                 if len(self._keys) >= 8:  # a new day or rotated credentials: drop old keys
                     self._keys.clear()
                 self._keys[ident] = entry
         return entry
 
-    def get(self, secret: str, date: str, region: str) -> bytes:
-        """The signing key (`derive_signing_key`)."""
-        return self._entry(secret, date, region)[0]
-
     def mac(self, secret: str, date: str, region: str) -> hmac.HMAC:
         """A new HMAC-SHA256 keyed with the signing key, to ``update`` with a string to sign."""
-        return self._entry(secret, date, region)[1].copy()
+        return self._entry(secret, date, region).copy()
 
 
 def derive_signing_key(secret: str, date: str, region: str, service: str = "s3") -> bytes:
