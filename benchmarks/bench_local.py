@@ -41,7 +41,9 @@ array are 1 GiB of such memory. Measured with azarr's own 1 GiB uncompressed wri
 right after the previous array's files were deleted, 1.2-1.6 s (2.0-2.7 s of system time)
 when the deletion was 5 s earlier. Every implementation pays it, but how much depends on how
 long ago the previous worker freed its memory, so medians of a few rounds mix the two
-states; the fastest round is the one least disturbed.
+states; the fastest round is the one least disturbed. ``--settle S`` waits S seconds before
+each timed read instead, so every reader finds the previous worker's memory handed back (the
+state of a process started on an idle host; the balloon reports freed memory within ~2 s).
 
 Usage::
 
@@ -421,6 +423,14 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Page cache {'dropped before every read' if meta['dropped'] else 'NOT dropped (files written fresh and read once: warm reads)'}. "
         f"TensorStore fsync: {'off (--ts-no-fsync)' if meta['ts_no_fsync'] else 'on (its default; fsync is nearly free on this VM)'}.",
         *(["`sync` before every write (--sync)."] if meta.get("sync") else []),
+        *(
+            [
+                f"Each read started {meta['settle']:g} s after its write ended (--settle): freed memory "
+                "has been handed back to the VM's host by then, for every reader alike."
+            ]
+            if meta.get("settle")
+            else []
+        ),
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}. "
         f"Load average (1 min) before / after: {meta['load'][0]:.1f} / {meta['load'][1]:.1f}. Versions: {versions}.",
         "Cells: wall seconds (client CPU seconds, user + system, all threads). Ratio = peer wall / azarr "
@@ -497,6 +507,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="os.sync() before each write, so dirty pages of the previous worker do not throttle it",
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to wait before each timed read, so every reader finds freed memory handed back",
+    )
     parser.add_argument("--workdir", type=Path, default=WORKDIR, help="directory for the arrays")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results stem (.md and .json)")
     parser.add_argument("--note", default="", help="a line put under the title")
@@ -540,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
                 w = run_one(impl, "write", case, args.mib, path, opts)
                 if args.drop_caches:
                     dropped = drop_caches() and dropped
+                if args.settle:
+                    time.sleep(args.settle)
                 r = run_one(impl, "read", case, args.mib, path, opts)
                 if (r["shape"], r["checksum"]) != (w["shape"], w["checksum"]):
                     raise SystemExit(f"{impl} {case}: read back differs from what was written: {w} {r}")
@@ -557,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         "impls": impls,
         "dropped": dropped,
         "ts_no_fsync": args.ts_no_fsync,
+        "settle": args.settle,
         "load": (load_before, os.getloadavg()[0]),
         "note": args.note,
         "sync": args.sync,
