@@ -155,6 +155,30 @@ async def test_huge_content_length_is_refused_before_allocation(
     assert growth.bytes < RSS_BUDGET
 
 
+@pytest.mark.parametrize("length", ["none", "true"])
+async def test_size_probe_answered_with_a_whole_body_keeps_none_of_it(
+    hostile_server: HostileServer, length: str
+) -> None:
+    # A new S3Store asks its first `exists`/`getsize` as a GET of `bytes=0-0`; a server that
+    # ignores the range sends the whole value. Its size is all the probe needs: an endless
+    # body (no Content-Length) is counted, not kept, until the request times out; a framed
+    # one is taken at its Content-Length without reading it.
+    body = "endless" if length == "none" else "exact"
+    case = {"size": 300_000, "body": body, "length": length, "range": "ignore"}
+    store = make_store(hostile_server, "s3", case)
+    try:
+        with azarr.config.set(request_timeout=1.0), measure_rss() as growth:
+            if length == "none":
+                with pytest.raises(AzarrError, match="exists 'k'"):
+                    await store.exists("k")
+            else:
+                assert await store.exists("k")
+                assert await store.getsize("k") == 300_000
+    finally:
+        await store.close()
+    assert growth.bytes < 32 * MiB, f"the probe's body took {growth.bytes / MiB:.0f} MiB"
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("status", [404, 500])
 async def test_endless_error_body_is_read_a_few_kib(

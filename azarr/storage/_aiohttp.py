@@ -451,6 +451,39 @@ def _too_large(
     )
 
 
+async def body_size(resp: aiohttp.ClientResponse, *, what: str, limit: int | None = None) -> int:
+    """The size of a success body, without keeping it: its ``Content-Length`` (the body is
+    not read and its connection is closed), else its bytes counted as they arrive and
+    dropped, at most ``limit`` (default `body_limit`). For an answer whose size is all the
+    caller needs (a server that ignored ``Range`` on a size probe): memory stays one
+    network read, however long the body.
+
+    Raises
+    ------
+    BodyTooLargeError
+        The body runs past ``limit`` bytes.
+    aiohttp.ClientPayloadError
+        The body broke off.
+    """
+    from azarr.storage._limits import body_limit
+
+    bound = body_limit() if limit is None else limit
+    length = resp.content_length
+    if length is not None:
+        resp.close()
+        if length > bound:
+            raise _too_large(what, bound, declared=length)
+        return length
+    size = 0
+    content = resp.content
+    while block := await content.readany():
+        size += len(block)
+        if size > bound:
+            resp.close()
+            raise _too_large(what, bound, received=bound)
+    return size
+
+
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = False) -> bytes | None:
     """The body if it holds at most ``cap`` bytes; else its first ``cap`` bytes with
     ``truncate``, None without. A body going on past ``cap`` is not read further, and its

@@ -44,6 +44,7 @@ from azarr.storage._aiohttp import (
     Allocator,
     ConnectionDropped,
     SharedSessions,
+    body_size,
     new_session,
     read_body,
     request_body,
@@ -382,6 +383,7 @@ class _Reply(NamedTuple):
     body: bytes
     request: str  # "METHOD url", for messages
     received: memoryview | None = None  # a 200 body read into an allocator's buffer (body is then b"")
+    size: int | None = None  # a 200 body's size, measured and not kept (``size_only``; body is b"")
 
 
 def _option(options: Mapping[str, Any], name: str) -> Any:
@@ -812,12 +814,14 @@ class S3Transport:
         data: bytes | memoryview | None = None,
         allocate: Allocator | None = None,
         partial_limit: int | None = None,
+        size_only: bool = False,
     ) -> _Reply:
         """Send one request for ``key``; transport failures become azarr errors.
 
         Follows one region redirect (``x-amz-bucket-region``, a valid region name),
         re-signing for it. ``allocate``: where a 200 response's body goes;
-        ``partial_limit``: the most bytes a 206 body may hold (`read_body`).
+        ``partial_limit``: the most bytes a 206 body may hold (`read_body`);
+        ``size_only``: a 200 body is measured, not kept (`body_size`; the reply's ``size``).
         """
         aiohttp, URL = _aiohttp_and_url()
         # First: the session's TLS set-up depends on it. (Each step awaits only when it must:
@@ -857,12 +861,17 @@ class S3Transport:
                     allow_redirects=False,
                     proxy=resolved.proxy,
                 ) as resp:
-                    # Read error bodies too (small): an unread body closes the connection
-                    # instead of returning it to the pool, and 404s are routine in Zarr.
-                    body, received = await read_body(
-                        resp, allocate, what=f"{op} {key!r} in {self.location}", partial_limit=partial_limit
-                    )
-                    reply = _Reply(resp.status, resp.headers, body, f"{method} {address}", received)
+                    what = f"{op} {key!r} in {self.location}"
+                    if size_only and resp.status == 200:
+                        size = await body_size(resp, what=what)
+                        reply = _Reply(resp.status, resp.headers, b"", f"{method} {address}", size=size)
+                    else:
+                        # Read error bodies too (small): an unread body closes the connection
+                        # instead of returning it to the pool, and 404s are routine in Zarr.
+                        body, received = await read_body(
+                            resp, allocate, what=what, partial_limit=partial_limit
+                        )
+                        reply = _Reply(resp.status, resp.headers, body, f"{method} {address}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
                 # ValueError: aiohttp's InvalidURL and friends; TimeoutError is an OSError.
                 cause = unwrap_dropped(exc)
@@ -1120,7 +1129,11 @@ class S3Transport:
             `StoreUnavailableError`.
         """
         if not self._bucket_seen:
-            probe = await self._request(op, key, "GET", {"range": "bytes=0-0"}, partial_limit=1)
+            # A server that ignores the range answers 200 with the whole value: its size is
+            # all this needs, measured without keeping the body (which may never end).
+            probe = await self._request(
+                op, key, "GET", {"range": "bytes=0-0"}, partial_limit=1, size_only=True
+            )
             if probe.status == 206:
                 what = f"{op} {key!r} in {self.location}"
                 check_content_range(probe.headers.get("Content-Range"), len(probe.body), 0, 1, what)
@@ -1194,7 +1207,7 @@ def _condition_code(reply: _Reply) -> str | None:
 def _size_from_probe(reply: _Reply) -> int:
     """Object size from the answer to ``Range: bytes=0-0`` (416: an empty object)."""
     if reply.status == 200:
-        return len(reply.body)
+        return len(reply.body) if reply.size is None else reply.size
     if reply.status == 416:  # an empty object, unless the answer states another size
         return _unsatisfied_size(reply) or 0
     total = reply.headers.get("Content-Range", "").rpartition("/")[2]
