@@ -3,13 +3,18 @@
 The kernel records ``madvise(MADV_HUGEPAGE)`` as the ``hg`` flag of the mapping
 (``/proc/self/smaps`` ``VmFlags``): these tests read it back for arrays from
 `azarr.pipeline._pages.empty`, a full read's result and a pooled receive buffer. Every
-array is 64 MiB: above glibc's largest dynamic ``mmap`` threshold (32 MiB), so each is a
-mapping of its own, not heap memory an earlier allocation advised.
+array is 64 MiB: above glibc's largest dynamic ``mmap`` threshold (32 MiB), so in a fresh
+interpreter each is a mapping of its own. Each check runs in a new interpreter
+(`_in_a_fresh_process`): in the test process, glibc serves a 64 MiB request from a free
+chunk of the heap when an earlier test grew it that far, and that heap memory may carry
+the advice NumPy gave an earlier allocation there.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +58,35 @@ def _numpy_advises() -> bool:
     return False
 
 
+def _in_a_fresh_process(call: str) -> None:
+    """Run ``call`` (an expression using this module's names) in a new interpreter."""
+    code = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+        import test_pages
+        {call}
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
 def test_large_arrays_without_advice_small_ones_untouched() -> None:
+    _in_a_fresh_process("test_pages.check_large_arrays_without_advice()")
+
+
+def test_huge_pages_setting_keeps_the_advice() -> None:
+    if not _numpy_advises():
+        pytest.skip("NumPy's huge-page advice is off in this process (NUMPY_MADVISE_HUGEPAGE=0)")
+    _in_a_fresh_process("test_pages.check_huge_pages_setting()")
+
+
+def test_read_result_and_receive_buffer() -> None:
+    _in_a_fresh_process("asyncio.run(test_pages.check_read_result_and_receive_buffer())")
+
+
+def check_large_arrays_without_advice() -> None:
     big = _pages.empty((64, MIB), np.uint8)
     assert big.shape == (64, MIB) and big.dtype == np.uint8 and big.flags.c_contiguous
     assert not _advised(big)
@@ -65,15 +98,13 @@ def test_large_arrays_without_advice_small_ones_untouched() -> None:
         assert _advised(np.empty(BIG, np.uint8))
 
 
-def test_huge_pages_setting_keeps_the_advice() -> None:
-    if not _numpy_advises():
-        pytest.skip("NumPy's huge-page advice is off in this process (NUMPY_MADVISE_HUGEPAGE=0)")
+def check_huge_pages_setting() -> None:
     with azarr.config.set(huge_pages=True):
         assert _advised(_pages.empty(BIG, np.uint8))
     assert not _advised(_pages.empty(BIG, np.uint8))
 
 
-async def test_read_result_and_receive_buffer() -> None:
+async def check_read_result_and_receive_buffer() -> None:
     arr = await azarr.create(
         (4096, 4096), chunks=(512, 512), shards=(2048, 2048), dtype="f4", store=MemoryStore(), zarr_format=3
     )
