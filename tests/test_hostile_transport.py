@@ -281,6 +281,65 @@ async def test_honest_ranges_still_read(hostile_server: HostileServer, kind: str
         await store.close()
 
 
+@pytest.mark.parametrize(
+    ("kind", "body", "length"),
+    [
+        *((kind, "exact", length) for kind in ("http", "s3", "gcs") for length in ("true", "none")),
+        # gzip-encoded for the stores that inflate (S3 bodies are the stored bytes)
+        ("http", "gzip", "true"),
+        ("gcs", "gzip", "true"),
+    ],
+)
+async def test_a_server_that_ignores_range_gives_the_range(
+    hostile_server: HostileServer, kind: str, body: str, length: str
+) -> None:
+    # 200 with the whole value: the range is cut from it as slicing would, while it is read.
+    store = make_store(
+        hostile_server, kind, {"range": "ignore", "size": 1000, "body": body, "length": length}
+    )
+    value = truth("k", 1000)
+    try:
+        for byte_range in (ByteRange(100, 200), ByteRange(-10), ByteRange(990, 2000), ByteRange(500)):
+            assert await store.get("k", byte_range) == byte_range.apply(value), byte_range
+        assert await store.get("k", ByteRange(-5000)) == value
+        assert await store.get("k", ByteRange(2000, 3000)) == b""
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", ["http", "s3", "gcs"])
+async def test_a_range_answered_with_an_endless_body_reads_only_the_range(
+    hostile_server: HostileServer, kind: str
+) -> None:
+    # A server that ignores Range and sends an endless (or 1 TiB) value: the range is read
+    # and the connection closed, at once, within a few MiB; the rest is never received.
+    # (Before, the body was read up to max_chunk_bytes, 2 GiB, and then sliced.)
+    block = (truth("k", 1000) * 66)[:65536]  # the endless body repeats this block
+    stream = block * 3
+    for length in ("none", "huge"):
+        case = {"range": "ignore", "size": 1000, "body": "endless", "length": length}
+        store = make_store(hostile_server, kind, case)
+        try:
+            with azarr.config.set(request_timeout=5.0), measure_rss() as growth:
+                started = time.perf_counter()
+                got = await store.get("k", ByteRange(100_000, 100_100))
+                elapsed = time.perf_counter() - started
+        finally:
+            await store.close()
+        assert got == stream[100_000:100_100]
+        assert elapsed < 2.0, f"{kind}, length {length}: {elapsed:.1f} s"
+        assert growth.bytes < 32 * MiB, f"{kind}, length {length}: {growth.bytes / MiB:.0f} MiB"
+    if kind != "s3":  # the stores that inflate: a gzip bomb is inflated only up to the range
+        case = {"range": "ignore", "body": "bomb", "bomb_mib": 1024}
+        store = make_store(hostile_server, kind, case)
+        try:
+            with measure_rss() as growth:
+                assert await store.get("k", ByteRange(1000, 1100)) == bytes(100)
+        finally:
+            await store.close()
+        assert growth.bytes < 32 * MiB, f"{kind}, bomb: {growth.bytes / MiB:.0f} MiB"
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_416_is_empty_only_past_the_end(hostile_server: HostileServer, kind: str) -> None:
     # Honest: a range starting at or past the end is b"" (Python slicing), a suffix of

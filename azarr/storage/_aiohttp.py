@@ -173,6 +173,7 @@ async def read_body(
     limit: int | None = None,
     partial_limit: int | None = None,
     decode: bool = False,
+    window: tuple[int, int | None] | None = None,
 ) -> tuple[bytes, memoryview | None]:
     """The body of ``resp`` as ``(body, received)``, never more than ``limit`` bytes.
 
@@ -195,6 +196,13 @@ async def read_body(
     ``allocate(Content-Length)`` when given and comes back as ``(b"", view)``,
     with no new ``bytes`` object; other bodies come back as ``(bytes, None)``.
 
+    A 200 answer to a ranged request (``window``: the range asked) is a server that
+    ignored ``Range`` and sent the whole value. Only the window is kept, as Python
+    slicing would cut it (`ByteRange.apply`), and the body is read no further than
+    the window's end: the connection is then closed. Memory is the window's bytes
+    and one network read, however long the value; a suffix window reads the body to
+    its end (at most ``limit`` bytes) and keeps its last bytes.
+
     Parameters
     ----------
     resp : aiohttp.ClientResponse
@@ -210,6 +218,9 @@ async def read_body(
         that ignores ``Range`` answers 200 with the whole value, bounded by ``limit``.
     decode : bool
         Inflate gzip/deflate ``Content-Encoding`` (else the bytes are kept as sent).
+    window : (int, int or None), optional
+        The range asked, ``(start, end)`` as in `ByteRange` (``start < 0``: the last
+        ``-start`` bytes; ``end`` None: to the end). Only used for a 200 answer.
 
     Raises
     ------
@@ -232,6 +243,8 @@ async def read_body(
     bound = body_limit() if limit is None else limit
     if resp.status == 206 and partial_limit is not None:
         bound = partial_limit
+    if resp.status == 200 and window is not None:
+        return await _read_window(resp, _Window(*window), bound, what, encoding if decode else ""), None
     if decode and encoding not in ("", "identity"):
         return await _read_inflated(resp, encoding, bound, what), None
     if length is not None and length > bound:
@@ -501,8 +514,77 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool
     return b"".join(blocks)[:cap] if truncate else None
 
 
-async def _read_inflated(resp: aiohttp.ClientResponse, encoding: str, limit: int, what: str) -> bytes:
-    """The body inflated from a gzip/deflate ``Content-Encoding``, at most ``limit`` bytes."""
+class _Window:
+    """Keeps bytes ``[start, end)`` of a stream fed block by block, as slicing the whole
+    would (``start < 0``: its last ``-start`` bytes); memory is the window and one block."""
+
+    __slots__ = ("end", "kept", "position", "size", "start")
+
+    def __init__(self, start: int, end: int | None) -> None:
+        self.start, self.end = start, end
+        self.position = 0  # bytes of the stream seen
+        self.kept: list[bytes] = []
+        self.size = 0  # bytes in kept
+
+    @property
+    def complete(self) -> bool:
+        """Nothing further in the stream can belong to the window."""
+        return self.start >= 0 and self.end is not None and self.position >= self.end
+
+    def feed(self, block: bytes) -> None:
+        n = len(block)
+        if self.start < 0:  # a suffix: keep blocks, drop whole ones no longer needed
+            self.kept.append(block)
+            self.size += n
+            while self.size - len(self.kept[0]) >= -self.start:
+                self.size -= len(self.kept.pop(0))
+        else:
+            lo = max(self.start - self.position, 0)
+            hi = n if self.end is None else min(self.end - self.position, n)
+            if hi > lo:
+                piece = block if (lo, hi) == (0, n) else block[lo:hi]
+                self.kept.append(piece)
+                self.size += len(piece)
+        self.position += n
+
+    def value(self) -> bytes:
+        body = b"".join(self.kept)
+        return body[len(body) + self.start :] if self.start < 0 and len(body) > -self.start else body
+
+
+async def _read_window(
+    resp: aiohttp.ClientResponse, window: _Window, limit: int, what: str, encoding: str
+) -> bytes:
+    """`_Window` of a whole-value (200) body (inflated first for a gzip/deflate
+    ``encoding``), read no further than the window needs; at most ``limit`` bytes of the
+    value are streamed through it."""
+    if encoding not in ("", "identity"):
+        await _read_inflated(resp, encoding, limit, what, into=window)
+        return window.value()
+    length = resp.content_length
+    if length is not None and length > limit and not (window.end is not None and window.end <= limit):
+        resp.close()  # the window needs bytes past the bound (or the end of the value)
+        raise _too_large(what, limit, declared=length)
+    content = resp.content
+    while not window.complete:
+        block = await content.readany()
+        if not block:
+            return window.value()
+        window.feed(block)
+        if window.position > limit and not window.complete:
+            resp.close()
+            raise _too_large(what, limit, received=limit)
+    if not content.at_eof():
+        resp.close()  # the rest of the value is not read: this connection cannot be reused
+    return window.value()
+
+
+async def _read_inflated(
+    resp: aiohttp.ClientResponse, encoding: str, limit: int, what: str, *, into: _Window | None = None
+) -> bytes:
+    """The body inflated from a gzip/deflate ``Content-Encoding``, at most ``limit`` bytes;
+    with ``into``, the inflated bytes go to that window (returns ``b""``), and inflating
+    stops once it is complete."""
     import zlib
 
     from azarr.errors import StoreError
@@ -533,19 +615,36 @@ async def _read_inflated(resp: aiohttp.ClientResponse, encoding: str, limit: int
                 raise _too_large(what, limit, received=encoded_cap)
             data = block
             while data:
-                piece = inflater.decompress(data, limit - produced + 1)
+                # Into a window: 1 MiB at a time (one 64 KiB block of a bomb inflates to 64 MiB).
+                most = limit - produced + 1 if into is None else min(limit - produced + 1, 1 << 20)
+                piece = inflater.decompress(data, most)
                 produced += len(piece)
-                out.append(piece)
+                if into is None:
+                    out.append(piece)
+                else:
+                    into.feed(piece)
+                    if into.complete:
+                        resp.close()
+                        return b""
                 if produced > limit:
                     resp.close()
                     raise _too_large(what, limit, received=limit)
                 data = inflater.unconsumed_tail
-        out.append(inflater.flush(limit - produced + 1))
+        tail = inflater.flush(limit - produced + 1)
+        if into is None:
+            out.append(tail)
+        else:
+            into.feed(tail)
+            produced += len(tail)
     except zlib.error as exc:
         resp.close()
         raise StoreError(
             f"{what}: the {encoding} Content-Encoding of the response is corrupt: {exc}"
         ) from None
+    if into is not None:
+        if produced > limit:
+            raise _too_large(what, limit, received=limit)
+        return b""
     body = b"".join(out)
     if len(body) > limit:
         raise _too_large(what, limit, received=limit)

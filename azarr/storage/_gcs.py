@@ -264,7 +264,7 @@ class GCSStore(FsspecStore):
 
         One download through `media_get`: the body bounded by the read's bound, a ``206``
         checked against the range asked (`check_content_range`), a ``200`` to a ranged
-        request cut locally, a ``416`` verified against the object's size.
+        request cut while it is read (`read_body`), a ``416`` verified against the object's size.
         """
         start, end = (0, None) if byte_range is None else (byte_range.start, byte_range.end)
         ranged = start != 0 or end is not None
@@ -281,6 +281,7 @@ class GCSStore(FsspecStore):
                 generation=generation,
                 allocate=None if ranged else allocate,
                 partial_limit=range_limit(start, end, body_limit()) if ranged else None,
+                window=(start, end) if ranged else None,
             )
         except AzarrError:
             raise
@@ -306,8 +307,8 @@ class GCSStore(FsspecStore):
                 return b"", found  # fake-gcs-server's answer to a suffix of an empty object
             check_content_range(content_range, len(reply.body), start, end, what)
             return reply.body, found
-        if reply.status == 200:
-            return (reply.body[start:end] if ranged else reply.value), found
+        if reply.status == 200:  # ranged: the server ignored Range; read_body kept the range
+            return (reply.body if ranged else reply.value), found
         # 416: b"" if the range starts past the end (or the object is empty), as slicing says.
         if not ranged:
             raise ResponseIntegrityError(

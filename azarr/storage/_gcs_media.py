@@ -72,6 +72,7 @@ async def media_get(
     generation: object | None = None,
     allocate: Allocator | None = None,
     partial_limit: int | None = None,
+    window: tuple[int, int | None] | None = None,
 ) -> MediaReply:
     """Download ``bucket/name`` (bytes ``range_header`` of it; that ``generation``) on ``fs``.
 
@@ -89,6 +90,9 @@ async def media_get(
         Where a 200 body of known length goes (`read_body`).
     partial_limit : int, optional
         Most bytes of a 206 body (the range's length).
+    window : (int, int or None), optional
+        The range ``range_header`` asks, as ``(start, end)``: all of a 200 body (a
+        server that ignored ``Range``) that is kept, read no further (`read_body`).
 
     Returns
     -------
@@ -122,7 +126,14 @@ async def media_get(
     # gcsfs's retry rules apply when the store asked for more than one attempt.
     send: Any = getattr(fs, "azarr_get", gcs_get)
     return await send(  # type: ignore[no-any-return]
-        fs, url, params=params, headers=headers, what=what, allocate=allocate, partial_limit=partial_limit
+        fs,
+        url,
+        params=params,
+        headers=headers,
+        what=what,
+        allocate=allocate,
+        partial_limit=partial_limit,
+        window=window,
     )
 
 
@@ -163,6 +174,7 @@ async def gcs_get(
     allocate: Allocator | None = None,
     limit: int | None = None,
     partial_limit: int | None = None,
+    window: tuple[int, int | None] | None = None,
 ) -> MediaReply:
     """One GET of ``url`` on ``fs``'s session with its credentials; the body read by `read_body`
     (``limit``, default the read's bound). Raises as `media_get`."""
@@ -192,7 +204,13 @@ async def gcs_get(
                     f"{what}: the server answered a byte range with Content-Encoding {encoding!r}"
                 )
             body, received = await read_body(
-                resp, allocate, what=what, limit=limit, partial_limit=partial_limit, decode=True
+                resp,
+                allocate,
+                what=what,
+                limit=limit,
+                partial_limit=partial_limit,
+                decode=True,
+                window=window,
             )
             reply_headers = resp.headers
     except ConnectionDropped as exc:

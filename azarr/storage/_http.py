@@ -322,10 +322,12 @@ class HTTPStore(Store):
         *,
         partial_limit: int | None = None,
         decode: bool = False,
+        window: tuple[int, int | None] | None = None,
     ) -> _Reply:
         """One request; transport failures become azarr errors naming URL and key.
         ``allocate``: where a 200 response's body goes; ``limit``: the most bytes it may
-        hold when partial; ``decode``: inflate a gzip/deflate ``Content-Encoding`` (`read_body`)."""
+        hold when partial; ``decode``: inflate a gzip/deflate ``Content-Encoding``; ``window``: the
+        range asked, all of a 200 body that is kept (`read_body`)."""
         import aiohttp
 
         session = await self.session()
@@ -345,6 +347,7 @@ class HTTPStore(Store):
                             what=f"{op} {key!r} in {self.url}",
                             partial_limit=partial_limit,
                             decode=decode,
+                            window=window,
                         )
                         return _Reply(resp.status, resp.reason or "", resp.headers, body, resp.url, received)
                     target = self._redirect_target(url, location, op, key)
@@ -402,8 +405,11 @@ class HTTPStore(Store):
             limit = range_limit(byte_range.start, byte_range.end, body_limit())
         url = self._key_url(key)
         # decode: a server ignoring Range sends the whole value with 200, perhaps compressed
-        # although identity was asked for; it is inflated (bounded) and then sliced.
-        reply = await self._send("get", key, "GET", url, headers, partial_limit=limit, decode=True)
+        # although identity was asked for; it is inflated (bounded) and only the range kept.
+        window = None if byte_range is None else (byte_range.start, byte_range.end)
+        reply = await self._send(
+            "get", key, "GET", url, headers, partial_limit=limit, decode=True, window=window
+        )
         if reply.status == 404:
             return None
         if reply.status == 416 and byte_range is not None:
@@ -424,8 +430,8 @@ class HTTPStore(Store):
         if self._is_directory(url, reply):
             return None
         if reply.status == 200:
-            # The server ignores Range (e.g. python -m http.server): slice locally.
-            return byte_range.apply(reply.body)
+            # The server ignores Range (e.g. python -m http.server): read_body kept the range.
+            return reply.body
         encoding = reply.headers.get("Content-Encoding", "identity").strip().lower()
         what = f"get {key!r} in {self.url}"
         if encoding != "identity":

@@ -815,13 +815,15 @@ class S3Transport:
         allocate: Allocator | None = None,
         partial_limit: int | None = None,
         size_only: bool = False,
+        window: tuple[int, int | None] | None = None,
     ) -> _Reply:
         """Send one request for ``key``; transport failures become azarr errors.
 
         Follows one region redirect (``x-amz-bucket-region``, a valid region name),
         re-signing for it. ``allocate``: where a 200 response's body goes;
         ``partial_limit``: the most bytes a 206 body may hold (`read_body`);
-        ``size_only``: a 200 body is measured, not kept (`body_size`; the reply's ``size``).
+        ``size_only``: a 200 body is measured, not kept (`body_size`; the reply's ``size``);
+        ``window``: the range asked, all of a 200 body that is kept (`read_body`).
         """
         aiohttp, URL = _aiohttp_and_url()
         # First: the session's TLS set-up depends on it. (Each step awaits only when it must:
@@ -869,7 +871,7 @@ class S3Transport:
                         # Read error bodies too (small): an unread body closes the connection
                         # instead of returning it to the pool, and 404s are routine in Zarr.
                         body, received = await read_body(
-                            resp, allocate, what=what, partial_limit=partial_limit
+                            resp, allocate, what=what, partial_limit=partial_limit, window=window
                         )
                         reply = _Reply(resp.status, resp.headers, body, f"{method} {address}", received)
             except (ConnectionDropped, aiohttp.ClientError, OSError, ValueError) as exc:
@@ -944,7 +946,8 @@ class S3Transport:
         if begin != 0 or end is not None:
             headers["range"] = range_header(begin, end)
         limit = range_limit(begin, end, body_limit())
-        reply = await self._request("get", key, "GET", headers, partial_limit=limit)
+        window = (begin, end) if "range" in headers else None
+        reply = await self._request("get", key, "GET", headers, partial_limit=limit, window=window)
         status = reply.status
         what = f"get {key!r} in {self.location}"
         if status == 206:
@@ -954,9 +957,7 @@ class S3Transport:
                 )
             check_content_range(reply.headers.get("Content-Range"), len(reply.body), begin, end, what)
             return reply.body
-        if status == 200:
-            if "range" in headers:  # the server ignored Range: select locally
-                return reply.body[slice(begin, end)]
+        if status == 200:  # ranged: the server ignored Range; read_body kept only the range
             return reply.body
         if status == 416:
             # b"" (Python slicing) only if the object's size says the range starts at or past
@@ -1005,7 +1006,8 @@ class S3Transport:
         if begin != 0 or end is not None:
             headers["range"] = range_header(begin, end)
         limit = range_limit(begin, end, body_limit()) if headers else None
-        reply = await self._request("get", key, "GET", headers, partial_limit=limit)
+        window = (begin, end) if headers else None
+        reply = await self._request("get", key, "GET", headers, partial_limit=limit, window=window)
         status, etag = reply.status, reply.headers.get("ETag")
         what = f"get {key!r} in {self.location}"
         if status == 206:
@@ -1016,8 +1018,8 @@ class S3Transport:
             check_content_range(reply.headers.get("Content-Range"), len(reply.body), begin, end, what)
             return reply.body, etag
         if status == 200:
-            # A ranged GET answered whole: the server ignored Range, select locally.
-            return (reply.body[slice(begin, end)] if headers else reply.body), etag
+            # Ranged: the server ignored Range, and read_body kept only the range.
+            return reply.body, etag
         if status == 416:  # b"" if the range starts at or past the end of the object
             info = await self.stat(key)
             if info is None:
