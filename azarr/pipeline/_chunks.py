@@ -393,24 +393,20 @@ class ChunkPipeline:
         fetched it alone (it decodes the body itself, straight into its output),
         ``(body or None, chunk)`` for one whose chunk was decoded once for several readers
         (copy out of ``chunk``), ``(None, None)`` when the chunk is not stored."""
-        ident = (self.io.store.budget_key, key)
-        load, chunk = await SHARED_READS.lead_or_follow(ident)
-        if load is None:
+        lead, chunk = await SHARED_READS.lead_or_follow((self.io.store.budget_key, key))
+        if lead is None:
             self.io.stats.count_shared(collapsed=1)
             return None, chunk
-        try:
+        with lead:
             data = await fetch(key)
-            # Alone: the caller decodes straight into its output, as if nothing were shared.
-            # Followers wait: one decode into a chunk of its own that every reader copies from.
-            shared = data is not None and not SHARED_READS.alone(ident, load)
-            if shared:
-                assert data is not None
+            if data is None:
+                lead.publish(None)
+            elif not lead.alone():
+                # Followers wait: one decode into a chunk of its own that every reader copies
+                # from. (Alone: the caller decodes straight into its output, as if nothing
+                # were shared.)
                 chunk = await CodecBatcher().run(self._decode_shared, data, key, weight=self.codec.nbytes)
-        except BaseException as exc:
-            SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
-            raise
-        if data is None or shared:
-            SHARED_READS.publish(ident, load, chunk)
+                lead.publish(chunk)
         return data, chunk
 
     def _decode_shared(self, data: bytes | memoryview, key: str) -> np.ndarray[Any, Any]:
@@ -519,12 +515,12 @@ class ChunkPipeline:
         (entry,) = await self.cached_entries(cache, key, [ident])
         if entry is not None:
             return entry.value, None
-        load, value = await SHARED_READS.lead_or_follow(ident)
-        if load is None:
+        lead, value = await SHARED_READS.lead_or_follow(ident)
+        if lead is None:
             io.stats.count_shared(collapsed=1)
             return value, None
         nbytes = self.codec.nbytes
-        try:
+        with lead:
             async with io.budget.reserve(nbytes) if nbytes >= RESERVE_MIN_BYTES else contextlib.nullcontext():
                 bound = self.codec.stored_bound
                 if io.store.resolves_references or io.store.is_local:  # no generation kept (`keep`)
@@ -536,11 +532,8 @@ class ChunkPipeline:
                 if data is None
                 else await CodecBatcher().run(self._decode_shared_then, data, key, then, weight=nbytes)
             )
-        except BaseException as exc:
-            SHARED_READS.fail(ident, load, exc)
-            raise
-        if SHARED_READS.publish(ident, load, chunk):
-            self.keep(cache, ident, chunk, generation)
+            if lead.publish(chunk):
+                self.keep(cache, ident, chunk, generation)
         return chunk, done
 
     async def cached_entries(

@@ -30,7 +30,15 @@ from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._shards import Parts, ShardedChunks
 from azarr.scheduler import ProgressTracker, bounded_map
-from azarr.scheduler._shared import SHARED_READS, ChunkCache, JoinAgain, Load, inner_key, whole_shard_key
+from azarr.scheduler._shared import (
+    SHARED_READS,
+    ChunkCache,
+    JoinAgain,
+    Lead,
+    Load,
+    inner_key,
+    whole_shard_key,
+)
 from azarr.storage import Generation, StoreSpec
 from azarr.storage._body_checksum import body_crc32c, crc32c_known
 
@@ -56,9 +64,13 @@ Member = tuple[int, ChunkProjection]
 Spans = list[tuple[int, int] | None]
 """A shard index's byte span of every inner chunk (`ShardIndex.spans`)."""
 
-_Led = tuple[int, ChunkProjection, tuple[StoreSpec, str] | None, Load | None]
+_Led = tuple[int, ChunkProjection, Lead | None]
 """An inner chunk a read fetches: its number in the shard, its projection, and, when reads
-are shared, its key in `SHARED_READS` and its load there."""
+are shared, its load in `SHARED_READS` (this read leads it)."""
+
+_Followed = tuple[int, ChunkProjection, tuple[StoreSpec, str], Load]
+"""An inner chunk another read is fetching: its number in the shard, its projection, its
+key in `SHARED_READS` and the load there to wait for."""
 
 
 def _groups(
@@ -139,14 +151,6 @@ async def read_sharded(
         """Read ``items`` of shard ``key`` (one version, coalesced), decode them into ``out``
         and hand them to the reads waiting for them (their loads, if shared)."""
         whole = len(items) >= _WHOLE_FRACTION * shards.inner_in_array(shard)
-        open_loads = {i for i, item in enumerate(items) if item[3] is not None}
-
-        def fail(exc: BaseException) -> None:
-            for i in open_loads:
-                _, _, ident, load = items[i]
-                assert ident is not None and load is not None
-                SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
-
         try:
             # Held until the inner chunks are decoded (`azarr.scheduler._budget`): a whole shard
             # received into a pooled buffer keeps it until its last inner chunk is out, so the
@@ -154,17 +158,16 @@ async def read_sharded(
             # network runs ahead of the codec threads.
             async with io.budget.reserve(len(items) * nbytes):
                 parts, buffer, generation = await shards.get_many(
-                    key, [local for local, _, _, _ in items], whole=whole, acquire=acquire
+                    key, [local for local, _, _ in items], whole=whole, acquire=acquire
                 )
                 lonely = _alone(items, parts) if cache is None else ()
                 stored: list[tuple[memoryview, str, ChunkProjection]] = []
                 decoded: list[tuple[int, memoryview, str]] = []
-                for i, (_, projection, ident, load) in enumerate(items):
+                for i, (_, projection, lead) in enumerate(items):
                     data = None if parts is None else parts[i]
                     label = shards.label(key, projection.chunk_coords)
-                    if data is not None and cache is None and (load is None or i in lonely):
+                    if data is not None and cache is None and (lead is None or i in lonely):
                         # Nobody else wants it: decoded straight into `out`, as if nothing were shared.
-                        open_loads.discard(i)
                         if buffer is not None:
                             stored.append((data, label, projection))
                         else:
@@ -173,9 +176,7 @@ async def read_sharded(
                                 await codec.submit(decode, job, nbytes)
                             tracker.advance(len(data))
                     elif data is None:
-                        if load is not None:
-                            open_loads.discard(i)
-                            _publish(pipeline, cache, ident, load, None, generation)
+                        _publish(pipeline, cache, lead, None, generation)
                         await copy_out(None, projection)
                     else:
                         decoded.append((i, data, label))
@@ -184,8 +185,7 @@ async def read_sharded(
                     *(codec.run(decode_shared, data, label, weight=nbytes) for _, data, label in decoded)
                 )
                 for (i, _, _), chunk in zip(decoded, chunks, strict=True):
-                    open_loads.discard(i)
-                    _publish(pipeline, cache, items[i][2], items[i][3], chunk, generation)
+                    _publish(pipeline, cache, items[i][2], chunk, generation)
                 for (i, _, _), chunk in zip(decoded, chunks, strict=True):
                     await copy_out(chunk, items[i][1])
                 if buffer is not None:
@@ -196,40 +196,39 @@ async def read_sharded(
                     BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
                     tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
         except BaseException as exc:
-            fail(exc)
+            for _, _, open_lead in items:
+                if open_lead is not None:
+                    open_lead.fail(exc)  # the loads still open: a cancelled leader's followers read again
             raise
 
-    async def follow(key: str, shard: tuple[int, ...], item: _Led) -> None:
+    async def follow(key: str, shard: tuple[int, ...], item: _Followed) -> None:
         """Wait for an inner chunk another read is fetching; lead it if that read was cancelled."""
         local, projection, ident, load = item
-        assert ident is not None and load is not None
         while True:
             try:
                 chunk = await SHARED_READS.wait(load)
             except JoinAgain:
-                load, leader = SHARED_READS.join(ident)
-                if leader:
-                    await lead(key, shard, [(local, projection, ident, load)])
+                joined = SHARED_READS.join(ident)
+                if isinstance(joined, Lead):
+                    await lead(key, shard, [(local, projection, joined)])
                     return
+                load = joined
                 continue
             io.stats.count_shared(collapsed=1)
             await copy_out(chunk, projection)
             return
 
-    async def lead_whole(
-        key: str, members: list[Member], ident: tuple[StoreSpec, str], load: Load | None
-    ) -> None:
+    async def lead_whole(key: str, members: list[Member], lead: Lead | None) -> None:
         """Read shard ``key`` whole (one GET), decode ``members`` into ``out`` in ~1 MiB codec
-        jobs, and hand every inner chunk to the reads waiting for the shard (``load`` of
-        ``ident``, if shared)."""
-        try:
+        jobs, and hand every inner chunk to the reads waiting for the shard (``lead``, its
+        load if shared)."""
+        with lead or contextlib.nullcontext():
             # Held until decoded, as `lead`'s: it bounds the pooled bodies alive.
             async with io.budget.reserve(len(members) * nbytes):
                 got = await shards.get_whole(key, acquire=acquire)
                 if got is None:
-                    if load is not None:
-                        SHARED_READS.publish(ident, load, None)
-                        load = None
+                    if lead is not None:
+                        lead.publish(None)
                     for _, projection in members:
                         out[projection.out_selection] = fill
                     tracker.advance_many(len(members))
@@ -237,28 +236,19 @@ async def read_sharded(
                 view, spans, buffer, _ = got
                 jobs = [members[i : i + per_job] for i in range(0, len(members), per_job)]
                 # Nobody waits: decoded straight into `out`; else once into chunks they copy from.
-                if load is not None and SHARED_READS.alone(ident, load):
-                    load = None  # ended: nobody can join any more
+                keep = lead is not None and not lead.alone()
                 done = await asyncio.gather(
                     *(
-                        codec.run(
-                            decode_whole, view, spans, job, key, load is not None, weight=len(job) * nbytes
-                        )
+                        codec.run(decode_whole, view, spans, job, key, keep, weight=len(job) * nbytes)
                         for job in jobs
                     )
                 )
-                if load is not None:
-                    chunks = {local: chunk for part, _ in done if part for local, chunk in part.items()}
-                    SHARED_READS.publish(ident, load, chunks)
-                    load = None
+                if lead is not None and keep:
+                    lead.publish({local: chunk for part, _ in done if part for local, chunk in part.items()})
                 sizes = [size for _, size in done]
                 if buffer is not None:
                     BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
                 tracker.advance_many(len(members), sum(sizes))
-        except BaseException as exc:
-            if load is not None:
-                SHARED_READS.fail(ident, load, exc)
-            raise
 
     def decode_whole(
         view: memoryview, spans: Spans, job: list[Member], key: str, keep: bool
@@ -269,13 +259,12 @@ async def read_sharded(
         """Every inner chunk of shard ``key`` inside the array: one load of the whole shard,
         shared per shard (`whole_shard_key`), never waiting for inner chunks of it that
         reads of part of it fetch."""
-        ident = (spec, whole_shard_key(key))
         if not shared:
-            await lead_whole(key, members, ident, None)
+            await lead_whole(key, members, None)
             return
-        load, chunks = await SHARED_READS.lead_or_follow(ident)
-        if load is not None:
-            await lead_whole(key, members, ident, load)
+        lead, chunks = await SHARED_READS.lead_or_follow((spec, whole_shard_key(key)))
+        if lead is not None:
+            await lead_whole(key, members, lead)
             return
         io.stats.count_shared(collapsed=len(members))
         for local, projection in members:
@@ -288,7 +277,7 @@ async def read_sharded(
             await read_whole(key, members)
             return
         if not shared:
-            await lead(key, shard, [(local, projection, None, None) for local, projection in members])
+            await lead(key, shard, [(local, projection, None) for local, projection in members])
             return
         idents = [(spec, inner_key(key, local)) for local, _ in members]
         if cache is not None:
@@ -300,12 +289,15 @@ async def read_sharded(
             entries = [None] * len(members)
         # From the first join on, nothing is awaited before `lead` (or the failure path) owns the loads.
         leads: list[_Led] = []
-        follows: list[_Led] = []
+        follows: list[_Followed] = []
         missing = [i for i, entry in enumerate(entries) if entry is None]
         joined = SHARED_READS.join_many([idents[i] for i in missing])
-        for i, (load, leader) in zip(missing, joined, strict=True):
+        for i, one in zip(missing, joined, strict=True):
             local, projection = members[i]
-            (leads if leader else follows).append((local, projection, idents[i], load))
+            if isinstance(one, Lead):
+                leads.append((local, projection, one))
+            else:
+                follows.append((local, projection, idents[i], one))
         waiting = [asyncio.ensure_future(follow(key, shard, item)) for item in follows]
         try:
             if leads:
@@ -359,43 +351,37 @@ async def read_one_sharded(
     key = pipeline.chunk_key(shard)
     label = shards.label(key, projection.chunk_coords)
     run = CodecBatcher().run
-    load: Load | None = None
+    lead: Lead | None = None
     if not io.store.supports_blocking_io and config.get("collapse_reads"):
-        ident = (io.store.budget_key, inner_key(key, local))
-        load, chunk = await SHARED_READS.lead_or_follow(ident)
-        if load is None:  # another read fetched and decoded it
+        lead, chunk = await SHARED_READS.lead_or_follow((io.store.budget_key, inner_key(key, local)))
+        if lead is None:  # another read fetched and decoded it
             io.stats.count_shared(collapsed=1)
             tracker.advance(0)
             if chunk is None:
                 return pipeline._filled(shape, dtype, projection, fields)
             return await run(pipeline._copy_new, chunk, shape, dtype, projection, fields, weight=nbytes)
-    try:
+    with lead or contextlib.nullcontext():
         async with io.budget.reserve(nbytes):  # held until decoded, as `read_sharded`'s
             # One inner chunk is most of a shard only in shards of one or two (`read_sharded`'s rule).
             whole = shards.count <= 2 and _WHOLE_FRACTION * shards.inner_in_array(shard) <= 1
             parts, _, _ = await shards.get_many(key, [local], whole=whole)
             data = None if parts is None else parts[0]
             tracker.advance(0 if data is None else len(data))
-            if load is not None and (data is None or not SHARED_READS.alone(ident, load)):
+            if lead is not None and (data is None or not lead.alone()):
                 # Others wait for it: decoded once into a chunk of its own they copy from.
                 chunk = (
                     None if data is None else await run(pipeline._decode_shared, data, label, weight=nbytes)
                 )
-                shared, load = load, None
-                SHARED_READS.publish(ident, shared, chunk)
+                lead.publish(chunk)
                 if chunk is None:
                     return pipeline._filled(shape, dtype, projection, fields)
                 return await run(pipeline._copy_new, chunk, shape, dtype, projection, fields, weight=nbytes)
-            load = None  # alone: nobody can join any more
+            # Alone (the load ended: nobody can join any more) or not shared.
             if data is None:
                 return pipeline._filled(shape, dtype, projection, fields)
             return await run(
                 pipeline._decode_new, data, label, shape, dtype, projection, fields, weight=nbytes
             )
-    except BaseException as exc:
-        if load is not None:
-            SHARED_READS.fail(ident, load, exc)  # a cancelled leader's followers read again
-        raise
 
 
 def _decode_spans_into(
@@ -477,33 +463,32 @@ def _back_to_back(
 
 
 def _alone(items: list[_Led], parts: Parts | None) -> set[int]:
-    """Which of ``items`` (by place) have arrived and are wanted by no other read (`SharedReads.alone`)."""
+    """Which of ``items`` (by place) have arrived and are wanted by no other read (their
+    loads end: `Lead.alone`)."""
     if parts is None:
         return set()
     places: list[int] = []
-    led: list[tuple[tuple[StoreSpec, str], Load]] = []
-    for i, (_, _, ident, load) in enumerate(items):
-        if ident is not None and load is not None and parts[i] is not None:
+    leads: list[Lead] = []
+    for i, (_, _, lead) in enumerate(items):
+        if lead is not None and parts[i] is not None:
             places.append(i)
-            led.append((ident, load))
-    flags = SHARED_READS.alone_many(led)
+            leads.append(lead)
+    flags = SHARED_READS.alone_many(leads)
     return {i for i, flag in zip(places, flags, strict=True) if flag}
 
 
 def _publish(
     pipeline: ChunkPipeline,
     cache: ChunkCache | None,
-    ident: tuple[StoreSpec, str] | None,
-    load: Load | None,
+    lead: Lead | None,
     chunk: np.ndarray[Any, Any] | None,
     generation: Generation | None,
 ) -> None:
-    """Hand an inner chunk to the reads waiting for it, and keep it in ``cache`` unless a
-    write overtook its read (its shard's ``generation``: None when not known)."""
-    if ident is None or load is None:
-        return
-    if SHARED_READS.publish(ident, load, chunk) and cache is not None:
-        pipeline.keep(cache, ident, chunk, generation)
+    """Hand an inner chunk to the reads waiting for it (``lead``: None when reads are not
+    shared), and keep it in ``cache`` unless a write overtook its read (its shard's
+    ``generation``: None when not known)."""
+    if lead is not None and lead.publish(chunk) and cache is not None:
+        pipeline.keep(cache, lead.ident, chunk, generation)
 
 
 class _Assembled:

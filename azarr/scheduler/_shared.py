@@ -51,6 +51,7 @@ __all__ = [
     "CacheEntry",
     "ChunkCache",
     "JoinAgain",
+    "Lead",
     "Load",
     "RecheckCachedData",
     "SharedReads",
@@ -116,6 +117,66 @@ class Load:
         self.followers += 1
 
 
+class Lead:
+    """The leader's hold on one load: it ends the load exactly once, with `alone`
+    (nobody follows), `publish` (a value for the followers) or `fail`; used as a context
+    manager, an error leaving the block fails the load if it is still open (a cancelled
+    leader's followers then read again).
+
+    One protocol for every shared read (whole chunks, inner chunks, whole shards):
+    ``lead, value = await reads.lead_or_follow(ident)``, then for the leader::
+
+        with lead:
+            data = await fetch()
+            if lead.alone():
+                ...  # decode straight into this read's output
+            else:
+                lead.publish(decode_once(data))  # the followers copy from it
+    """
+
+    __slots__ = ("_load", "_reads", "ident")
+
+    def __init__(self, reads: SharedReads, ident: tuple[StoreSpec, str], load: Load) -> None:
+        self._reads = reads
+        self.ident = ident
+        self._load: Load | None = load
+
+    @property
+    def ended(self) -> bool:
+        """The load was ended (by `alone`, `publish` or `fail`)."""
+        return self._load is None
+
+    def alone(self) -> bool:
+        """The leader's bytes arrived: True (and the load ended) if nobody follows, so the
+        leader decodes into its own output; False: followers wait, `publish` for them."""
+        assert self._load is not None, "the load was ended"
+        if self._reads._alone(self.ident, self._load):
+            self._load = None
+            return True
+        return False
+
+    def publish(self, value: Any) -> bool:
+        """End the load with ``value`` for its followers; True if it may be cached (no write
+        overtook the read)."""
+        load, self._load = self._load, None
+        assert load is not None, "the load was ended"
+        return self._reads._publish(self.ident, load, value)
+
+    def fail(self, exc: BaseException) -> None:
+        """End the load with the leader's error (followers raise it; a cancelled leader's
+        followers read again); nothing if it was ended."""
+        load, self._load = self._load, None
+        if load is not None:
+            self._reads._fail(self.ident, load, exc)
+
+    def __enter__(self) -> Lead:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.fail(exc)
+
+
 class SharedReads:
     """The loads of chunks in flight in this process, by ``(store spec, key)``.
 
@@ -130,17 +191,22 @@ class SharedReads:
         self.collapsed = 0
         _ALL.add(self)
 
-    def join(self, ident: tuple[StoreSpec, str]) -> tuple[Load, bool]:
-        """The load of ``ident`` in flight and False (a follower), or a new one and True
-        (the leader, who must end it with `alone`, `publish` or `fail`)."""
+    def join(self, ident: tuple[StoreSpec, str]) -> Lead | Load:
+        """A `Lead` if this read leads the load of ``ident`` (none was in flight: it must end
+        it), else the `Load` in flight, to `wait` for (a follower)."""
         with self._lock:
-            return self._join_locked(ident)
+            load, leader = self._join_locked(ident)
+        return Lead(self, ident, load) if leader else load
 
-    def join_many(self, idents: list[tuple[StoreSpec, str]]) -> list[tuple[Load, bool]]:
+    def join_many(self, idents: list[tuple[StoreSpec, str]]) -> list[Lead | Load]:
         """`join` for each of ``idents``, under one hold of the lock (the inner chunks of a
         shard: thousands per read)."""
         with self._lock:
-            return [self._join_locked(ident) for ident in idents]
+            joined = [self._join_locked(ident) for ident in idents]
+        return [
+            Lead(self, ident, load) if leader else load
+            for ident, (load, leader) in zip(idents, joined, strict=True)
+        ]
 
     def _join_locked(self, ident: tuple[StoreSpec, str]) -> tuple[Load, bool]:
         load = self._loads.get(ident)
@@ -169,29 +235,35 @@ class SharedReads:
             self.collapsed += 1
         return value
 
-    async def lead_or_follow(self, ident: tuple[StoreSpec, str]) -> tuple[Load | None, Any]:
-        """``(load, None)`` for the leader of ``ident`` (who must end it with `alone`,
-        `publish` or `fail`), or ``(None, value)`` for a follower whose leader delivered
-        (a follower whose leader was cancelled joins again, and may lead)."""
+    async def lead_or_follow(self, ident: tuple[StoreSpec, str]) -> tuple[Lead | None, Any]:
+        """``(lead, None)`` for the leader of ``ident`` (who must end it: `Lead`), or
+        ``(None, value)`` for a follower whose leader delivered (a follower whose leader
+        was cancelled joins again, and may lead)."""
         while True:
-            load, leader = self.join(ident)
-            if leader:
-                return load, None
+            joined = self.join(ident)
+            if isinstance(joined, Lead):
+                return joined, None
             try:
-                return None, await self.wait(load)
+                return None, await self.wait(joined)
             except JoinAgain:
                 continue
 
-    def alone(self, ident: tuple[StoreSpec, str], load: Load) -> bool:
-        """The leader's bytes arrived: if nobody follows, end the load (True; the leader
-        decodes into its own output). False: followers wait, `publish` a shared value."""
+    def alone_many(self, leads: list[Lead]) -> list[bool]:
+        """`Lead.alone` for each of ``leads`` (all open), under one hold of the lock."""
+        flags: list[bool] = []
+        with self._lock:
+            for lead in leads:
+                assert lead._load is not None, "the load was ended"
+                flags.append(self._alone_locked(lead.ident, lead._load))
+        for lead, flag in zip(leads, flags, strict=True):
+            if flag:
+                lead._load = None
+        return flags
+
+    def _alone(self, ident: tuple[StoreSpec, str], load: Load) -> bool:
+        """`Lead.alone`."""
         with self._lock:
             return self._alone_locked(ident, load)
-
-    def alone_many(self, led: list[tuple[tuple[StoreSpec, str], Load]]) -> list[bool]:
-        """`alone` for each ``(ident, load)`` of ``led``, under one hold of the lock."""
-        with self._lock:
-            return [self._alone_locked(ident, load) for ident, load in led]
 
     def _alone_locked(self, ident: tuple[StoreSpec, str], load: Load) -> bool:
         if load.followers:
@@ -200,9 +272,8 @@ class SharedReads:
             del self._loads[ident]  # nobody waits, and nobody can join any more
         return True
 
-    def publish(self, ident: tuple[StoreSpec, str], load: Load, value: Any) -> bool:
-        """End ``load`` with ``value`` for its followers; True if it may be cached (no
-        write overtook it)."""
+    def _publish(self, ident: tuple[StoreSpec, str], load: Load, value: Any) -> bool:
+        """`Lead.publish`."""
         with self._lock:
             if self._loads.get(ident) is load:
                 del self._loads[ident]
@@ -212,9 +283,8 @@ class SharedReads:
             future.set_result(value)
         return cacheable
 
-    def fail(self, ident: tuple[StoreSpec, str], load: Load, exc: BaseException) -> None:
-        """End ``load`` with the leader's error (followers raise it), or, for a cancelled
-        leader, with `JoinAgain` (followers read again)."""
+    def _fail(self, ident: tuple[StoreSpec, str], load: Load, exc: BaseException) -> None:
+        """`Lead.fail`: followers raise ``exc``, or, for a cancelled leader, `JoinAgain`."""
         with self._lock:
             if self._loads.get(ident) is load:
                 del self._loads[ident]
