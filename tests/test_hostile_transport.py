@@ -340,6 +340,26 @@ async def test_a_range_answered_with_an_endless_body_reads_only_the_range(
         assert growth.bytes < 32 * MiB, f"{kind}, bomb: {growth.bytes / MiB:.0f} MiB"
 
 
+@pytest.mark.parametrize("length", ["true", "none", "huge"])
+async def test_azure_refuses_a_range_answered_whole(hostile_server: HostileServer, length: str) -> None:
+    # Azure always honours ranges, and azure-storage-blob needs the Content-Range of the
+    # range it asked for: a whole-value answer (framed, chunked or claiming 1 TiB) is a
+    # typed error naming the key, never the value's bytes, and nothing past the bound is read.
+    case = {
+        "range": "ignore",
+        "size": 1000,
+        "body": "endless" if length != "true" else "exact",
+        "length": length,
+    }
+    store = make_store(hostile_server, "azure", case)
+    try:
+        with measure_rss() as growth, pytest.raises((BodyTooLargeError, ResponseIntegrityError), match="'k'"):
+            await store.get("k", ByteRange(100, 200))
+    finally:
+        await store.close()
+    assert growth.bytes < 32 * MiB
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_416_is_empty_only_past_the_end(hostile_server: HostileServer, kind: str) -> None:
     # Honest: a range starting at or past the end is b"" (Python slicing), a suffix of

@@ -279,6 +279,11 @@ class AzureBlobStore(Store):
             elif code == "ServerBusy":
                 status = 429  # Azure's "slow down" is a 503 with this code
             return error_for_status(status, code, op, key, self.url)  # the shared status table
+        if isinstance(exc, ValueError) and "Content-Range" in str(exc):
+            # azure-storage-blob's own check of a download's answer: a range answered whole
+            # (a server that ignored it) or with a malformed Content-Range. Retried, as every
+            # answer holding other bytes than asked for (`azarr.storage._ranges`).
+            return ResponseIntegrityError(f"{what}: the server sent other bytes than asked for: {exc}")
         if isinstance(exc, ServiceRequestError):
             return ConnectionFailedError(f"{what} failed: {self.endpoint} unreachable ({type(exc).__name__})")
         if isinstance(exc, ServiceResponseError | HttpResponseError | asyncio.TimeoutError | ConnectionError):
