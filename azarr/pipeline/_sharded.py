@@ -163,10 +163,10 @@ async def read_sharded(
                 lonely = _alone(items, parts) if cache is None else ()
                 stored: list[tuple[memoryview, str, ChunkProjection]] = []
                 decoded: list[tuple[int, memoryview, str]] = []
-                for i, (_, projection, lead) in enumerate(items):
+                for i, (_, projection, held) in enumerate(items):
                     data = None if parts is None else parts[i]
                     label = shards.label(key, projection.chunk_coords)
-                    if data is not None and cache is None and (lead is None or i in lonely):
+                    if data is not None and cache is None and (held is None or i in lonely):
                         # Nobody else wants it: decoded straight into `out`, as if nothing were shared.
                         if buffer is not None:
                             stored.append((data, label, projection))
@@ -176,7 +176,7 @@ async def read_sharded(
                                 await codec.submit(decode, job, nbytes)
                             tracker.advance(len(data))
                     elif data is None:
-                        _publish(pipeline, cache, lead, None, generation)
+                        _publish(pipeline, cache, held, None, generation)
                         await copy_out(None, projection)
                     else:
                         decoded.append((i, data, label))
@@ -196,9 +196,9 @@ async def read_sharded(
                     BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
                     tracker.advance_many(len(stored), sum(len(data) for data, _, _ in stored))
         except BaseException as exc:
-            for _, _, open_lead in items:
-                if open_lead is not None:
-                    open_lead.fail(exc)  # the loads still open: a cancelled leader's followers read again
+            for _, _, held in items:
+                if held is not None:
+                    held.fail(exc)  # the loads still open: a cancelled leader's followers read again
             raise
 
     async def follow(key: str, shard: tuple[int, ...], item: _Followed) -> None:
@@ -218,17 +218,17 @@ async def read_sharded(
             await copy_out(chunk, projection)
             return
 
-    async def lead_whole(key: str, members: list[Member], lead: Lead | None) -> None:
+    async def lead_whole(key: str, members: list[Member], shard_lead: Lead | None) -> None:
         """Read shard ``key`` whole (one GET), decode ``members`` into ``out`` in ~1 MiB codec
-        jobs, and hand every inner chunk to the reads waiting for the shard (``lead``, its
-        load if shared)."""
-        with lead or contextlib.nullcontext():
+        jobs, and hand every inner chunk to the reads waiting for the shard (``shard_lead``,
+        its load, if shared)."""
+        with shard_lead or contextlib.nullcontext():
             # Held until decoded, as `lead`'s: it bounds the pooled bodies alive.
             async with io.budget.reserve(len(members) * nbytes):
                 got = await shards.get_whole(key, acquire=acquire)
                 if got is None:
-                    if lead is not None:
-                        lead.publish(None)
+                    if shard_lead is not None:
+                        shard_lead.publish(None)
                     for _, projection in members:
                         out[projection.out_selection] = fill
                     tracker.advance_many(len(members))
@@ -236,15 +236,17 @@ async def read_sharded(
                 view, spans, buffer, _ = got
                 jobs = [members[i : i + per_job] for i in range(0, len(members), per_job)]
                 # Nobody waits: decoded straight into `out`; else once into chunks they copy from.
-                keep = lead is not None and not lead.alone()
+                keep = shard_lead is not None and not shard_lead.alone()
                 done = await asyncio.gather(
                     *(
                         codec.run(decode_whole, view, spans, job, key, keep, weight=len(job) * nbytes)
                         for job in jobs
                     )
                 )
-                if lead is not None and keep:
-                    lead.publish({local: chunk for part, _ in done if part for local, chunk in part.items()})
+                if shard_lead is not None and keep:
+                    shard_lead.publish(
+                        {local: chunk for part, _ in done if part for local, chunk in part.items()}
+                    )
                 sizes = [size for _, size in done]
                 if buffer is not None:
                     BODY_BUFFERS.release(buffer)  # not after a failure: a traceback may hold a view of it
@@ -262,9 +264,9 @@ async def read_sharded(
         if not shared:
             await lead_whole(key, members, None)
             return
-        lead, chunks = await SHARED_READS.lead_or_follow((spec, whole_shard_key(key)))
-        if lead is not None:
-            await lead_whole(key, members, lead)
+        shard_lead, chunks = await SHARED_READS.lead_or_follow((spec, whole_shard_key(key)))
+        if shard_lead is not None:
+            await lead_whole(key, members, shard_lead)
             return
         io.stats.count_shared(collapsed=len(members))
         for local, projection in members:
