@@ -124,7 +124,7 @@ class Lead:
     leader's followers then read again).
 
     One protocol for every shared read (whole chunks, inner chunks, whole shards):
-    ``lead, value = await reads.lead_or_follow(ident)``, then for the leader::
+    ``lead, value = await reads.lead_or_follow(ident)``, then for the leader:
 
         with lead:
             data = await fetch()
