@@ -105,7 +105,7 @@ def interop(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Indexing overhead vs zarr-python 2.18 and 3.1 (``benchmarks/results/indexing.md``), then read memory.
+    """Indexing overhead vs zarr-python 2.18, 3.1 and 3.4 (``benchmarks/results/indexing.md``), then read memory.
 
     Each peer runs in its own venv, built once and cached under
     ``.cache/bench-venvs`` (zarr 2.18 reuses the interop venv when present).
