@@ -1,0 +1,260 @@
+"""Fresh-process Zarr v3 reads under ``perf stat``: where a client's CPU and page faults go.
+
+Issues #29/#33 (azarr's 0 ms v3 reads behind TensorStore's on the 2-core benchmark host).
+Starts SeaweedFS and `benchmarks.delay_proxy` (``--delay-ms``, default 0), writes the
+256 MiB v3 arrays of `benchmarks.bench_cloud` (1 MiB chunks) with azarr once, then for
+``--runs`` rounds (order alternating) reads each array once per client, each read in a new
+worker process (`benchmarks.cloud_workers`, the same workers as ``bench_cloud``) started
+after ``--settle`` idle seconds, under ``perf stat`` (``task-clock``, ``page-faults``,
+context switches, migrations; the whole process, imports included). Around the read
+itself the worker records ``getrusage`` deltas (minor faults, voluntary / involuntary
+context switches) besides ``bench_cloud``'s wall, CPU, system and loop-thread seconds;
+the proxy counts the connections each read opened (HTTP/1.1: the most requests it had in
+flight). For azarr the worker also counts the receive buffers `BufferPool` had to create
+(``fresh_buffers``; every one is page-faulted in on the event loop).
+
+A client label ``impl@tag`` runs ``impl`` with ``--config tag='{"setting": value}'``
+applied through `azarr.config.set` (azarr only): A/B of settings in one run. ``--record``
+runs ``perf record`` with ``$PERF_RECORD_ARGS`` (default: every minor fault, with call
+graphs) instead of ``perf stat``, one ``.data`` file per read.
+
+Usage (through ``/work/heavy`` on the benchmark host)::
+
+    python -m benchmarks.perf_fresh_reads --impls azarr,tensorstore --runs 5 \
+        --compressors blosc-lz4,zstd,none --out results.jsonl
+    python -m benchmarks.perf_fresh_reads --summarize results.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PERF_EVENTS = "task-clock,page-faults,minor-faults,major-faults,context-switches,cpu-migrations"
+RUSAGE_FIELDS = ("ru_minflt", "ru_majflt", "ru_nvcsw", "ru_nivcsw")
+
+
+def worker() -> int:
+    """The worker process: `benchmarks.cloud_workers`' task from stdin, plus per-op rusage deltas."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from benchmarks import cloud_workers
+
+    fresh = [0]
+    settings = os.environ.get("PERF_FRESH_AZARR_CONFIG")
+    if settings is not None:  # an azarr worker: apply settings, count the pool's new buffers
+        import azarr
+        from azarr.pipeline import _buffers
+
+        if settings:
+            azarr.config.set(**json.loads(settings))
+        empty = _buffers.empty
+
+        def counting_empty(*args: Any, **kwargs: Any) -> Any:
+            fresh[0] += 1
+            return empty(*args, **kwargs)
+
+        _buffers.empty = counting_empty  # type: ignore[assignment]
+
+    run_op = cloud_workers.run_op
+
+    def measured(impl: Any, op: dict[str, Any], requests: Any) -> dict[str, Any]:
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        fresh[0] = 0
+        out = run_op(impl, op, requests)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        out["rusage"] = {k: getattr(after, k) - getattr(before, k) for k in RUSAGE_FIELDS}
+        out["fresh_buffers"] = fresh[0]
+        out["threads_after"] = threading.active_count()
+        return out
+
+    cloud_workers.run_op = measured
+    return cloud_workers.main()
+
+
+def _perf_stat(path: Path) -> dict[str, float]:
+    counters: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        parts = line.split(",")
+        if len(parts) > 3 and parts[0][:1].isdigit():
+            counters[parts[2]] = float(parts[0])
+    return counters
+
+
+def drive(args: argparse.Namespace) -> int:
+    """Start the servers, write the arrays, run the reads; one JSON line per read to ``--out``."""
+    from benchmarks import bench_cloud
+    from benchmarks.delay_proxy import DelayProxy
+
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from servers import start_seaweedfs
+
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    configs = dict(c.split("=", 1) for c in args.config)
+    labels, compressors = args.impls.split(","), args.compressors.split(",")
+    shape = bench_cloud.shape_for(args.size_mib)
+    server = start_seaweedfs()
+    proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
+    try:
+        bucket = server.create_bucket("azarr-bench")
+        for comp in compressors:
+            asyncio.run(bench_cloud._write_dataset(server, bucket, f"data/{comp}", shape, comp, 3))
+        with open(args.out, "a") as out, tempfile.TemporaryDirectory() as tmp:
+            for run in range(args.runs):
+                for label in labels if run % 2 == 0 else labels[::-1]:
+                    impl, _, tag = label.partition("@")
+                    for comp in compressors:
+                        record = _read_once(
+                            args, server, proxy, bucket, shape, impl, label, comp, run, Path(tmp)
+                        )
+                        if tag or impl.startswith("azarr"):
+                            record["config"] = configs.get(tag, "")
+                        out.write(json.dumps(record) + "\n")
+                        out.flush()
+                        _print(record)
+    finally:
+        proxy.stop()
+        server.stop()
+    return 0
+
+
+def _read_once(
+    args: argparse.Namespace,
+    server: Any,
+    proxy: Any,
+    bucket: str,
+    shape: tuple[int, int],
+    impl: str,
+    label: str,
+    comp: str,
+    run: int,
+    tmp: Path,
+) -> dict[str, Any]:
+    from benchmarks import bench_cloud
+
+    ops = [{"op": "read", "workload": "read", "compressor": comp, "prefix": f"data/{comp}", "zarr_format": 3}]
+    task = {**bench_cloud._task(server, proxy, bucket, {"shape": list(shape)}, ops), "impl": impl}
+    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": bench_cloud._pythonpath(impl)}
+    if impl.startswith("azarr"):
+        tag = label.partition("@")[2]
+        env["PERF_FRESH_AZARR_CONFIG"] = dict(c.split("=", 1) for c in args.config).get(tag, "")
+    stat = tmp / "perf-stat.txt"
+    if args.record:
+        data = Path(args.record_dir) / f"{label}-{comp}-{run}.data"
+        extra = os.environ.get("PERF_RECORD_ARGS", "-e minor-faults -c 1 -g").split()
+        wrap = ["perf", "record", "-q", *extra, "-o", str(data)]
+    else:
+        wrap = ["perf", "stat", "-x,", "-o", str(stat), "-e", PERF_EVENTS]
+    time.sleep(args.settle)  # every reader starts alike: the host idle, freed memory handed back
+    proc = subprocess.run(
+        [*wrap, bench_cloud.interpreter(impl), str(Path(__file__).resolve()), "--worker"],
+        input=json.dumps(task),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"{label} worker failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    report = json.loads(next(x for x in reversed(proc.stdout.splitlines()) if x.startswith('{"impl"')))
+    op = report["ops"][0]
+    if "error" in op:
+        raise RuntimeError(f"{label} {comp}: {op['error']}")
+    return {
+        "label": label,
+        "compressor": comp,
+        "run": run,
+        "perf_stat": {} if args.record else _perf_stat(stat),
+        "read": {k: op.get(k) for k in ("seconds", "cpu_seconds", "sys_seconds", "loop_seconds", "rusage")},
+        "proxy": op.get("proxy"),
+        "fresh_buffers": op.get("fresh_buffers"),
+    }
+
+
+def _print(r: dict[str, Any]) -> None:
+    read, ru, proxy = r["read"], r["read"]["rusage"], r["proxy"] or {}
+    print(
+        f"{r['label']:16s} {r['compressor']:9s} r{r['run']} wall {read['seconds']:.3f} cpu {read['cpu_seconds']:.3f} "
+        f"sys {read['sys_seconds']:.3f} loop {read['loop_seconds']:.3f} minflt {ru['ru_minflt']} "
+        f"csw {ru['ru_nvcsw']}/{ru['ru_nivcsw']} conns {proxy.get('connections')} fresh {r['fresh_buffers']}",
+        flush=True,
+    )
+
+
+def summarize(paths: list[str]) -> str:
+    """A markdown table of the reads in ``paths`` (JSON lines): medians (ranges) per client and data."""
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            r = json.loads(line)
+            rows[(r["compressor"], r["label"])].append(r)
+
+    def med(xs: list[float], fmt: str = ".3f", spread: bool = True) -> str:
+        text = format(statistics.median(xs), fmt)
+        return f"{text} ({min(xs):{fmt}}-{max(xs):{fmt}})" if spread else text
+
+    lines = [
+        "| data | client | reads | wall s | CPU s | user s | sys s | loop thread s | minor faults | "
+        "ctx switches vol / invol | connections | fresh receive buffers |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (comp, label), rs in sorted(rows.items()):
+        reads = [r["read"] for r in rs]
+
+        def col(key: str, reads: list[dict[str, Any]] = reads) -> list[float]:
+            return [x[key] for x in reads]
+
+        def ru(key: str, reads: list[dict[str, Any]] = reads) -> list[float]:
+            return [x["rusage"][key] for x in reads]
+
+        user = [x["cpu_seconds"] - x["sys_seconds"] for x in reads]
+        conns = [float((r["proxy"] or {}).get("connections") or 0) for r in rs]
+        fresh = [float(r["fresh_buffers"] or 0) for r in rs]
+        lines.append(
+            f"| {comp} | {label} | {len(rs)} | {med(col('seconds'))} | {med(col('cpu_seconds'))} | "
+            f"{med(user, spread=False)} | {med(col('sys_seconds'), spread=False)} | "
+            f"{med(col('loop_seconds'), spread=False)} | {med(ru('ru_minflt'), ',.0f')} | "
+            f"{med(ru('ru_nvcsw'), '.0f', False)} / {med(ru('ru_nivcsw'), '.0f', False)} | "
+            f"{med(conns, '.0f', False)} | {med(fresh, '.0f', False)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--impls", default="azarr,tensorstore", help="comma-separated; impl@tag for --config")
+    parser.add_argument("--compressors", default="blosc-lz4,zstd,none")
+    parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--settle", type=float, default=4.0, help="idle seconds before each read")
+    parser.add_argument("--delay-ms", type=float, default=0.0)
+    parser.add_argument("--config", action="append", default=[], help="tag=JSON of azarr settings")
+    parser.add_argument("--record", action="store_true", help="perf record instead of perf stat")
+    parser.add_argument("--record-dir", default=".")
+    parser.add_argument("--out", default="perf-fresh-reads.jsonl")
+    parser.add_argument("--summarize", nargs="+", metavar="JSONL")
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker()
+    if args.summarize:
+        print(summarize(args.summarize))
+        return 0
+    return drive(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
