@@ -141,11 +141,6 @@ class Lead:
         self.ident = ident
         self._load: Load | None = load
 
-    @property
-    def ended(self) -> bool:
-        """The load was ended (by `alone`, `publish` or `fail`)."""
-        return self._load is None
-
     def alone(self) -> bool:
         """The leader's bytes arrived: True (and the load ended) if nobody follows, so the
         leader decodes into its own output; False: followers wait, `publish` for them."""

@@ -246,7 +246,7 @@ async def read_body(
     if resp.status == 200 and window is not None:
         return await _read_window(resp, _Window(*window), bound, what, encoding if decode else ""), None
     if decode and encoding not in ("", "identity"):
-        return await _read_inflated(resp, encoding, bound, what), None
+        return await _read_inflated(resp, encoding, bound, what, _Window(0, None)), None
     if length is not None and length > bound:
         resp.close()
         raise _too_large(what, bound, declared=length)
@@ -549,7 +549,7 @@ class _Window:
 
     def value(self) -> bytes:
         body = b"".join(self.kept)
-        return body[len(body) + self.start :] if self.start < 0 and len(body) > -self.start else body
+        return body[self.start :] if self.start < 0 else body  # a suffix kept whole blocks
 
 
 async def _read_window(
@@ -559,8 +559,7 @@ async def _read_window(
     ``encoding``), read no further than the window needs; at most ``limit`` bytes of the
     value are streamed through it."""
     if encoding not in ("", "identity"):
-        await _read_inflated(resp, encoding, limit, what, into=window)
-        return window.value()
+        return await _read_inflated(resp, encoding, limit, what, window)
     length = resp.content_length
     if length is not None and length > limit and not (window.end is not None and window.end <= limit):
         resp.close()  # the window needs bytes past the bound (or the end of the value)
@@ -580,11 +579,11 @@ async def _read_window(
 
 
 async def _read_inflated(
-    resp: aiohttp.ClientResponse, encoding: str, limit: int, what: str, *, into: _Window | None = None
+    resp: aiohttp.ClientResponse, encoding: str, limit: int, what: str, into: _Window
 ) -> bytes:
-    """The body inflated from a gzip/deflate ``Content-Encoding``, at most ``limit`` bytes;
-    with ``into``, the inflated bytes go to that window (returns ``b""``), and inflating
-    stops once it is complete."""
+    """``into``'s part of the body inflated from a gzip/deflate ``Content-Encoding``
+    (`_Window` ``(0, None)``: all of it), at most ``limit`` inflated bytes; inflating stops
+    once the window is complete."""
     import zlib
 
     from azarr.errors import StoreError
@@ -601,7 +600,6 @@ async def _read_inflated(
         )
     # The encoded body is bounded too (compression can grow incompressible data a little).
     encoded_cap = limit + limit // 64 + 64 * 1024
-    out: list[bytes] = []
     produced = received = 0
     content = resp.content
     try:
@@ -615,40 +613,29 @@ async def _read_inflated(
                 raise _too_large(what, limit, received=encoded_cap)
             data = block
             while data:
-                # Into a window: 1 MiB at a time (one 64 KiB block of a bomb inflates to 64 MiB).
-                most = limit - produced + 1 if into is None else min(limit - produced + 1, 1 << 20)
-                piece = inflater.decompress(data, most)
+                # 1 MiB at a time: one 64 KiB block of a bomb inflates to 64 MiB, which a
+                # window that keeps a few bytes of it should not hold.
+                piece = inflater.decompress(data, min(limit - produced + 1, 1 << 20))
                 produced += len(piece)
-                if into is None:
-                    out.append(piece)
-                else:
-                    into.feed(piece)
-                    if into.complete:
-                        resp.close()
-                        return b""
+                into.feed(piece)
+                if into.complete:
+                    resp.close()
+                    return into.value()
                 if produced > limit:
                     resp.close()
                     raise _too_large(what, limit, received=limit)
                 data = inflater.unconsumed_tail
         tail = inflater.flush(limit - produced + 1)
-        if into is None:
-            out.append(tail)
-        else:
-            into.feed(tail)
-            produced += len(tail)
+        produced += len(tail)
+        into.feed(tail)
     except zlib.error as exc:
         resp.close()
         raise StoreError(
             f"{what}: the {encoding} Content-Encoding of the response is corrupt: {exc}"
         ) from None
-    if into is not None:
-        if produced > limit:
-            raise _too_large(what, limit, received=limit)
-        return b""
-    body = b"".join(out)
-    if len(body) > limit:
+    if produced > limit:
         raise _too_large(what, limit, received=limit)
-    return body
+    return into.value()
 
 
 async def _close_session(session: Any) -> None:
