@@ -198,6 +198,8 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
             if "latency" in runs[0]:
                 cell["p50"] = statistics.median(r["latency"]["p50"] for r in runs)
                 cell["p99"] = statistics.median(r["latency"]["p99"] for r in runs)
+            if all("gc" in r for r in runs):
+                cell["gc"] = [r["gc"] for r in runs]
                 cell["count"] = runs[0]["count"]
             cell["digest"] = runs[0].get("digest")
             cell["stats"] = runs[-1].get("stats")
@@ -256,25 +258,37 @@ def markdown(results: dict[str, Any]) -> str:
     lines += [
         f"## random inner chunks: {cfg['random']} distinct, {cfg['concurrency']} concurrent, indexes warmed",
         "",
-        "| implementation | p50 ms | p99 ms | p99 / raw p99 | requests | requests per inner chunk | wall s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| implementation | p50 ms | p99 ms | p99 / raw p99 | requests | requests per inner chunk | wall s | "
+        "Python GC: collections (gen 0/1/2), full pauses ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for impl in results["impls"]:
         cell = summary.get(impl, {}).get("random")
         if not cell:
             continue
         if "median_s" not in cell:
-            lines.append(f"| {impl} | failed: {cell['errors'][0][:120]} | | | | | |")
+            lines.append(f"| {impl} | failed: {cell['errors'][0][:120]} | | | | | | |")
             continue
         vs_raw = f"{cell['p99'] / raw_p99:.2f}" if raw_p99 else ""
         lines.append(
             f"| {impl} | {cell['p50'] * 1000:.1f} | {cell['p99'] * 1000:.1f} | {vs_raw} | "
             f"{cell['median_requests']:.0f} | {cell['median_requests'] / cell['count']:.3f} | "
-            f"{cell['median_s']:.2f} |"
+            f"{cell['median_s']:.2f} | {_gc_cell(cell.get('gc'))} |"
         )
     lines += ["", f"Every reader read the expected bytes: {results['same_bytes']}; every write read back "
               f"as written: {results['writes_ok']}."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _gc_cell(runs: list[dict[str, Any]] | None) -> str:
+    """Each run's collections per generation and its full collections' pauses (TensorStore: none)."""
+    if not runs:
+        return ""
+    return "; ".join(
+        "/".join(str(n) for n in r["collections"])
+        + (" (" + ", ".join(f"{p * 1000:.0f}" for p in r["full_pause_seconds"]) + ")" if r["full_pause_seconds"] else "")
+        for r in runs
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--quick", action="store_true", help="256 MiB, 300 random reads")
     parser.add_argument("--tag", default="")
+    parser.add_argument(
+        "--output-dir", type=Path, default=RESULTS, help="where the .json and .md go (default: results/)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.size_mib, args.random = 256, 300
@@ -390,9 +407,9 @@ def main(argv: list[str] | None = None) -> int:
             "reports": reports,
         }
         name = f"sharding-{args.size_mib}mib-{args.delay_ms:g}ms{'-' + args.tag if args.tag else ''}"
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=1))
-        (RESULTS / f"{name}.md").write_text(markdown(results))
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        (args.output_dir / f"{name}.json").write_text(json.dumps(results, indent=1))
+        (args.output_dir / f"{name}.md").write_text(markdown(results))
         print(markdown(results))
         return 0 if results["same_bytes"] and writes_ok else 1
     finally:

@@ -44,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cloud_workers import (
+    GCMeter,
     _versions,
     digest,
     latency_summary,
@@ -116,7 +117,16 @@ class Azarr:
         from azarr.scheduler import stats_for
 
         stats = stats_for(self._store).as_dict()
-        names = ("requests", "shard_index_hits", "shard_index_misses", "coalesced_requests", "requests_saved")
+        names = (
+            "requests",
+            "shard_index_hits",
+            "shard_index_misses",
+            "coalesced_requests",
+            "requests_saved",
+            "concurrency_limit",  # the adaptive request limit at the end, and its lowest
+            "concurrency_limit_min",
+            "retries",
+        )
         return {k: stats.get(k) for k in names}
 
 
@@ -270,7 +280,9 @@ class Raw:
             await run_concurrent_async(get, warm, min(op["concurrency"], len(warm)))
             admin_command(self.task["admin_port"], "reset")
             ranges = [tuple(r) for r in op["ranges"]]
-            latencies, checksum = await run_concurrent_async(get, ranges, op["concurrency"])
+            with GCMeter() as meter:
+                latencies, checksum = await run_concurrent_async(get, ranges, op["concurrency"])
+            self.gc = meter.report()
             return latencies, checksum, admin_command(self.task["admin_port"], "counters")
 
 
@@ -341,7 +353,7 @@ async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[st
         t0, c0 = time.perf_counter(), time.process_time()
         latencies, checksum, proxy = await impl.random(op)
         out.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
-        out.update(latency=latency_summary(latencies), count=len(latencies), proxy=proxy)
+        out.update(latency=latency_summary(latencies), count=len(latencies), proxy=proxy, gc=impl.gc)
         return out
     if kind == "write":
         data = make_data(tuple(task["shape"]))
@@ -378,10 +390,12 @@ async def run_op(impl: Any, task: dict[str, Any], op: dict[str, Any]) -> dict[st
             meter.start()
             t0, c0 = time.perf_counter(), time.process_time()
             sels = [inner_region(c, chunks) for c in op["chunks"]]
-            latencies, checksum = await run_concurrent_async(
-                lambda s: impl.get(arr, s), sels, op["concurrency"]
-            )
+            with GCMeter() as gc_meter:
+                latencies, checksum = await run_concurrent_async(
+                    lambda s: impl.get(arr, s), sels, op["concurrency"]
+                )
             out.update(latency=latency_summary(latencies), count=len(latencies), checksum=round(checksum, 3))
+            out["gc"] = gc_meter.report()
             result = None
         else:
             raise ValueError(f"unknown op {kind!r}")
