@@ -286,7 +286,11 @@ def _gc_cell(runs: list[dict[str, Any]] | None) -> str:
         return ""
     return "; ".join(
         "/".join(str(n) for n in r["collections"])
-        + (" (" + ", ".join(f"{p * 1000:.0f}" for p in r["full_pause_seconds"]) + ")" if r["full_pause_seconds"] else "")
+        + (
+            " (" + ", ".join(f"{p * 1000:.0f}" for p in r["full_pause_seconds"]) + ")"
+            if r["full_pause_seconds"]
+            else ""
+        )
         for r in runs
     )
 
