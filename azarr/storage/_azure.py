@@ -280,9 +280,10 @@ class AzureBlobStore(Store):
                 status = 429  # Azure's "slow down" is a 503 with this code
             return error_for_status(status, code, op, key, self.url)  # the shared status table
         if isinstance(exc, ValueError) and "Content-Range" in str(exc):
-            # azure-storage-blob's own check of a download's answer: a range answered whole
-            # (a server that ignored it) or with a malformed Content-Range. Retried, as every
-            # answer holding other bytes than asked for (`azarr.storage._ranges`).
+            # azure-storage-blob's own check of a download's answer, for what `_BoundedDownload`
+            # lets through: the SDK's ranged first request of a whole-blob download answered
+            # whole or with a malformed Content-Range. Retried, as every answer holding other
+            # bytes than asked for (`azarr.storage._ranges`).
             return ResponseIntegrityError(f"{what}: the server sent other bytes than asked for: {exc}")
         if isinstance(exc, ServiceRequestError):
             return ConnectionFailedError(f"{what} failed: {self.endpoint} unreachable ({type(exc).__name__})")
@@ -518,13 +519,31 @@ class _BoundedDownload:
 
     def __call__(self, pipeline_response: Any) -> None:
         response = pipeline_response.http_response
+        internal = getattr(response, "internal_response", None)  # the aiohttp.ClientResponse
+        try:
+            self._check(pipeline_response, response, internal)
+        except AzarrError:
+            # The SDK does not close an answer its hook refused: its connection would stay
+            # checked out until the garbage collector found it ("Unclosed connection").
+            # Closed, not released: the body (perhaps endless) is not read to its end.
+            if internal is not None:
+                internal.close()
+            raise
+
+    def _check(self, pipeline_response: Any, response: Any, internal: Any) -> None:
         status = int(response.status_code)
         headers = response.headers
-        internal = getattr(response, "internal_response", None)  # the aiohttp.ClientResponse
         if not 200 <= status < 300:
             if internal is not None:
                 _cap_error_body(internal)
             return
+        if status == 200 and (self.start > 0 or self.length is not None):
+            # A range answered whole: a server that ignored it (Azure never does).
+            # azure-storage-blob would refuse it too, by a ValueError about Content-Range.
+            raise ResponseIntegrityError(
+                f"{self.what}: the server sent other bytes than asked for (the whole value, "
+                f"HTTP 200, for the range starting at byte {self.start})"
+            )
         declared = headers.get("Content-Length", "")
         length = int(declared) if declared.isdigit() else None
         if length is not None and length > self.limit:
