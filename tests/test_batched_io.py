@@ -231,6 +231,15 @@ async def test_job_gate_opens_for_small_chunks_only_after_a_store_bound_job() ->
         budget = small._pipeline.io.budget.max_requests
         assert (gate.limit, gate.file_io) == (max(3, min(budget, azarr.config.get("file_io_threads"))), True)
         assert _JobGate(large._pipeline).limit == 3  # 40 KB chunks: every thread from the start
+        # A write of large chunks stays on the codec threads however long its store calls take
+        # (writes into the page cache keep their thread on a core); one of small chunks switches.
+        store_bound = JobResult(chunks=1, nbytes=1, store_seconds=0.95, seconds=1.0)
+        writes = _JobGate(large._pipeline, writes=True)
+        await writes.finished(store_bound)
+        assert (writes.limit, writes.file_io) == (3, False)
+        small_writes = _JobGate(small._pipeline, writes=True)
+        await small_writes.finished(store_bound)
+        assert small_writes.file_io and small_writes.limit == gate.limit
 
 
 async def test_job_gate_admits_jobs_in_the_order_they_ask() -> None:

@@ -310,9 +310,20 @@ class _JobGate:
     switching after the first job 0.78 [0.67-0.86] (0.82 CPU-s); the store-share rule
     switched in some rounds and not in others (0.45-0.88 s), its share borderline
     (0.62-0.84 against 0.8).
+
+    Writes of large chunks (``writes``; their jobs already run on every codec thread)
+    never switch either. A ``write()`` into the page cache keeps its thread on a core
+    (copying, ext4 allocating inodes and blocks) rather than waiting on the device: the
+    store's share of a 1 MiB Blosc job reached 0.8 whenever the kernel was slow, while the
+    job's thread was on a core 0.7-1.0 of its time. Eight file I/O threads on two cores then
+    contended for the cores and the GIL, and each faulted in its own malloc arena for the
+    compressor's buffers. 256 MiB of 1 MiB chunks to ext4, 10 rounds each: Blosc-LZ4
+    0.197 s median (0.361 CPU-s, 4,700 page faults) against 0.219 s (0.395 CPU-s, 21,300)
+    with the switch; uncompressed 0.172 s (0.303 CPU-s) against 0.175 (0.320)
+    (``benchmarks/README.md``).
     """
 
-    def __init__(self, pipeline: ChunkPipeline, *, reads_ahead: bool = False) -> None:
+    def __init__(self, pipeline: ChunkPipeline, *, reads_ahead: bool = False, writes: bool = False) -> None:
         budget = pipeline.io.budget.max_requests
         self.threads = max(1, min(budget, int(config.get("codec_threads"))))
         #: Jobs at once once they are store-bound (and the `bounded_map` width of the call).
@@ -321,7 +332,7 @@ class _JobGate:
         #: Jobs go to the file I/O pool (set by the first store-bound job).
         self.file_io = False
         #: Whether a store-bound job may switch the call to the file I/O pool (see above).
-        self._may_switch = not (reads_ahead and self.limit == 1)
+        self._may_switch = not (reads_ahead and self.limit == 1) and not (writes and self.limit > 1)
         self._running = 0
         #: Jobs waiting for a place, in the order they asked: each is resolved once it holds
         #: one. First come, first served -- a job that asks while others wait never goes first
@@ -584,7 +595,7 @@ class BatchedWrites:
     ) -> None:
         self.pipeline, self.values, self.fields, self.tracker = pipeline, values, fields, tracker
         self.stop = StopFlag()
-        self._gate = _JobGate(pipeline)
+        self._gate = _JobGate(pipeline, writes=True)
 
     async def run(self, job: Sequence[ChunkProjection]) -> None:
         """Merge, encode and store the chunks of ``job`` in one codec-pool job."""
