@@ -153,14 +153,26 @@ def instrumented() -> bool:
     return _state is not None
 
 
-@contextlib.contextmanager
-def operation(kind: str, array: AsyncArray, nchunks: int, shape: tuple[int, ...]) -> Iterator[None]:
+#: What `operation` returns when not instrumented: one reusable no-op context for every
+#: read and write (not a generator-based context manager made per operation).
+_NOTHING: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def operation(
+    kind: str, array: AsyncArray, nchunks: int, shape: tuple[int, ...]
+) -> contextlib.AbstractContextManager[None]:
     """A span and a duration for one array read or write (``kind``: ``"read"``/``"write"``);
     nothing when not instrumented."""
     state = _state
     if state is None:
-        yield
-        return
+        return _NOTHING
+    return _recorded(state, kind, array, nchunks, shape)
+
+
+@contextlib.contextmanager
+def _recorded(
+    state: _Instruments, kind: str, array: AsyncArray, nchunks: int, shape: tuple[int, ...]
+) -> Iterator[None]:
     store = redact_url(array.store.url)
     attributes = {"azarr.store": store, "azarr.array": array.path or "/", "azarr.operation": kind}
     started = time.perf_counter()

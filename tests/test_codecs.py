@@ -955,6 +955,62 @@ async def test_awaited_codec_jobs_and_cancellation_of_a_running_one() -> None:
     assert await batcher.run(lambda: "after") == "after"
 
 
+async def test_a_lone_codec_job_returns_raises_and_is_counted_in_the_loops_queue_bytes() -> None:
+    from azarr.codecs._batcher import _loop_queue, run_alone
+
+    queue = _loop_queue()
+    seen: list[int] = []
+
+    def job(x: int) -> int:
+        seen.append(queue.outstanding_bytes)  # read in the codec thread, while the job runs
+        return x * 2
+
+    assert await asyncio.gather(*(run_alone(job, i, weight=10) for i in range(20))) == [
+        i * 2 for i in range(20)
+    ]
+    assert min(seen) >= 10 and queue.outstanding_bytes == 0
+
+    def fail() -> None:
+        raise ValueError("corrupt chunk 'c/0'")
+
+    with pytest.raises(ValueError, match="corrupt chunk"):
+        await run_alone(fail, weight=1 << 20)
+    assert queue.outstanding_bytes == 0
+
+
+async def test_a_cancelled_lone_codec_job_waits_for_its_thread_or_never_runs() -> None:
+    from azarr.codecs._batcher import _loop_queue, run_alone
+
+    started, finished = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        time.sleep(0.2)
+        finished.set()
+
+    task = asyncio.ensure_future(run_alone(slow, weight=1 << 20))
+    assert await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished.is_set()  # returned only once the codec thread was done
+    assert _loop_queue().outstanding_bytes == 0
+
+    config.set(codec_threads=1)
+    gate = threading.Event()
+    ran: list[str] = []
+    blocker = asyncio.ensure_future(run_alone(gate.wait, 10.0))
+    queued = asyncio.ensure_future(run_alone(ran.append, "queued", weight=5))
+    await asyncio.sleep(0.05)
+    queued.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await queued  # at once: the job never started
+    gate.set()
+    assert await blocker is True
+    await run_alone(lambda: None)  # the single thread has drained its queue
+    assert ran == [] and _loop_queue().outstanding_bytes == 0
+
+
 async def test_reset_lets_running_work_finish() -> None:
     started = threading.Event()
 

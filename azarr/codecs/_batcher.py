@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from azarr import config
-from azarr.codecs._pool import submit_to_codec_pool
+from azarr.codecs._pool import submit_to_codec_pool, submit_with_context, wait_for_running
 
 T = TypeVar("T")
 
@@ -303,6 +303,62 @@ class CodecBatcher:
             # At the loop's next turn, after the callers just woken above have queued
             # their next jobs: dispatching now would send a near-empty batch.
             self._schedule()
+
+
+async def run_alone(fn: Callable[..., T], *args: Any, weight: int = 0) -> T:
+    """``fn(*args)`` in the codec pool, awaited on its own: what ``CodecBatcher().run`` does
+    for a lone job, without a batcher.
+
+    For a read of one chunk (`read_one_sharded`): a batcher made for one job batches nothing,
+    and its machinery (the batcher, a batch, a second future, its completion callback) cost
+    each hop ~6 us of event-loop CPU, ~15 us of CPU in all and 13 GC-tracked objects (50
+    lone jobs at a time; measured, issue #30).
+    ``weight`` (the chunk's decoded bytes) counts in the event loop's codec queue bytes
+    (``codec_queue_bytes``) until the job is done, as a batcher's jobs do. Cancellation keeps
+    `CodecBatcher.run`'s guarantee: a job not yet started is dropped, a running one is
+    waited for, so no codec thread writes into the caller's buffers after this returns.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    queue = _loop_queue()
+    queue.outstanding_bytes += weight
+    try:
+        cfut = submit_with_context(fn, args)
+
+        def finished(done: Any) -> None:  # in the codec thread
+            try:
+                loop.call_soon_threadsafe(_settle, future, done)
+            except RuntimeError:  # the loop closed while the job ran: nobody is waiting
+                pass
+
+        cfut.add_done_callback(finished)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if not cfut.cancel():
+                await wait_for_running(cfut)
+            raise
+    finally:
+        queue.outstanding_bytes -= weight
+        # Bytes freed here may let another caller queue (as `CodecBatcher._finished`).
+        waiters, queue.waiters = queue.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+def _settle(future: asyncio.Future[Any], done: Any) -> None:
+    """On the loop: ``future`` gets the outcome of the codec pool's ``done`` (unless cancelled)."""
+    if future.done():
+        return
+    if done.cancelled():  # never ran (the pool was shut down with it queued)
+        future.cancel()
+        return
+    error = done.exception()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(done.result())
 
 
 async def _wait_for(task: asyncio.Future[None] | None) -> None:

@@ -148,6 +148,16 @@ def _submit(fn: Callable[[*Ts], T], args: tuple[*Ts], lazy: _LazyPool = _codec) 
                 raise
 
 
+def submit_with_context(fn: Callable[[*Ts], T], args: tuple[*Ts]) -> Future[T]:
+    """``fn(*args)`` submitted to the codec pool in a copy of the caller's context."""
+    return _submit(fn, args)
+
+
+async def wait_for_running(cfut: Future[T]) -> None:
+    """After a cancel: wait until ``cfut``, already running, is done; its outcome is discarded."""
+    await _wait_quietly(asyncio.wrap_future(cfut))
+
+
 def submit_to_codec_pool(
     fn: Callable[[*Ts], object],
     args: tuple[*Ts],

@@ -86,11 +86,14 @@ def rechecks_metadata(
         if not (policy is False or policy == "open" or _RECHECKED.get() is array) and _is_due(array):
             await array.refresh()
         rechecked = _RECHECKED.set(array)
-        writing = WRITING.set(writes)
+        # Set only when it changes (a read outside any write: every random read), as the
+        # context's mapping is copied on each set.
+        writing = WRITING.set(writes) if WRITING.get() is not writes else None
         try:
             return await method(*args, **kwargs)
         finally:
-            WRITING.reset(writing)
+            if writing is not None:
+                WRITING.reset(writing)
             _RECHECKED.reset(rechecked)
 
     return wrapper

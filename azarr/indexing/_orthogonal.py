@@ -93,19 +93,30 @@ class OrthogonalIndexer:
         shape, chunks = check_chunks(shape, chunks)
         sel = expand_selection(selection, len(shape))
         dims: list[DimProjections] = []
+        # One pass (a read of one chunk builds an indexer per call): the dimensions kept in
+        # the output, the integer ones, the array ones, and how many output arrays.
+        keep: list[int] = []
+        ints: list[int] = []
+        arrays: list[int] = []
+        items: list[list[DimItem]] = []
+        out_arrays = 0
         for axis, (s, n, c) in enumerate(zip(sel, shape, chunks, strict=True)):
             if isinstance(s, slice):
-                dims.append(slice_dim(s, n, c, axis))
+                d = slice_dim(s, n, c, axis)
             elif is_integer(s) or is_integer_array(s, ndim=0):
-                dims.append(int_dim(s, n, c, axis))
+                d = int_dim(s, n, c, axis)
             else:
                 # arrays, lists; anything else gets a type error there
-                dims.append(array_dim(s, n, c, axis))
-
-        keep = [i for i, d in enumerate(dims) if d.kind != "int"]
-        ints = [i for i, d in enumerate(dims) if d.kind == "int"]
-        arrays = [i for i, d in enumerate(dims) if d.kind == "array"]
-        items: list[list[DimItem]] = [d.items for d in dims]
+                d = array_dim(s, n, c, axis)
+            dims.append(d)
+            items.append(d.items)
+            out_arrays += d.out_is_array
+            if d.kind == "int":
+                ints.append(axis)
+            else:
+                keep.append(axis)
+                if d.kind == "array":
+                    arrays.append(axis)
         k = len(keep)
 
         # NumPy treats integers next to an index array as advanced indices too, and puts
@@ -121,7 +132,7 @@ class OrthogonalIndexer:
             mesh_chunk = False
         # Output selections hold arrays only for unsorted array dimensions (sorted ones
         # are slices): two or more of them need a mesh.
-        mesh_out = sum(d.out_is_array for d in dims) >= 2
+        mesh_out = out_arrays >= 2
 
         if mesh_chunk or mesh_out:
             for q, i in enumerate(keep):

@@ -299,15 +299,28 @@ class ProjectionProduct:
     __slots__ = ("_comps", "_coords", "_csels", "_osels", "nchunks")
 
     def __init__(self, item_lists: Sequence[list[DimItem]], keep: Sequence[int]) -> None:
-        if any(len(item_lists[i]) != 1 for i in set(range(len(item_lists))) - set(keep)):
+        if len(keep) != len(item_lists) and any(
+            len(item_lists[i]) != 1 for i in set(range(len(item_lists))) - set(keep)
+        ):
             raise AssertionError("dropped dimensions must have exactly one item")
-        self._coords = [[it[0] for it in items] for items in item_lists]
-        self._csels = [[it[1] for it in items] for items in item_lists]
-        self._osels = [[it[2] for it in item_lists[i]] for i in keep]
-        self._comps = [[it[3] for it in items] for items in item_lists]
+        # Transposed in one pass per dimension (zip), not one comprehension per component:
+        # a read of one chunk builds one of these per call.
+        coords, csels, osels, comps = [], [], [], []
         n = 1
         for items in item_lists:
             n *= len(items)
+            if items:
+                c, cs, os, comp = zip(*items, strict=True)
+            else:
+                c = cs = os = comp = ()
+            coords.append(c)
+            csels.append(cs)
+            osels.append(os)
+            comps.append(comp)
+        self._coords = coords
+        self._csels = csels
+        self._osels = osels if len(keep) == len(item_lists) else [osels[i] for i in keep]
+        self._comps = comps
         self.nchunks: int = n
 
     def __iter__(self) -> Iterator[ChunkProjection]:
@@ -332,12 +345,12 @@ def check_chunks(shape: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[tuple
     ValueError
         Lengths differ, a dimension is negative, or a chunk length is below 1.
     """
-    shape_t = tuple(int(s) for s in shape)
-    chunks_t = tuple(int(c) for c in chunks)
+    shape_t = tuple(map(int, shape))
+    chunks_t = tuple(map(int, chunks))
     if len(shape_t) != len(chunks_t):
         raise ValueError(f"shape {shape_t} and chunks {chunks_t} have different numbers of dimensions")
-    if any(s < 0 for s in shape_t):
+    if shape_t and min(shape_t) < 0:
         raise ValueError(f"shape must be non-negative, got {shape_t}")
-    if any(c < 1 for c in chunks_t):
+    if chunks_t and min(chunks_t) < 1:
         raise ValueError(f"chunk lengths must be at least 1, got {chunks_t}")
     return shape_t, chunks_t

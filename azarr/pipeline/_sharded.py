@@ -26,6 +26,7 @@ import numpy as np
 
 from azarr import config
 from azarr.codecs import CodecBatcher
+from azarr.codecs._batcher import run_alone
 from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._shards import Parts, ShardedChunks
@@ -352,7 +353,7 @@ async def read_one_sharded(
     shard, local = shards.locate(projection.chunk_coords)
     key = pipeline.chunk_key(shard)
     label = shards.label(key, projection.chunk_coords)
-    run = CodecBatcher().run
+    run = run_alone  # one job: no batcher (nothing to batch it with)
     lead: Lead | None = None
     if not io.store.supports_blocking_io and config.get("collapse_reads"):
         lead, chunk = await SHARED_READS.lead_or_follow((io.store.budget_key, inner_key(key, local)))

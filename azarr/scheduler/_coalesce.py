@@ -201,9 +201,11 @@ async def read_ranges(
         return []
     only = ranges[0]
     if len(ranges) == 1 and only.end is not None and only.end > only.start >= 0:
-        runs = [RangeRun(only.start, only.end, (0,))]  # what `coalesce_ranges` plans, without its steps
-    else:
-        runs = coalesce_ranges(ranges, max_gap=max_gap, max_bytes=max_bytes)
+        # What `coalesce_ranges` plans, without its steps; one run of one range: nothing
+        # coalesced to count, and `read_run`'s views are the result (an inner chunk's read).
+        run = RangeRun(only.start, only.end, (0,))
+        return await read_run(io, key, run, ranges, generation=generation)
+    runs = coalesce_ranges(ranges, max_gap=max_gap, max_bytes=max_bytes)
     count_runs(io, runs)
     if len(runs) == 1:  # no gather (a task per run) for the common single run
         bodies = [await read_run(io, key, runs[0], ranges, generation=generation)]

@@ -129,7 +129,7 @@ class StoreIO:
         with expected_body(_bound(key, max_bytes)):
             if config.get("hedged_reads"):
                 return await self._retried("get", key, lambda: self._hedged_get(key, byte_range))
-            return await self._read("get", key, lambda: self.store.get(key, byte_range))
+            return await self._read("get", key, self.store.get, key, byte_range)
 
     async def get_into(
         self, key: str, allocate: Callable[[int], memoryview], *, max_bytes: int | None = None
@@ -146,17 +146,17 @@ class StoreIO:
         if config.get("hedged_reads") or self.store.resolves_references:
             return await self.get(key, max_bytes=max_bytes)
         with expected_body(_bound(key, max_bytes)):
-            return await self._read("get", key, lambda: self.store.get_into(key, allocate))
+            return await self._read("get", key, self.store.get_into, key, allocate)
 
-    async def _read(self, op: str, key: str, make: Callable[[], Awaitable[T]]) -> T:
+    async def _read(self, op: str, key: str, make: Callable[..., Awaitable[T]], *args: Any) -> T:
         # The first attempt is made inline: this is the per-chunk hot path, and the
         # retry machinery (policy, closures) is only built on failure. The deadline
         # counts from this attempt's start.
         started = asyncio.get_running_loop().time()
         try:
-            return await self._call(make, reading=True)
+            return await self._call(make, *args, reading=True)
         except TransientStoreError as exc:
-            return await self._retried(op, key, lambda: self._call(make, reading=True), exc, started)
+            return await self._retried(op, key, lambda: self._call(make, *args, reading=True), exc, started)
 
     async def get_large(
         self, key: str, *, expected_nbytes: int, max_bytes: int | None = None
@@ -207,7 +207,7 @@ class StoreIO:
             part = int(config.get("large_chunk_part_size"))
             ranges = [ByteRange(start, min(start + part, size)) for start in range(0, size, part)]
             try:
-                parts = await asyncio.gather(*(self._get_pinned(key, r, generation) for r in ranges))
+                parts = await asyncio.gather(*(self.get_pinned(key, r, generation) for r in ranges))
             except PreconditionFailedError:
                 self.stats.count_conflict()
                 continue  # replaced while we read it: read the new version from the start
@@ -216,17 +216,6 @@ class StoreIO:
             return b"".join(p for p in parts if p is not None)
         raise PreconditionFailedError(
             f"get {key!r} in {self.store.url}: the object kept changing while it was read in parts"
-        )
-
-    async def _get_pinned(
-        self, key: str, byte_range: ByteRange | None, generation: Generation | None
-    ) -> bytes | None:
-        if generation is None:
-            return await self.get(key, byte_range)
-        # The first attempt inline, as `get`'s (`_read`): every inner chunk read of a sharded
-        # array whose index is cached comes this way.
-        return await self._read(
-            "get", key, lambda: self.store.get(key, byte_range, if_generation_match=generation)
         )
 
     async def get_ranges(
@@ -291,7 +280,17 @@ class StoreIO:
         RetriesExhaustedError, StoreError
             As `get`.
         """
-        return await self._get_pinned(key, byte_range, generation)
+        if generation is None:
+            return await self.get(key, byte_range)
+        # The first attempt inline, as `get`'s (`_read`): every inner chunk read of a sharded
+        # array whose index is cached comes this way.
+        return await self._read("get", key, self._store_get_pinned, key, byte_range, generation)
+
+    def _store_get_pinned(
+        self, key: str, byte_range: ByteRange | None, generation: Generation
+    ) -> Awaitable[bytes | None]:
+        # `Store.get` with positional arguments only, for `_call` (no closure per request).
+        return self.store.get(key, byte_range, if_generation_match=generation)
 
     async def exists(self, key: str) -> bool:
         """True if ``key`` holds a value. Retried and timed."""
@@ -621,9 +620,12 @@ class StoreIO:
     async def _get_once(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         return await self._call(lambda: self.store.get(key, byte_range), reading=True)
 
-    async def _call(self, make: Callable[[], Awaitable[T]], *, reading: bool = False, written: int = 0) -> T:
-        """One attempt under a request slot and the per-request timeout, counted in the stats
-        and reported to the budget's adaptive limit (throttled, timed out, or succeeded).
+    async def _call(
+        self, make: Callable[..., Awaitable[T]], *args: Any, reading: bool = False, written: int = 0
+    ) -> T:
+        """One attempt, ``make(*args)``, under a request slot and the per-request timeout,
+        counted in the stats and reported to the budget's adaptive limit (throttled, timed
+        out, or succeeded).
 
         Local and memory stores get no timeout: they do not stall the way a
         network does, and arming a timer per request doubled the cost of reading
@@ -638,10 +640,10 @@ class StoreIO:
             started = time.perf_counter()
             try:
                 if timeout is None:
-                    result = await make()
+                    result = await make(*args)
                 else:
                     async with asyncio.timeout(timeout) as scope:
-                        result = await make()
+                        result = await make(*args)
             except TimeoutError as exc:
                 self.stats.record(time.perf_counter() - started, failed=True)
                 if timeout is not None and scope.expired():

@@ -693,7 +693,19 @@ class SharedSessions:
 
     async def get(self, owner: Any) -> aiohttp.ClientSession:
         """The running loop's session, claimed for ``owner`` (created on first use)."""
+        session = self.claim(owner)
+        if session is not None:
+            return session
         pool, _ = await self._loops.get()
+        return self._claimed(pool, owner)
+
+    def claim(self, owner: Any) -> aiohttp.ClientSession | None:
+        """`get` without awaiting, when the running loop has its session already (every
+        request but a loop's first: no coroutine per request); else None (call `get`)."""
+        pool = self._loops.peek()
+        return None if pool is None else self._claimed(pool, owner)
+
+    def _claimed(self, pool: _Pool, owner: Any) -> aiohttp.ClientSession:
         if pool.closing is not None:
             pool.closing.cancel()
             pool.closing = None

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import inspect
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, ClassVar, Literal
 
 from azarr.errors import AzarrError
@@ -320,12 +320,14 @@ class S3Store(FsspecStore):
         assert self._transport is not None
         await self._transport.delete_if(key, if_match=str(generation))
 
-    async def _get_if_match(
+    def _get_if_match(
         self, key: str, byte_range: ByteRange | None, generation: Generation
-    ) -> bytes | None:
+    ) -> Coroutine[Any, Any, bytes | None]:
+        # The transport's coroutine itself, not one awaiting it: every inner chunk read of a
+        # sharded array whose index is cached comes this way (one coroutine fewer per read).
         assert self._transport is not None
         start, end = (None, None) if byte_range is None else (byte_range.start, byte_range.end)
-        return await self._transport.get(key, start, end, if_match=str(generation))
+        return self._transport.get(key, start, end, if_match=str(generation))
 
     async def _stat(self, key: str) -> tuple[int, Generation | None] | None:
         if self._transport is None:
