@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from azarr import config
-from azarr.codecs._pool import submit_to_codec_pool, submit_with_context, wait_for_running
+from azarr.codecs._pool import run_in_codec_pool, submit_to_codec_pool
 
 T = TypeVar("T")
 
@@ -78,6 +78,15 @@ class _LoopQueue:
     def __init__(self) -> None:
         self.outstanding_bytes = 0
         self.waiters: list[asyncio.Future[None]] = []
+
+    def release(self, nbytes: int) -> None:
+        """``nbytes`` of jobs are done: wake every waiter on the loop (the bytes freed may let
+        another caller queue)."""
+        self.outstanding_bytes -= nbytes
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = weakref.WeakKeyDictionary()
@@ -272,7 +281,6 @@ class CodecBatcher:
         self._batches.discard(batch)
         self._outstanding -= len(batch.jobs)
         self._outstanding_bytes -= batch.weight
-        self._queue.outstanding_bytes -= batch.weight
         if batch.done is not None and not batch.done.done():
             batch.done.set_result(None)
         if failure is not None or batch.failed or batch.has_futures or batch.cancelled:
@@ -293,12 +301,7 @@ class CodecBatcher:
                     future.set_exception(error)
                 else:
                     future.set_result(result)
-        # Wake every waiter on the loop: bytes freed here may let another caller queue.
-        queue = self._queue
-        waiters, queue.waiters = queue.waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._queue.release(batch.weight)
         if self._pending or self._outstanding:
             # At the loop's next turn, after the callers just woken above have queued
             # their next jobs: dispatching now would send a near-empty batch.
@@ -314,51 +317,16 @@ async def run_alone(fn: Callable[..., T], *args: Any, weight: int = 0) -> T:
     each hop ~6 us of event-loop CPU, ~15 us of CPU in all and 13 GC-tracked objects (50
     lone jobs at a time; measured, issue #30).
     ``weight`` (the chunk's decoded bytes) counts in the event loop's codec queue bytes
-    (``codec_queue_bytes``) until the job is done, as a batcher's jobs do. Cancellation keeps
-    `CodecBatcher.run`'s guarantee: a job not yet started is dropped, a running one is
-    waited for, so no codec thread writes into the caller's buffers after this returns.
+    (``codec_queue_bytes``) until the job is done, as a batcher's jobs do. Cancellation is
+    `run_in_codec_pool`'s: a job not yet started is dropped, a running one is waited for, so
+    no codec thread writes into the caller's buffers after this returns.
     """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
     queue = _loop_queue()
     queue.outstanding_bytes += weight
     try:
-        cfut = submit_with_context(fn, args)
-
-        def finished(done: Any) -> None:  # in the codec thread
-            try:
-                loop.call_soon_threadsafe(_settle, future, done)
-            except RuntimeError:  # the loop closed while the job ran: nobody is waiting
-                pass
-
-        cfut.add_done_callback(finished)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            if not cfut.cancel():
-                await wait_for_running(cfut)
-            raise
+        return await run_in_codec_pool(fn, *args)
     finally:
-        queue.outstanding_bytes -= weight
-        # Bytes freed here may let another caller queue (as `CodecBatcher._finished`).
-        waiters, queue.waiters = queue.waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-
-def _settle(future: asyncio.Future[Any], done: Any) -> None:
-    """On the loop: ``future`` gets the outcome of the codec pool's ``done`` (unless cancelled)."""
-    if future.done():
-        return
-    if done.cancelled():  # never ran (the pool was shut down with it queued)
-        future.cancel()
-        return
-    error = done.exception()
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(done.result())
+        queue.release(weight)
 
 
 async def _wait_for(task: asyncio.Future[None] | None) -> None:
