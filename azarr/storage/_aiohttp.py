@@ -705,6 +705,11 @@ class SharedSessions:
         pool = self._loops.peek()
         return None if pool is None else self._claimed(pool, owner)
 
+    @staticmethod
+    def claim_from(sessions: SharedSessions | None, owner: Any) -> aiohttp.ClientSession | None:
+        """`claim` on an owner's ``sessions`` not chosen yet (None: the owner's first request)."""
+        return None if sessions is None else sessions.claim(owner)
+
     def _claimed(self, pool: _Pool, owner: Any) -> aiohttp.ClientSession:
         if pool.closing is not None:
             pool.closing.cancel()

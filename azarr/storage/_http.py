@@ -330,8 +330,8 @@ class HTTPStore(Store):
         range asked, all of a 200 body that is kept (`read_body`)."""
         import aiohttp
 
-        sessions = self._sessions  # the loop's session without a coroutine once it exists
-        session = (None if sessions is None else sessions.claim(self)) or await self.session()
+        # The loop's session without a coroutine once it exists.
+        session = SharedSessions.claim_from(self._sessions, self) or await self.session()
         all_headers = {**(self.storage_options.get("headers") or {}), **headers}
         try:
             # Redirects are followed here, one checked hop at a time (_redirects.py).

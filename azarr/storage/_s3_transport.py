@@ -829,8 +829,8 @@ class S3Transport:
         # First: the session's TLS set-up depends on it. (Each step awaits only when it must:
         # an await costs a coroutine per request.)
         resolved = self._resolved or await self._environment()
-        sessions = self._sessions
-        session = (None if sessions is None else sessions.claim(self)) or await self.session()
+        # The loop's session without a coroutine once it exists.
+        session = SharedSessions.claim_from(self._sessions, self) or await self.session()
         payload_hash = self._payload_hash(data)
         if payload_hash is None:
             payload_hash = await asyncio.to_thread(_sha256_hex, data)
