@@ -22,7 +22,8 @@ graphs) instead of ``perf stat``, one ``.data`` file per read.
 (``--settle`` seconds idle, the default), ``write`` (the same client's write worker of the
 same array size, then the read at once, as ``bench_sharding`` and ``bench_cloud`` run
 them) or ``hog`` (a process that allocates, touches and frees ``--hog-mib`` MiB, then the
-read at once); several, comma-separated, are alternated. ``--sharded`` reads the 1 GiB
+read at once); ``write:2`` waits 2 s after the write before the read; several,
+comma-separated, are alternated. ``--sharded`` reads the 1 GiB
 sharded array of `benchmarks.bench_sharding` (16 MiB shards of 64 KiB Zstd inner chunks;
 its workers, `benchmarks.sharding_workers`) instead of the v3 arrays of ``--compressors``.
 Around the read the worker also records user and system seconds (``getrusage``).
@@ -217,7 +218,25 @@ def _prepare(
     run: int,
     before: str,
 ) -> None:
-    """What precedes a read (``--before``): idle seconds, the client's write worker, or a hog."""
+    """What precedes a read (``--before``): idle seconds, the client's write worker, or a hog;
+    ``name:SECONDS`` waits that long after it."""
+    before, _, wait = before.partition(":")
+    _precede(args, server, proxy, bucket, shape, impl, label, comp, run, before)
+    time.sleep(float(wait or 0))
+
+
+def _precede(
+    args: argparse.Namespace,
+    server: Any,
+    proxy: Any,
+    bucket: str,
+    shape: tuple[int, int],
+    impl: str,
+    label: str,
+    comp: str,
+    run: int,
+    before: str,
+) -> None:
     from benchmarks import bench_cloud
 
     if before == "idle":
@@ -413,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--settle", type=float, default=4.0, help="idle seconds before each read")
-    parser.add_argument("--before", default="idle", help="comma-separated: idle, write, hog")
+    parser.add_argument(
+        "--before", default="idle", help="comma-separated: idle, write, hog; name:SECONDS waits after it"
+    )
     parser.add_argument("--hog-mib", type=int, default=1536)
     parser.add_argument(
         "--probe-mib",
