@@ -187,6 +187,11 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
             for name in ("server", "proxy"):
                 if all(f"{name}_cpu_seconds" in r for r in runs):
                     cell[f"median_{name}_cpu_s"] = statistics.median(r[f"{name}_cpu_seconds"] for r in runs)
+            if all("sys_seconds" in r and r.get("minor_faults") for r in runs):
+                cell["median_sys_s"] = statistics.median(r["sys_seconds"] for r in runs)
+                cell["median_sys_us_per_fault"] = statistics.median(
+                    r["sys_seconds"] / r["minor_faults"] * 1e6 for r in runs
+                )
             if all("host_busy_cores" in r for r in runs):
                 cell["median_host_busy_cores"] = statistics.median(r["host_busy_cores"] for r in runs)
             cell["median_connections"] = statistics.median(
@@ -247,8 +252,13 @@ def markdown(results: dict[str, Any]) -> str:
             rate = f"{mib / cell['median_s']:.0f}" if op != "slab" else ""
             ratio = f"{cell['median_s'] / ref:.2f}" if ref else ""
             busy = f"{cell['median_host_busy_cores']:.2f}" if "median_host_busy_cores" in cell else ""
+            kernel = (
+                f" (sys {cell['median_sys_s']:.2f}, {cell['median_sys_us_per_fault']:.1f} us/fault)"
+                if "median_sys_us_per_fault" in cell
+                else ""
+            )
             lines.append(
-                f"| {impl} | {cell['median_s']:.2f} | {rate} | {cell['median_cpu_s']:.2f} | {server} | {busy} | "
+                f"| {impl} | {cell['median_s']:.2f} | {rate} | {cell['median_cpu_s']:.2f}{kernel} | {server} | {busy} | "
                 f"{cell['median_requests']:.0f} ({cell['median_connections']:.0f}) | {ratio} |"
             )
         if op == "slab" and base.get("slab", {}).get("stats"):

@@ -35,6 +35,7 @@ import asyncio
 import importlib
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -325,10 +326,16 @@ class Meter:
     def start(self) -> None:
         self.cpu = {name: process_cpu(pid) for name, pid in self.pids.items()}
         self.host = host_cpu()
+        self.client = resource.getrusage(resource.RUSAGE_SELF)
 
     def stop(self, out: dict[str, Any]) -> None:
         for name, pid in self.pids.items():
             out[f"{name}_cpu_seconds"] = process_cpu(pid) - self.cpu[name]
+        # The client's kernel time and page faults: on the benchmark VM the cost of a fault
+        # moves with the host 2-3x (benchmarks/README.md, "Reads that cost more").
+        client = resource.getrusage(resource.RUSAGE_SELF)
+        out["sys_seconds"] = client.ru_stime - self.client.ru_stime
+        out["minor_faults"] = client.ru_minflt - self.client.ru_minflt
         total, idle = host_cpu()
         span = total - self.host[0]
         if span > 0:
