@@ -92,6 +92,23 @@ def run_worker(impl: str, task: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def worker_task(server: Any, proxy: Any, bucket: str, shape: tuple[int, int]) -> dict[str, Any]:
+    """What every `benchmarks.sharding_workers` worker is told, before its ``ops``: the proxy's
+    endpoint, the bucket, the array's geometry, and the pids whose CPU each op meters."""
+    return {
+        "endpoint": proxy.url,
+        "key": server.key,
+        "secret": server.secret,
+        "bucket": bucket,
+        "admin_port": proxy.admin_port,
+        "cpu_pids": {"server": server.process.proc.pid, "proxy": proxy.proc.pid},
+        "shape": list(shape),
+        "shards": [SHARD, SHARD],
+        "chunks": [INNER, INNER],
+        "warm_prefix": "warm",
+    }
+
+
 async def _setup(server: Any, bucket: str, shape: tuple[int, int], picks: list[list[int]]) -> dict[str, Any]:
     """Write the shared array with azarr (directly, not through the proxy); the byte ranges of
     the picked inner chunks, read from their shard indexes; the expected MD5."""
@@ -344,18 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"writing {shape} float32 ({side * side * 4 / 2**20:.0f} MiB) sharded ...")
         setup = asyncio.run(_setup(server, bucket, shape, picks))
         proxy = DelayProxy.start(server.endpoint_url, delay_ms=args.delay_ms)
-        task = {
-            "endpoint": proxy.url,
-            "key": server.key,
-            "secret": server.secret,
-            "bucket": bucket,
-            "admin_port": proxy.admin_port,
-            "cpu_pids": {"server": server.process.proc.pid, "proxy": proxy.proc.pid},
-            "shape": list(shape),
-            "shards": [SHARD, SHARD],
-            "chunks": [INNER, INNER],
-            "warm_prefix": "warm",
-        }
+        task = worker_task(server, proxy, bucket, shape)
         op_specs = {
             "read": {"op": "read", "prefix": "data"},
             "slab": {"op": "slab", "prefix": "data", "rows": list(SLAB)},

@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,22 @@ def _perf_stat(path: Path) -> dict[str, float]:
     return counters
 
 
+@dataclass(frozen=True)
+class _Read:
+    """One timed read of the run: where (servers, bucket, array shape), by whom (``impl``,
+    ``label`` = ``impl@tag``), of what (``comp``), in which round (``run``)."""
+
+    args: argparse.Namespace
+    server: Any
+    proxy: Any
+    bucket: str
+    shape: tuple[int, int]
+    impl: str
+    label: str
+    comp: str
+    run: int
+
+
 def drive(args: argparse.Namespace) -> int:
     """Start the servers, write the arrays, run the reads; one JSON line per read to ``--out``."""
     from benchmarks import bench_cloud, bench_sharding
@@ -149,10 +166,9 @@ def drive(args: argparse.Namespace) -> int:
                     impl, _, tag = label.partition("@")
                     for before in befores if run % 2 == 0 else befores[::-1]:
                         for comp in compressors:
-                            _prepare(args, server, proxy, bucket, shape, impl, label, comp, run, before)
-                            record = _read_once(
-                                args, server, proxy, bucket, shape, impl, label, comp, run, Path(tmp), before
-                            )
+                            read = _Read(args, server, proxy, bucket, shape, impl, label, comp, run)
+                            _prepare(read, before)
+                            record = _read_once(read, Path(tmp), before)
                             record["before"] = before
                             if tag or impl.startswith("azarr"):
                                 record["config"] = configs.get(tag, "")
@@ -165,33 +181,21 @@ def drive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _task(
-    args: argparse.Namespace,
-    server: Any,
-    proxy: Any,
-    bucket: str,
-    shape: tuple[int, int],
-    impl: str,
-    op: dict[str, Any],
-) -> dict[str, Any]:
+def _task(read: _Read, op: dict[str, Any]) -> dict[str, Any]:
     from benchmarks import bench_cloud, bench_sharding
+
+    args, server, proxy, bucket, shape, impl = (
+        read.args,
+        read.server,
+        read.proxy,
+        read.bucket,
+        read.shape,
+        read.impl,
+    )
 
     if not args.sharded:
         return {**bench_cloud._task(server, proxy, bucket, {"shape": list(shape)}, [op]), "impl": impl}
-    return {
-        "endpoint": proxy.url,
-        "key": server.key,
-        "secret": server.secret,
-        "bucket": bucket,
-        "admin_port": proxy.admin_port,
-        "cpu_pids": {"server": server.process.proc.pid, "proxy": proxy.proc.pid},
-        "shape": list(shape),
-        "shards": [bench_sharding.SHARD] * 2,
-        "chunks": [bench_sharding.INNER] * 2,
-        "warm_prefix": "warm",
-        "ops": [op],
-        "impl": impl,
-    }
+    return {**bench_sharding.worker_task(server, proxy, bucket, shape), "ops": [op], "impl": impl}
 
 
 def _env(args: argparse.Namespace, impl: str, label: str) -> dict[str, str]:
@@ -206,87 +210,49 @@ def _env(args: argparse.Namespace, impl: str, label: str) -> dict[str, str]:
     return env
 
 
-def _prepare(
-    args: argparse.Namespace,
-    server: Any,
-    proxy: Any,
-    bucket: str,
-    shape: tuple[int, int],
-    impl: str,
-    label: str,
-    comp: str,
-    run: int,
-    before: str,
-) -> None:
+def _prepare(read: _Read, before: str) -> None:
     """What precedes a read (``--before``): idle seconds, the client's write worker, or a hog;
     ``name:SECONDS`` waits that long after it."""
+    from benchmarks import bench_cloud
+
+    args, impl, label, comp = read.args, read.impl, read.label, read.comp
     before, _, wait = before.partition(":")
-    _precede(args, server, proxy, bucket, shape, impl, label, comp, run, before)
+    if before == "idle":
+        time.sleep(args.settle)  # the host idle, freed memory handed back
+    elif before == "hog":
+        code = f"import numpy as np; a = np.empty({args.hog_mib << 20}, np.uint8); a[::4096] = 1; del a"
+        subprocess.run([sys.executable, "-c", code], check=True)
+    elif before == "write":
+        op: dict[str, Any] = {"op": "write", "prefix": f"w/{label}/{comp}/{read.run}"}
+        if not args.sharded:
+            op.update(
+                workload="write",
+                compressor=comp,
+                shape=list(read.shape),
+                chunks=list(bench_cloud.CHUNKS),
+                zarr_format=3,
+            )
+        proc = subprocess.run(
+            [bench_cloud.interpreter(impl), str(Path(__file__).resolve()), "--worker"],
+            input=json.dumps(_task(read, op)),
+            capture_output=True,
+            text=True,
+            env=_env(args, impl, label),
+            check=False,
+        )
+        if proc.returncode or '"error"' in proc.stdout:
+            raise RuntimeError(
+                f"{label} write failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}{proc.stdout[-2000:]}"
+            )
+    else:
+        raise SystemExit(f"--before: unknown {before!r}")
     time.sleep(float(wait or 0))
 
 
-def _precede(
-    args: argparse.Namespace,
-    server: Any,
-    proxy: Any,
-    bucket: str,
-    shape: tuple[int, int],
-    impl: str,
-    label: str,
-    comp: str,
-    run: int,
-    before: str,
-) -> None:
+def _read_once(read: _Read, tmp: Path, before: str = "idle") -> dict[str, Any]:
     from benchmarks import bench_cloud
 
-    if before == "idle":
-        time.sleep(args.settle)  # the host idle, freed memory handed back
-        return
-    if before == "hog":
-        code = f"import numpy as np; a = np.empty({args.hog_mib << 20}, np.uint8); a[::4096] = 1; del a"
-        subprocess.run([sys.executable, "-c", code], check=True)
-        return
-    if before != "write":
-        raise SystemExit(f"--before: unknown {before!r}")
-    prefix = f"w/{label}/{comp}/{run}"
-    op: dict[str, Any] = {"op": "write", "prefix": prefix}
-    if not args.sharded:
-        op.update(
-            workload="write",
-            compressor=comp,
-            shape=list(shape),
-            chunks=list(bench_cloud.CHUNKS),
-            zarr_format=3,
-        )
-    proc = subprocess.run(
-        [bench_cloud.interpreter(impl), str(Path(__file__).resolve()), "--worker"],
-        input=json.dumps(_task(args, server, proxy, bucket, shape, impl, op)),
-        capture_output=True,
-        text=True,
-        env=_env(args, impl, label),
-        check=False,
-    )
-    if proc.returncode or '"error"' in proc.stdout:
-        raise RuntimeError(
-            f"{label} write failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}{proc.stdout[-2000:]}"
-        )
-
-
-def _read_once(
-    args: argparse.Namespace,
-    server: Any,
-    proxy: Any,
-    bucket: str,
-    shape: tuple[int, int],
-    impl: str,
-    label: str,
-    comp: str,
-    run: int,
-    tmp: Path,
-    before: str = "idle",
-) -> dict[str, Any]:
-    from benchmarks import bench_cloud
-
+    args, impl, label, comp, run = read.args, read.impl, read.label, read.comp, read.run
     if args.sharded:
         op: dict[str, Any] = {"op": "read", "prefix": "data"}
     else:
@@ -297,7 +263,7 @@ def _read_once(
             "prefix": f"data/{comp}",
             "zarr_format": 3,
         }
-    task = _task(args, server, proxy, bucket, shape, impl, op)
+    task = _task(read, op)
     stat = tmp / "perf-stat.txt"
     if args.record:
         data = Path(args.record_dir) / f"{label}-{comp}-{before}-{run}.data"
