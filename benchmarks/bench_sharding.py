@@ -220,9 +220,9 @@ def summarize(reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
             if "latency" in runs[0]:
                 cell["p50"] = statistics.median(r["latency"]["p50"] for r in runs)
                 cell["p99"] = statistics.median(r["latency"]["p99"] for r in runs)
+                cell["count"] = runs[0]["count"]
             if all("gc" in r for r in runs):
                 cell["gc"] = [r["gc"] for r in runs]
-                cell["count"] = runs[0]["count"]
             cell["digest"] = runs[0].get("digest")
             cell["stats"] = runs[-1].get("stats")
     return out

@@ -182,25 +182,21 @@ def drive(args: argparse.Namespace) -> int:
 
 
 def _task(read: _Read, op: dict[str, Any]) -> dict[str, Any]:
+    """The worker's task for ``op``: `bench_sharding`'s with ``--sharded``, else `bench_cloud`'s."""
     from benchmarks import bench_cloud, bench_sharding
 
-    args, server, proxy, bucket, shape, impl = (
-        read.args,
-        read.server,
-        read.proxy,
-        read.bucket,
-        read.shape,
-        read.impl,
-    )
-
-    if not args.sharded:
-        return {**bench_cloud._task(server, proxy, bucket, {"shape": list(shape)}, [op]), "impl": impl}
-    return {**bench_sharding.worker_task(server, proxy, bucket, shape), "ops": [op], "impl": impl}
+    if read.args.sharded:
+        task = bench_sharding.worker_task(read.server, read.proxy, read.bucket, read.shape)
+        return {**task, "ops": [op], "impl": read.impl}
+    task = bench_cloud._task(read.server, read.proxy, read.bucket, {"shape": list(read.shape)}, [op])
+    return {**task, "impl": read.impl}
 
 
-def _env(args: argparse.Namespace, impl: str, label: str) -> dict[str, str]:
+def _env(read: _Read) -> dict[str, str]:
+    """The worker's environment: the implementation's ``PYTHONPATH``, azarr's settings of its tag."""
     from benchmarks import bench_cloud
 
+    args, impl, label = read.args, read.impl, read.label
     env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": bench_cloud._pythonpath(impl)}
     if impl.startswith("azarr"):
         tag = label.partition("@")[2]
@@ -237,7 +233,7 @@ def _prepare(read: _Read, before: str) -> None:
             input=json.dumps(_task(read, op)),
             capture_output=True,
             text=True,
-            env=_env(args, impl, label),
+            env=_env(read),
             check=False,
         )
         if proc.returncode or '"error"' in proc.stdout:
@@ -278,7 +274,7 @@ def _read_once(read: _Read, tmp: Path, before: str = "idle") -> dict[str, Any]:
         input=json.dumps(task),
         capture_output=True,
         text=True,
-        env=_env(args, impl, label),
+        env=_env(read),
         check=False,
     )
     host = {k: v - host_before[k] for k, v in _host_counters().items()}
@@ -288,8 +284,6 @@ def _read_once(read: _Read, tmp: Path, before: str = "idle") -> dict[str, Any]:
     op = report["ops"][0]
     if "error" in op:
         raise RuntimeError(f"{label} {comp}: {op['error']}")
-    ru = op["rusage"]
-    op.setdefault("sys_seconds", ru["ru_stime"])  # the sharded workers time wall and CPU only
     return {
         "label": label,
         "compressor": comp,
