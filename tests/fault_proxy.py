@@ -73,7 +73,17 @@ and never reaches the upstream; a refused request takes no token. The counters'
 
 Status faults answer without touching the upstream and keep the connection alive.
 ``latency_ms`` delays every request (not a fault, not filtered); a client that hangs
-up during the delay ends its request there (``client_disconnects``). ``fail_first_n``
+up during the delay ends its request there (``client_disconnects``).
+
+Waves
+-----
+``wave`` (N) holds each request whose target matches ``wave_path`` (every request if
+None) until N of them are held at once, then lets them all go, and every later one
+with them (``counters.waves``); a request that waits ``wave_seconds`` without that goes
+on alone. A test that says "these N reads are in flight together" asserts
+``peak_in_flight >= N`` behind a wave: a client that issues them one after another
+fails it, while a host that stalls the client for a while does not (a fixed latency
+only covers stalls shorter than itself). ``fail_first_n``
 caps the number of injected faults: with probability 1.0 exactly the first N
 matching requests are faulted and everything after passes.
 
@@ -283,6 +293,12 @@ class FaultConfig:
         Refuse requests beyond this many per second (a token bucket).
     throttle_burst : float, optional
         Tokens the bucket holds (default ``throttle_rate / 10``, at least 1).
+    wave : int, optional
+        Hold requests matching ``wave_path`` until this many are held (see "Waves").
+    wave_path : str, optional
+        Target regex of the held requests (``CHUNK_KEYS``, ...; None: all).
+    wave_seconds : float
+        Longest hold of one request.
     """
 
     rules: tuple[FaultRule, ...] = ()
@@ -295,6 +311,9 @@ class FaultConfig:
     throttle_in_flight: int | None = None
     throttle_rate: float | None = None
     throttle_burst: float | None = None
+    wave: int | None = None
+    wave_path: str | None = None
+    wave_seconds: float = 5.0
 
     def validate(self) -> None:
         for rule in self.rules:
@@ -305,7 +324,9 @@ class FaultConfig:
             raise ValueError("stall_seconds and latency_ms must be >= 0")
         if self.error_format not in ERROR_FORMATS:
             raise ValueError(f"error_format must be one of {ERROR_FORMATS}, got {self.error_format!r}")
-        for name in ("throttle_in_flight", "throttle_rate", "throttle_burst"):
+        if self.wave_seconds < 0:
+            raise ValueError("wave_seconds must be >= 0")
+        for name in ("throttle_in_flight", "throttle_rate", "throttle_burst", "wave"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
@@ -342,6 +363,9 @@ def make_config(
     throttle_in_flight: int | None = None,
     throttle_rate: float | None = None,
     throttle_burst: float | None = None,
+    wave: int | None = None,
+    wave_path: str | None = None,
+    wave_seconds: float = 5.0,
     **faults: float,
 ) -> FaultConfig:
     """Build a `FaultConfig` from ``kind=probability`` keywords (see `FaultProxy.configure`)."""
@@ -363,6 +387,9 @@ def make_config(
         throttle_in_flight=throttle_in_flight,
         throttle_rate=throttle_rate,
         throttle_burst=throttle_burst,
+        wave=wave,
+        wave_path=wave_path,
+        wave_seconds=wave_seconds,
     )
     config.validate()
     return config
@@ -614,6 +641,7 @@ class _Counters:
         self.client_disconnects = 0
         self.stall_abandoned = 0
         self.connections_accepted = 0
+        self.waves = 0
         self.peak_in_flight = self.in_flight
         self.peak_connections = self.connections_open
         self.methods: Counter[str] = Counter()
@@ -646,6 +674,7 @@ class _Counters:
             "connections_open": self.connections_open,
             "peak_connections": self.peak_connections,
             "connections_accepted": self.connections_accepted,
+            "waves": self.waves,
             "methods": dict(self.methods),
             "injected": dict(self.injected),
             "statuses": dict(self.statuses),
@@ -701,6 +730,9 @@ class _Proxy:
         self._rng = random.Random(0)
         self._faults_left: int | None = None
         self._throttle: _Throttle | None = None
+        self._wave_path: re.Pattern[str] | None = None
+        self._wave_held = 0
+        self._wave_released = asyncio.Event()
         self.set_config(FaultConfig())
 
     # ------------------------------------------------------------------ control
@@ -709,6 +741,10 @@ class _Proxy:
         self._rules = [(r, re.compile(r.path) if r.path is not None else None) for r in config.rules]
         self._rng = random.Random(config.seed)
         self._faults_left = config.fail_first_n
+        self._wave_path = re.compile(config.wave_path) if config.wave_path is not None else None
+        self._wave_released.set()  # requests held under the old configuration go on
+        self._wave_released = asyncio.Event()
+        self._wave_held = 0
         if config.throttle_in_flight is None and config.throttle_rate is None:
             self._throttle = None
         else:
@@ -794,6 +830,9 @@ class _Proxy:
                 # proxy, so in_flight shows what the client still waits for.
                 c.client_disconnects += 1
                 raise _Abort
+            if config.wave is not None and not await self._join_wave(config, target, reader, writer):
+                c.client_disconnects += 1
+                raise _Abort
             throttle = self._throttle
             if throttle is not None:
                 reason = throttle.refuse()
@@ -812,6 +851,33 @@ class _Proxy:
             return await self._serve(method, target, req, framing, reader, writer)
         finally:
             c.in_flight -= 1
+
+    async def _join_wave(
+        self, config: FaultConfig, target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Hold a matching request until ``config.wave`` are held (see "Waves"); False if
+        its client hung up meanwhile."""
+        released = self._wave_released
+        if released.is_set() or config.wave is None:
+            return True
+        if self._wave_path is not None and not self._wave_path.search(urllib.parse.unquote(target)):
+            return True
+        self._wave_held += 1
+        if self._wave_held >= config.wave:
+            self.counters.waves += 1
+            released.set()
+            return True
+        deadline = time.monotonic() + config.wave_seconds
+        try:
+            while not released.is_set() and (left := deadline - time.monotonic()) > 0:
+                if _client_gone(reader, writer):
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(released.wait(), min(left, 0.01))
+            return not _client_gone(reader, writer)
+        finally:
+            if released is self._wave_released and not released.is_set():
+                self._wave_held -= 1
 
     async def _serve(
         self,
@@ -1181,6 +1247,8 @@ class ProxyCounters:
         received to response sent; includes stalls and latency).
     connections_open, peak_connections, connections_accepted : int
         Client TCP connections now / at most / accepted since the last reset.
+    waves : int
+        Waves released since the last reset (see "Waves"; 0 when none formed).
     methods : dict
         Requests received per HTTP method.
     injected : dict
@@ -1206,6 +1274,7 @@ class ProxyCounters:
     connections_open: int
     peak_connections: int
     connections_accepted: int
+    waves: int
     methods: dict[str, int]
     injected: dict[str, int]
     statuses: dict[str, int]
@@ -1335,6 +1404,9 @@ class FaultProxy:
         throttle_in_flight: int | None = None,
         throttle_rate: float | None = None,
         throttle_burst: float | None = None,
+        wave: int | None = None,
+        wave_path: str | None = None,
+        wave_seconds: float = 5.0,
         **faults: float,
     ) -> FaultConfig:
         """Replace the fault configuration (counters are kept; see `reset_counters`).
@@ -1361,6 +1433,9 @@ class FaultProxy:
         throttle_in_flight, throttle_rate, throttle_burst : optional
             Refuse requests beyond K being served or R per second (a bucket of ``burst``
             tokens) with the format's throttling answer (see the module's "Throttling").
+        wave, wave_path, wave_seconds : optional
+            Hold requests matching ``wave_path`` until ``wave`` of them are held, then
+            release them together (at most ``wave_seconds`` each; the module's "Waves").
         **faults : float
             ``kind=probability`` for kinds in `FAULT_KINDS`, e.g. ``status_503=0.2``.
 
@@ -1387,6 +1462,9 @@ class FaultProxy:
             throttle_in_flight=throttle_in_flight,
             throttle_rate=throttle_rate,
             throttle_burst=throttle_burst,
+            wave=wave,
+            wave_path=wave_path,
+            wave_seconds=wave_seconds,
             **faults,
         )
         return FaultConfig.from_json(self._call("PUT", "/config", config.to_json()))

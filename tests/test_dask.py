@@ -210,10 +210,13 @@ def test_distributed_reads_leave_the_worker_pool_while_waiting(
     data = np.arange(16 * 4, dtype="f4").reshape(16, 4)
     zs.array(data, chunks=(1, 4), store=url, storage_options=seaweedfs.storage_options)
     options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
-    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
     peaks = {}
     for secede in (True, False):
         x = ad.from_azarr(url, storage_options=options, secede=secede)
+        if secede:  # chunk reads held until 4 are (fault_proxy's "Waves"): only seceded tasks get there
+            s3_fault_proxy.configure(wave=4, wave_path=CHUNK_KEYS)
+        else:  # reads slow enough that a task not seceding keeps its worker thread busy
+            s3_fault_proxy.configure(latency_ms=300)
         s3_fault_proxy.reset_counters()
         assert float(cluster_client.compute(x.sum(dtype="f8")).result()) == float(data.sum(dtype="f8"))
         peaks[secede] = s3_fault_proxy.counters().peak_in_flight

@@ -448,6 +448,38 @@ async def test_counters_peak_concurrency(proxy: FaultProxy, session: aiohttp.Cli
     assert (c.received, c.peak_in_flight, c.methods) == (0, 0, {})
 
 
+async def test_wave_holds_matching_requests_until_n_are_held(
+    proxy: FaultProxy, session: aiohttp.ClientSession
+) -> None:
+    proxy.configure(wave=6, wave_path=CHUNK_KEYS, wave_seconds=30)
+    start = time.monotonic()
+    assert (await _get(session, f"{proxy.url}/echo/a/.zarray"))[0] == 200  # not a chunk key: not held
+    assert time.monotonic() - start < 5
+    # Five chunk reads stay held while nothing else comes; the sixth releases all six.
+    held = [asyncio.ensure_future(_get(session, f"{proxy.url}/blob/{n}")) for n in range(10, 15)]
+    await asyncio.sleep(0.5)
+    assert not any(task.done() for task in held) and proxy.counters().in_flight == 5
+    assert (await _get(session, f"{proxy.url}/blob/15"))[0] == 200
+    assert [status for status, _ in await asyncio.gather(*held)] == [200] * 5
+    assert (await _get(session, f"{proxy.url}/blob/16"))[0] == 200  # after the wave: not held
+    c = proxy.counters()
+    assert (c.waves, c.peak_in_flight, c.received) == (1, 6, 8)
+    assert time.monotonic() - start < 10
+
+
+async def test_wave_lets_a_lone_request_go_after_wave_seconds(
+    proxy: FaultProxy, session: aiohttp.ClientSession
+) -> None:
+    proxy.configure(wave=3, wave_seconds=0.3)
+    start = time.monotonic()
+    assert (await _get(session, f"{proxy.url}/blob/10"))[0] == 200
+    assert (await _get(session, f"{proxy.url}/blob/10"))[0] == 200
+    assert time.monotonic() - start >= 0.6  # one after another: each waited its full hold
+    assert proxy.counters().waves == 0
+    with pytest.raises(Exception, match="wave"):
+        proxy.configure(wave=0)
+
+
 async def test_throttle_refuses_beyond_k_in_flight_and_r_per_second(
     proxy: FaultProxy, session: aiohttp.ClientSession
 ) -> None:

@@ -233,7 +233,8 @@ def test_sixteen_threads_share_one_loop_and_budget(
     data = _write_reference(seaweedfs, s3_bucket, (64, 8), (4, 8))
     store = _s3_store(seaweedfs, s3_bucket, s3_fault_proxy)
     z = zs.open_array(store, mode="r", path="a")
-    s3_fault_proxy.configure(latency_ms=150)
+    # Chunk reads are held until 8 are (fault_proxy's "Waves"): only overlapping calls release them.
+    s3_fault_proxy.configure(wave=8, wave_path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
     results: dict[int, np.ndarray] = {}
 
@@ -252,6 +253,7 @@ def test_sixteen_threads_share_one_loop_and_budget(
 
     set_budget(store, max_requests=3)
     z = zs.open_array(store, mode="r", path="a")  # arrays take the store's budget when opened
+    s3_fault_proxy.configure(latency_ms=150)  # long enough that the 16 calls would overlap unbounded
     s3_fault_proxy.reset_counters()
     threads = [threading.Thread(target=read, args=(i,)) for i in range(16)]
     for t in threads:

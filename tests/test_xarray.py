@@ -58,13 +58,14 @@ async def test_load_async_fetches_every_variable_in_one_wave(
         f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
     )
     lazy = xr.open_dataset(store, engine="azarr")
-    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    # 12 data variables, one chunk each: all in flight together, not one round trip per variable
+    # (the proxy holds the chunk reads until 12 are held: see fault_proxy's "Waves").
+    s3_fault_proxy.configure(wave=12, wave_path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
     loaded = await lazy.load_async()
     xr.testing.assert_identical(loaded, ds)
     counters = s3_fault_proxy.counters()
-    # 12 data variables, one chunk each: all in flight together, not one round trip per variable.
-    assert counters.peak_in_flight >= 12
+    assert counters.peak_in_flight >= 12 and counters.waves == 1
     await store.close()
 
 
@@ -78,7 +79,7 @@ def test_sync_load_fetches_every_variable_in_one_wave(
         f"{s3_bucket}/ds.zarr", storage_options=s3_fault_proxy.storage_options(seaweedfs.storage_options)
     )
     lazy = xr.open_dataset(store, engine="azarr")
-    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.configure(wave=12, wave_path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
     xr.testing.assert_identical(ax.load(lazy), ds)
     assert s3_fault_proxy.counters().peak_in_flight >= 12
@@ -109,7 +110,7 @@ async def test_load_async_reads_legacy_cf_bools_in_the_same_wave(
     )
     lazy = xr.open_dataset(store, engine="azarr")
     assert lazy.flag.dtype == bool and "dtype" not in lazy.flag.attrs
-    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.configure(wave=5, wave_path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
     loaded = await lazy.load_async()
     xr.testing.assert_identical(loaded, ds.assign(flag=(("t", "x"), flags)))
@@ -135,7 +136,7 @@ def test_sync_load_reads_every_kind_in_one_wave(
     )
     lazy = xr.open_dataset(store, engine="azarr")
     lazy["chunked"] = lazy.chunked.chunk({"t": 3})  # dask-backed: computed after the wave
-    s3_fault_proxy.configure(latency_ms=300, path=CHUNK_KEYS)
+    s3_fault_proxy.configure(wave=6, wave_path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
     loaded = ax.load(lazy)
     xr.testing.assert_identical(loaded, ds.assign(flag=(("t", "x"), flags)))
@@ -192,13 +193,12 @@ def test_open_datatree_reads_every_group_in_one_wave(
     url = f"s3://{s3_bucket}/tree.zarr"
     ax.to_zarr(tree, url, consolidated=consolidated, storage_options=seaweedfs.storage_options)
     options = s3_fault_proxy.storage_options(seaweedfs.storage_options)
-    # Long enough that a loaded host still has all 12 reads started before the first returns.
-    s3_fault_proxy.configure(latency_ms=300)
+    # The 12 coordinates' chunks are held until all 12 are (fault_proxy's "Waves").
+    s3_fault_proxy.configure(wave=12, wave_path=CHUNK_KEYS)
     s3_fault_proxy.reset_counters()
     with pytest.warns(RuntimeWarning, match="consolidated") if not consolidated else nullcontext():
         opened = xr.open_datatree(url, engine="azarr", storage_options=options)
     counters = s3_fault_proxy.counters()
-    s3_fault_proxy.configure(latency_ms=0)  # the check's load below reads variable after variable
     assert counters.peak_in_flight >= 12
     if consolidated:
         # .zmetadata and the root's zarr.json together (either format may be there), then the
