@@ -303,6 +303,42 @@ async def test_small_chunk_reads_that_read_ahead_stay_on_one_codec_thread() -> N
     assert store.hinted > 0
 
 
+class _ColdFromStore(MemoryStore):
+    """A memory store that declares it reads ahead, records its hints and reads, and takes
+    10 ms (a disk's wait) to read each of ``slow_keys``."""
+
+    supports_blocking_io = True
+    reads_ahead = True
+
+    def __init__(self, *slow_keys: str) -> None:
+        super().__init__()
+        self.slow_keys, self.read, self.hinted = slow_keys, list[str](), list[str]()
+
+    def _get_blocking(self, key: str, byte_range: Any = None) -> bytes | None:
+        self.read.append(key)
+        if key in self.slow_keys:
+            time.sleep(0.01)
+        return super()._get_blocking(key, byte_range)
+
+    def _read_ahead_blocking(self, keys: Sequence[str]) -> None:
+        self.hinted.extend(keys)
+
+
+async def test_small_chunk_reads_hint_the_store_from_their_second_slow_read_in_a_row_on() -> None:
+    # 40 chunks of 1,600 B, read in the order of their keys: a lone slow read ("1.1") leaves the
+    # hints off, two in a row ("2.3", "2.4") turn them on.
+    store = _ColdFromStore("1.1", "2.3", "2.4")
+    data = np.arange(160 * 100, dtype="i4").reshape(160, 100)
+    with azarr.config.set(codec_threads=1):
+        arr = await azarr.array(data, chunks=(20, 20), store=store)
+        store.read.clear()
+        np.testing.assert_array_equal(await arr.get_basic_selection(), data)
+    second = store.read.index("2.4")
+    assert store.read.index("1.1") < store.read.index("2.3") == second - 1 < len(store.read) - 2
+    # Every read after the second slow one was hinted (in its job and the jobs after), none before.
+    assert set(store.hinted) == set(store.read[second + 1 :])
+
+
 async def test_a_budget_of_one_request_still_completes() -> None:
     store = MemoryStore()
     arr = await azarr.array(np.arange(1000.0), chunks=10, store=store)

@@ -19,6 +19,7 @@ import pytest
 
 import azarr
 from azarr.errors import InvalidKeyError, PermissionDeniedError
+from azarr.pipeline import _batched
 from azarr.storage import LocalStore, MemoryStore
 
 
@@ -120,6 +121,7 @@ async def test_batched_reads_leave_no_descriptor_open(
         read_ahead(self, keys)
 
     monkeypatch.setattr(LocalStore, "_read_ahead_blocking", spy)
+    monkeypatch.setattr(_batched, "_COLD_READ_SECONDS", -1.0)  # every read "from the disk": hints at once
     arr = await azarr.create((40, 60), chunks=(4, 6), dtype="i4", compressor=compressor, store=store)
     values = np.arange(40 * 60, dtype="i4").reshape(40, 60)
     await arr.setitem(..., values)
@@ -130,6 +132,23 @@ async def test_batched_reads_leave_no_descriptor_open(
     np.testing.assert_array_equal(await arr.getitem((slice(3, 37), slice(5, 55))), values[3:37, 5:55])
     assert _open_fds() == before
     assert "1.1" in advised  # the jobs did read ahead
+
+
+async def test_small_chunks_read_without_hints_while_reads_are_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path)
+    advised: list[str] = []
+    monkeypatch.setattr(LocalStore, "_read_ahead_blocking", lambda self, keys: advised.extend(keys))
+    monkeypatch.setattr(_batched, "_COLD_READ_SECONDS", 60.0)  # no read counts as one from the disk
+    values = np.arange(40 * 60, dtype="i4").reshape(40, 60)
+    arr = await azarr.array(values, chunks=(4, 6), store=store, path="small")
+    np.testing.assert_array_equal(await arr.getitem(...), values)
+    assert advised == []
+    large = await azarr.array(np.ones((64, 8192)), chunks=(1, 8192), store=store, path="large")
+    np.testing.assert_array_equal(await large.getitem(...), 1.0)
+    # 64 KiB chunks: hinted from the start, whatever the reads take.
+    assert len(set(advised)) > 32 and all(key.startswith("large/") for key in advised)
 
 
 def test_read_ahead_holds_at_most_its_descriptor_budget(

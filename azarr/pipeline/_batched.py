@@ -68,6 +68,16 @@ _STORE_BOUND_SHARE = 0.8
 #: thread (10,000 cold 1.6 KB files: 32 ahead 0.33-0.63 s, 128 ahead 0.25-0.26 s, none 1.1-1.9 s).
 _AHEAD_FILES = 128
 _AHEAD_BYTES = 32 << 20
+#: Chunks below this size (bytes, decoded) are read without reading ahead until reads
+#: take longer than `_COLD_READ_SECONDS` (`_COLD_READS` in a row): from the page cache the hint is pure cost for them
+#: (an open and a ``posix_fadvise`` more per file, 10 % of a warm 10,000-chunk read), while
+#: larger chunks' reads dwarf it. A cold 1.6 KB file waits 100-150 us on the disk; a cached
+#: one below 64 KiB takes 3-15 us.
+_PROBE_BELOW_BYTES = 64 << 10
+_COLD_READ_SECONDS = 50e-6
+#: Slow reads in a row that turn the hints on: one alone is as often a warm read the host
+#: stalled, or a fresh process's first (both seen here), as a read from the disk.
+_COLD_READS = 2
 #: Chunks at least this large (bytes, decoded) reserve their size in the store's
 #: bytes-in-flight budget while they are fetched, decoded or stored (here and in
 #: `azarr.pipeline._chunks`); smaller ones cannot add up to much under the request limit.
@@ -419,6 +429,8 @@ async def read_batched(
     # (256 MiB of 1 MiB Blosc chunks, cold: 8 jobs of 32 chunks 0.35 s, 64 jobs of 4 0.48 s).
     # Still one chunk alive a job at a time; only the page cache holds the files ahead.
     max_job_bytes = max(_MAX_JOB_BYTES, _AHEAD_BYTES) if reads_ahead else _MAX_JOB_BYTES
+    # Small chunks read ahead once one of the read's files comes from the disk (for all its jobs).
+    ahead_needed = ReadAheadNeeded(reads_ahead and pipeline.codec.nbytes >= _PROBE_BELOW_BYTES)
     # Jobs that run side by side finish together (`RunningJobs`) when they have chunks to
     # share; a small chunk's job runs alone and mostly holds the GIL: a lock per chunk would
     # cost it for nothing.
@@ -431,7 +443,7 @@ async def read_batched(
             if upcoming is not None:
                 upcoming.started(job)
             part = running.start(job) if running is not None else None
-            args = (pipeline, job, out, fields, fill, direct, stop, upcoming, running, part)
+            args = (pipeline, job, out, fields, fill, direct, stop, upcoming, running, part, ahead_needed)
             result = await _run_job(_read_job, args, stop, file_io=gate.file_io)
         await gate.finished(result)
         tracker.advance_many(result.chunks, result.nbytes)
@@ -445,6 +457,16 @@ async def read_batched(
     await bounded_map(run, jobs, gate.io_threads)
 
 
+class ReadAheadNeeded:
+    """Whether one read's jobs hint their files to the store (``needed``): set by the first
+    job whose reads came from the disk rather than the page cache (see `_PROBE_BELOW_BYTES`)."""
+
+    __slots__ = ("needed",)
+
+    def __init__(self, needed: bool) -> None:
+        self.needed = needed
+
+
 def _read_job(
     pipeline: ChunkPipeline,
     job: Sequence[ChunkProjection],
@@ -456,10 +478,12 @@ def _read_job(
     upcoming: UpcomingJobs | None = None,
     running: RunningJobs | None = None,
     part: _Part | None = None,
+    ahead_needed: ReadAheadNeeded | None = None,
 ) -> JobResult:
     """Read, decode and scatter each chunk of ``job`` (a codec thread); near its end, read
     ahead into the first of the ``upcoming`` jobs; then read what it steals from the other
-    ``running`` jobs (``part``: ``job`` as `RunningJobs.start` made it)."""
+    ``running`` jobs (``part``: ``job`` as `RunningJobs.start` made it). A store that reads
+    ahead does so once ``ahead_needed`` says so (from the start when None)."""
     started = time.perf_counter()
     codec = pipeline.codec
     chunk_key, decode_into, decode = pipeline.chunk_key, pipeline._decode_into, codec.decode
@@ -483,11 +507,20 @@ def _read_job(
                 window = max(2, min(_AHEAD_FILES, _AHEAD_BYTES // max(codec.nbytes, 1)))
             # Chunks of a stolen part its first thread asked for are on their way already.
             ahead = 0 if part_of is None else min(len(keys), max(0, part_of.ahead - part_of.start))
+            # Until a read is slow, no hints (see `_PROBE_BELOW_BYTES`): each read is timed instead.
+            probe = bool(window) and ahead_needed is not None and not ahead_needed.needed
+            slow = 0
             for i in indices:
                 if stop.stopped:
                     break
                 chunks += 1
-                if window and i >= ahead - window // 2:
+                if probe:
+                    slow = slow + 1 if store.last_seconds > _COLD_READ_SECONDS else 0
+                    if slow == _COLD_READS:
+                        probe = False
+                        ahead_needed.needed = True  # type: ignore[union-attr]
+                        ahead = max(ahead, i)  # from this chunk on: the ones before are read
+                if not probe and window and i >= ahead - window // 2:
                     # Not into chunks stolen from this part: the thief asks for them.
                     end = len(keys) if part_of is None else min(len(keys), part_of.end - part_of.start)
                     if ahead < end:

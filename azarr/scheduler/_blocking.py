@@ -52,6 +52,11 @@ class BlockingBatch:
         self.close()
 
     @property
+    def last_seconds(self) -> float:
+        """Seconds the last successful call took (0 before the first)."""
+        return self._latencies[-1] if self._latencies else 0.0
+
+    @property
     def store_seconds(self) -> float:
         """Seconds spent in the store's calls so far (successful ones), reads ahead included."""
         return sum(self._latencies) + self._ahead_seconds

@@ -166,7 +166,8 @@ class LocalStore(Store):
       the next chunks are opened and handed to the kernel's readahead (``posix_fadvise``
       ``WILLNEED``) before they are read, within a budget of descriptors (a quarter of
       ``RLIMIT_NOFILE``, at most 4,096). Not with ``confine_reads`` (its checked path
-      opens each file when it reads it).
+      opens each file when it reads it). Chunks under 64 KiB only once reads of the
+      call come from the disk (from the page cache the hint costs more than it saves).
     * Writes are atomic: the value goes to a temporary file in the target's directory,
       which then replaces the target with ``os.replace``. Readers see the old or the
       new value, never part of one, and a crashed process never leaves a torn value.
