@@ -9,6 +9,7 @@ size after would fail here.
 from __future__ import annotations
 
 import bz2
+import json
 import lzma
 import zlib
 from collections.abc import Callable
@@ -211,3 +212,20 @@ def test_truncated_blosc_frame_used_as_a_filter_is_refused() -> None:
     frame = codec.encode(np.arange(1024, dtype="<i4"), key="k")
     with pytest.raises(CodecError, match=r"'a/0'.*truncated"):
         codec.decode(frame[: len(frame) // 2], key="a/0")
+
+
+@pytest.mark.parametrize("level", [None, float("inf"), float("nan")])
+async def test_a_zstd_level_that_is_no_integer_reads_and_refuses_writes(level: Any) -> None:
+    # Found by the fuzzer (2026-11-27): opening raised a bare TypeError / OverflowError /
+    # ValueError. The level matters to writes only: reads work, as in zarr-python 2.
+    store = MemoryStore()
+    values = np.arange(35, dtype="<i4").reshape(7, 5)
+    await azarr.array(values, chunks=(4, 3), store=store, compressor={"id": "zstd", "level": 1})
+    meta = json.loads(await store.get(".zarray") or b"")
+    meta["compressor"]["level"] = level
+    await store.set(".zarray", json.dumps(meta).encode())
+    arr = await azarr.open_array(store, mode="a")
+    np.testing.assert_array_equal(await arr.getitem(...), values)
+    with pytest.raises(CodecError, match=r"'0\.0'.*Zstd"):
+        await arr.setitem((0, 0), 5)
+    np.testing.assert_array_equal(await arr.getitem(...), values)

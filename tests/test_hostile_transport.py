@@ -340,6 +340,25 @@ async def test_a_range_answered_with_an_endless_body_reads_only_the_range(
         assert growth.bytes < 32 * MiB, f"{kind}, bomb: {growth.bytes / MiB:.0f} MiB"
 
 
+@pytest.mark.parametrize("kind", ["http", "s3", "gcs"])
+async def test_a_range_past_the_bound_answered_with_an_endless_whole_value_is_refused(
+    hostile_server: HostileServer, kind: str
+) -> None:
+    # The transport fuzzer's case (seeded run of 2026-11-27): a 1-byte value, bytes [3, 53)
+    # read with a 17-byte bound, and a server that ignores Range and sends an endless body.
+    # Bytes 17-52 belong to no value within the bound: refused, not cut from the stream
+    # (they were returned, 50 bytes, although the answer was bounded to 17).
+    store = make_store(hostile_server, kind, {"range": "ignore", "size": 1, "body": "endless"})
+    io = StoreIO(store)
+    try:
+        with pytest.raises(BodyTooLargeError):
+            await io.get("k", ByteRange(3, 53), max_bytes=17)
+        # A range within the bound is still cut from the whole value.
+        assert await io.get("k", ByteRange(3, 13), max_bytes=17) == (truth("k", 1) * 20)[3:13]
+    finally:
+        await store.close()
+
+
 async def _azure_connector(store: Store) -> Any:
     """The aiohttp connector under an `AzureBlobStore`'s SDK client (to count the connections it holds)."""
     assert isinstance(store, AzureBlobStore)

@@ -75,6 +75,9 @@ def test_array_document_round_trips_with_its_extensions() -> None:
         ({"fill_value": None}, "fill_value"),
         ({"fill_value": "abc"}, "fill_value"),
         ({"shape": [2**70, 1]}, "shape"),
+        # Found by the fuzzer (2026-11-27): a TypeError before the codecs were checked.
+        ({"codecs": 0}, "codecs"),
+        ({"codecs": "bytes"}, "codecs"),
     ],
 )
 def test_invalid_documents_get_a_metadata_error_naming_the_problem(

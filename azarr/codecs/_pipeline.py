@@ -320,8 +320,13 @@ class ChunkCodec:
         self._zstd_direct = self._declared_size is not None and type(self.compressor) is Zstd
         self._blosc_compress_args = _blosc_compress_args(self.compressor, self.dtype, self.filters)
         # numcodecs' own Zstd (not a subclass): encoded with a reused context (`_zstd` says why).
+        # Only for an integer level: a stored "level": null, NaN or Infinity still opens (reads
+        # never use it, as in zarr-python 2); writing then fails in numcodecs' own encode.
         zstd: Any = self.compressor if type(self.compressor) is Zstd else None
-        self._zstd_args = None if zstd is None else (int(zstd.level), bool(zstd.checksum))
+        level = getattr(zstd, "level", None)
+        self._zstd_args = (
+            (level, bool(zstd.checksum)) if isinstance(level, int) and not isinstance(level, bool) else None
+        )
         self._plain = (
             self.compressor is None
             and not self._outer

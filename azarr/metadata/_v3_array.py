@@ -221,11 +221,13 @@ class ArrayV3Metadata:
             else v3_dtype_to_json(dtype, self.string_kind, where=where)
         )
         sharding = None
-        if len(self.codecs) == 1 and codec_name(self.codecs[0]) == SHARDING_CODEC:
-            sharding = parse_sharding(self.codecs[0], dtype=dtype, shard_shape=chunks, where=where)
-            codecs, chain = [dict(self.codecs[0])], sharding.chain  # the entry kept as given
+        # Anything but a list (a stored "codecs": 0) goes to parse_v3_codecs as it is, which refuses it.
+        given = list(self.codecs) if isinstance(self.codecs, (list, tuple)) else self.codecs
+        if isinstance(given, list) and len(given) == 1 and codec_name(given[0]) == SHARDING_CODEC:
+            sharding = parse_sharding(given[0], dtype=dtype, shard_shape=chunks, where=where)
+            codecs, chain = [dict(given[0])], sharding.chain  # the entry kept as given
         else:
-            codecs, chain = parse_v3_codecs(list(self.codecs), dtype=dtype, ndim=len(shape), where=where)
+            codecs, chain = parse_v3_codecs(given, dtype=dtype, ndim=len(shape), where=where)
         fill = self.fill_value
         if fill is None:
             raise metadata_error(where, "fill_value", "is required in Zarr v3")

@@ -531,6 +531,11 @@ class _Window:
         """Nothing further in the stream can belong to the window."""
         return self.start >= 0 and self.end is not None and self.position >= self.end
 
+    def within(self, limit: int) -> bool:
+        """The window ends at or before byte ``limit`` of the stream: no byte past a value
+        of ``limit`` bytes belongs to it (a suffix or open window may need them all)."""
+        return self.start >= 0 and self.end is not None and self.end <= limit
+
     def feed(self, block: bytes) -> None:
         n = len(block)
         if self.start < 0:  # a suffix: keep blocks, drop whole ones no longer needed
@@ -561,7 +566,7 @@ async def _read_window(
     if encoding not in ("", "identity"):
         return await _read_inflated(resp, encoding, limit, what, window)
     length = resp.content_length
-    if length is not None and length > limit and not (window.end is not None and window.end <= limit):
+    if length is not None and length > limit and not window.within(limit):
         resp.close()  # the window needs bytes past the bound (or the end of the value)
         raise _too_large(what, limit, declared=length)
     content = resp.content
@@ -570,7 +575,10 @@ async def _read_window(
         if not block:
             return window.value()
         window.feed(block)
-        if window.position > limit and not window.complete:
+        # Bytes past the bound belong to no value within it: a window that reaches them
+        # (a range ending past the bound, of a body that keeps coming) is refused, even
+        # when the block that brought them completes it.
+        if window.position > limit and not window.within(limit):
             resp.close()
             raise _too_large(what, limit, received=limit)
     if not content.at_eof():
@@ -618,12 +626,12 @@ async def _read_inflated(
                 piece = inflater.decompress(data, min(limit - produced + 1, 1 << 20))
                 produced += len(piece)
                 into.feed(piece)
+                if produced > limit and not into.within(limit):
+                    resp.close()
+                    raise _too_large(what, limit, received=limit)
                 if into.complete:
                     resp.close()
                     return into.value()
-                if produced > limit:
-                    resp.close()
-                    raise _too_large(what, limit, received=limit)
                 data = inflater.unconsumed_tail
         tail = inflater.flush(limit - produced + 1)
         produced += len(tail)
