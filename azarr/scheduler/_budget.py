@@ -35,8 +35,9 @@ from azarr.scheduler._adaptive import AdaptiveLimit
 
 # Imported first so its fork handler (fresh locks for the counters) runs before ours,
 # which publishes the reset limits into them.
+from azarr.scheduler._registry import SpecRegistry
 from azarr.scheduler._stats import StoreStats, stats_for
-from azarr.storage import Store, StoreSpec
+from azarr.storage import Store
 
 
 class _Waiter:
@@ -412,16 +413,16 @@ class _Reservation:
 # Every budget, so a forked child can empty them (os.register_at_fork below).
 _all_budgets: weakref.WeakSet[IOBudget] = weakref.WeakSet()
 
-# Budgets by store spec (Store.budget_key): every open of one configuration shares one.
-_budgets: dict[StoreSpec, IOBudget] = {}
-_budgets_lock = threading.Lock()
+# Budgets by store spec (Store.budget_key): every open of one configuration shares one,
+# kept while used, for the specs used most recently, and pinned once `set_budget` set them
+# (`SpecRegistry` says why not forever).
+_budgets: SpecRegistry[IOBudget] = SpecRegistry()
 
 
 def _after_fork_in_child() -> None:
     # Another thread of the parent may have held a lock at the fork, and the parent's
     # waiters and holders do not exist here: every budget starts empty.
-    global _budgets_lock
-    _budgets_lock = threading.Lock()
+    _budgets.after_fork()
     for budget in list(_all_budgets):
         budget._reset_state()
 
@@ -441,25 +442,26 @@ def budget_for(store: Store) -> IOBudget:
     ``max_concurrency`` (remote), and ``max_bytes_in_flight``. A remote store's
     request limit adapts to throttling between ``min_concurrency`` and that maximum
     unless ``adaptive_concurrency`` is off; local and memory stores keep a fixed one.
+
+    A budget is kept while anything uses it (an open array), for the 256 store specs used
+    most recently, and for the life of the process once `set_budget` set its limits:
+    a process that makes a store per request does not keep one per request.
     """
-    key = store.budget_key
-    budget = _budgets.get(key)
-    if budget is None:
-        requests = store.max_requests
-        if requests is None:
-            requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
-        with _budgets_lock:
-            budget = _budgets.get(key)
-            if budget is None:
-                budget = _budgets[key] = IOBudget(
-                    int(requests),
-                    int(config.get("max_bytes_in_flight")),
-                    adaptive=not store.is_local and bool(config.get("adaptive_concurrency")),
-                    min_requests=int(config.get("min_concurrency")),
-                    latency_tolerance=config.get("adaptive_latency_tolerance"),
-                    stats=stats_for(store),
-                )
-    return budget
+    requests = store.max_requests
+    if requests is None:
+        requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
+    stats = stats_for(store)  # outside the registry's lock: it takes the counters' own
+    return _budgets.get_or_create(
+        store.budget_key,
+        lambda: IOBudget(
+            int(requests),
+            int(config.get("max_bytes_in_flight")),
+            adaptive=not store.is_local and bool(config.get("adaptive_concurrency")),
+            min_requests=int(config.get("min_concurrency")),
+            latency_tolerance=config.get("adaptive_latency_tolerance"),
+            stats=stats,
+        ),
+    )
 
 
 def set_budget(
@@ -493,6 +495,7 @@ def set_budget(
         A limit below 1.
     """
     budget = budget_for(store)
+    _budgets.pin(store.budget_key, budget)  # the limits asked for outlive the arrays open now
     budget.set_limits(
         max_requests if max_requests is not None else budget.max_requests,
         max_bytes if max_bytes is not None else budget.max_bytes,

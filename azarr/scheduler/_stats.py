@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from azarr.scheduler._registry import SpecRegistry
 from azarr.storage import Store, StoreSpec
 from azarr.storage._redact import redact_url
 
@@ -268,15 +269,14 @@ def set_request_observer(observer: Callable[[StoreStats, float], None] | None) -
     _request_observer = observer
 
 
-# Counters by store spec (Store.budget_key), like budgets.
-_stats: dict[StoreSpec, StoreStats] = {}
-_stats_lock = threading.Lock()
+# Counters by store spec (Store.budget_key), like budgets: kept while used, and the most
+# recently used ones (`SpecRegistry` says why not forever).
+_stats: SpecRegistry[StoreStats] = SpecRegistry()
 
 
 def _after_fork_in_child() -> None:
     # A lock another thread of the parent held at the fork would stay held forever here.
-    global _stats_lock
-    _stats_lock = threading.Lock()
+    _stats.after_fork()
     for stats in _stats.values():
         stats._lock = threading.Lock()
 
@@ -287,22 +287,18 @@ if hasattr(os, "register_at_fork"):
 
 def stats_for(store: Store) -> StoreStats:
     """The traffic counters of ``store``: one set per store spec, shared by every open of it,
-    unpickled copies, read-only views and wrappers (like its budget)."""
-    key = store.budget_key
-    with _stats_lock:
-        stats = _stats.get(key)
-        if stats is None:
-            stats = _stats[key] = StoreStats(redact_url(store.url))
-        return stats
+    unpickled copies, read-only views and wrappers (like its budget). Kept while anything
+    uses them (an open array, its budget) and for the store specs used most recently."""
+    return _stats.get_or_create(store.budget_key, lambda: StoreStats(redact_url(store.url)))
 
 
 def every_stats() -> list[StoreStats]:
-    """The counters of every store spec used so far, copied under the registry's lock (a
-    metrics scrape runs on any thread while others open stores)."""
-    with _stats_lock:
-        return list(_stats.values())
+    """The counters of every store spec kept now (in use, or among the most recently used),
+    copied under the registry's lock (a metrics scrape runs on any thread while others open
+    stores)."""
+    return _stats.values()
 
 
 def stats_of_spec(spec: StoreSpec) -> StoreStats | None:
-    """The counters of the store spec ``spec``, if a store of it was ever used."""
+    """The counters of the store spec ``spec``, if kept (see `stats_for`)."""
     return _stats.get(spec)

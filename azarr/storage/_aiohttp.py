@@ -201,7 +201,11 @@ async def read_body(
     slicing would cut it (`ByteRange.apply`), and the body is read no further than
     the window's end: the connection is then closed. Memory is the window's bytes
     and one network read, however long the value; a suffix window reads the body to
-    its end (at most ``limit`` bytes) and keeps its last bytes.
+    its end (at most ``limit`` bytes) and keeps its last bytes. A window that ends past
+    ``limit`` is refused (no value within the bound has those bytes), and when the
+    bound is at most `CHECK_REST_BYTES` past the window's end the body is read on to
+    the bound: a value longer than the caller's bound (an endless body, a gzip bomb)
+    is refused rather than trusted for its first bytes.
 
     Parameters
     ----------
@@ -514,6 +518,12 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool
     return b"".join(blocks)[:cap] if truncate else None
 
 
+#: Bytes a whole-value (200) answer to a range request is read past the range, at most, to
+#: check that the value ends within the read's bound (`_Window.checks_rest`): a gzip bomb or
+#: an endless body sent for a value the caller knows to be small is refused, not trusted.
+CHECK_REST_BYTES = 1 << 20
+
+
 class _Window:
     """Keeps bytes ``[start, end)`` of a stream fed block by block, as slicing the whole
     would (``start < 0``: its last ``-start`` bytes); memory is the window and one block."""
@@ -535,6 +545,13 @@ class _Window:
         """The window ends at or before byte ``limit`` of the stream: no byte past a value
         of ``limit`` bytes belongs to it (a suffix or open window may need them all)."""
         return self.start >= 0 and self.end is not None and self.end <= limit
+
+    def checks_rest(self, limit: int) -> bool:
+        """Whether the stream past the window is read on, to check that the value ends
+        within ``limit`` bytes: when that is at most `CHECK_REST_BYTES` more than the window
+        needs. Past that, a small range of a large value from a server that ignores
+        ``Range`` would cost the whole bound, and the range is returned unchecked."""
+        return self.within(limit) and limit - (self.end or 0) <= CHECK_REST_BYTES
 
     def feed(self, block: bytes) -> None:
         n = len(block)
@@ -561,12 +578,13 @@ async def _read_window(
     resp: aiohttp.ClientResponse, window: _Window, limit: int, what: str, encoding: str
 ) -> bytes:
     """`_Window` of a whole-value (200) body (inflated first for a gzip/deflate
-    ``encoding``), read no further than the window needs; at most ``limit`` bytes of the
-    value are streamed through it."""
+    ``encoding``), read no further than the window needs, or on to ``limit`` when that is
+    cheap (`_Window.checks_rest`); at most ``limit`` bytes of the value are streamed through it."""
     if encoding not in ("", "identity"):
         return await _read_inflated(resp, encoding, limit, what, window)
     length = resp.content_length
-    if length is not None and length > limit and not window.within(limit):
+    check = window.checks_rest(limit)
+    if length is not None and length > limit and (check or not window.within(limit)):
         resp.close()  # the window needs bytes past the bound (or the end of the value)
         raise _too_large(what, limit, declared=length)
     content = resp.content
@@ -581,6 +599,13 @@ async def _read_window(
         if window.position > limit and not window.within(limit):
             resp.close()
             raise _too_large(what, limit, received=limit)
+    if check and length is None:
+        # A body of unstated length must end within the bound, as a value within it does.
+        while block := await content.readany():
+            window.feed(block)
+            if window.position > limit:
+                resp.close()
+                raise _too_large(what, limit, received=limit)
     if not content.at_eof():
         resp.close()  # the rest of the value is not read: this connection cannot be reused
     return window.value()
@@ -591,7 +616,7 @@ async def _read_inflated(
 ) -> bytes:
     """``into``'s part of the body inflated from a gzip/deflate ``Content-Encoding``
     (`_Window` ``(0, None)``: all of it), at most ``limit`` inflated bytes; inflating stops
-    once the window is complete."""
+    once the window is complete, unless the rest is checked (`_Window.checks_rest`)."""
     import zlib
 
     from azarr.errors import StoreError
@@ -608,6 +633,7 @@ async def _read_inflated(
         )
     # The encoded body is bounded too (compression can grow incompressible data a little).
     encoded_cap = limit + limit // 64 + 64 * 1024
+    check = into.checks_rest(limit)  # inflate on past the window, to the bound, if cheap
     produced = received = 0
     content = resp.content
     try:
@@ -626,10 +652,10 @@ async def _read_inflated(
                 piece = inflater.decompress(data, min(limit - produced + 1, 1 << 20))
                 produced += len(piece)
                 into.feed(piece)
-                if produced > limit and not into.within(limit):
+                if produced > limit and (check or not into.within(limit)):
                     resp.close()
                     raise _too_large(what, limit, received=limit)
-                if into.complete:
+                if into.complete and not check:
                     resp.close()
                     return into.value()
                 data = inflater.unconsumed_tail
