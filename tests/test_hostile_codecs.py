@@ -229,3 +229,17 @@ async def test_a_zstd_level_that_is_no_integer_reads_and_refuses_writes(level: A
     with pytest.raises(CodecError, match=r"'0\.0'.*Zstd"):
         await arr.setitem((0, 0), 5)
     np.testing.assert_array_equal(await arr.getitem(...), values)
+
+
+async def test_an_object_fill_value_that_is_a_list_fills_each_element() -> None:
+    # Found by the fuzzer (2026-11-27): reading a missing chunk of an object array whose
+    # fill_value is a JSON list raised NumPy's broadcast ValueError.
+    store = MemoryStore()
+    await azarr.create((7, 5), chunks=(4, 3), dtype=object, object_codec=numcodecs.MsgPack(), store=store)
+    meta = json.loads(await store.get(".zarray") or b"")
+    meta["fill_value"] = [["a", "<f8"], ["b", "|O"]]
+    await store.set(".zarray", json.dumps(meta).encode())
+    arr = await azarr.open_array(store, mode="r")
+    for selection in [..., (slice(0, 2), 1), (6, 4)]:
+        values = np.asarray(await arr.getitem(selection), dtype=object).ravel()
+        assert all(value == [["a", "<f8"], ["b", "|O"]] for value in values), selection

@@ -346,6 +346,12 @@ class ChunkPipeline:
             return None if dtype.hasobject else np.zeros((), dtype=dtype)
         if fields is not None:
             return np.asarray(fill, dtype=self.codec.dtype)[fields]
+        if dtype.kind == "O":
+            # The value itself in every element, as `ChunkCodec.fill_chunk`: assigning a list
+            # or dict fill value would broadcast it instead (found by the fuzzer).
+            box = np.empty((), dtype=object)
+            box[()] = fill
+            return box
         return fill
 
     def _read_one_blocking(
