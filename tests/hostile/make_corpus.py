@@ -392,6 +392,10 @@ V3_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
         {"a/zarr.json": dumps(zarr_json(codecs=[LE, {"name": "lz5", "must_understand": False}]))},
         {"error": "MetadataError", "match": "unknown codec 'lz5'", "key": "a/zarr.json"},
     ),
+    "v3-codecs-not-a-list": (  # found by the fuzzer at scale (2026-11-27): a bare TypeError
+        {"a/zarr.json": dumps(zarr_json(codecs=0))},
+        {"error": "MetadataError", "match": "'codecs' must be a non-empty list", "key": "a/zarr.json"},
+    ),
     "v3-storage-transformer": (
         {"a/zarr.json": dumps(zarr_json(storage_transformers=[{"name": "chunk-manifest-json"}]))},
         {"error": "MetadataError", "match": "storage_transformers", "key": "a/zarr.json"},
