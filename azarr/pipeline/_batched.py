@@ -68,11 +68,11 @@ _STORE_BOUND_SHARE = 0.8
 #: thread (10,000 cold 1.6 KB files: 32 ahead 0.33-0.63 s, 128 ahead 0.25-0.26 s, none 1.1-1.9 s).
 _AHEAD_FILES = 128
 _AHEAD_BYTES = 32 << 20
-#: Chunks below this size (bytes, decoded) are read without reading ahead until reads
-#: take longer than `_COLD_READ_SECONDS` (`_COLD_READS` in a row): from the page cache the hint is pure cost for them
-#: (an open and a ``posix_fadvise`` more per file, 10 % of a warm 10,000-chunk read), while
-#: larger chunks' reads dwarf it. A cold 1.6 KB file waits 100-150 us on the disk; a cached
-#: one below 64 KiB takes 3-15 us.
+#: Chunks below this size (bytes, decoded) are read without reading ahead until reads take
+#: longer than `_COLD_READ_SECONDS` (`_COLD_READS` in a row): from the page cache the hint is
+#: pure cost for them (an open and a ``posix_fadvise`` more per file, 10 % of a warm
+#: 10,000-chunk read), while larger chunks' reads dwarf it. A cold 1.6 KB file waits
+#: 100-150 us on the disk; a cached one below 64 KiB takes 3-15 us.
 _PROBE_BELOW_BYTES = 64 << 10
 _COLD_READ_SECONDS = 50e-6
 #: Slow reads in a row that turn the hints on: one alone is as often a warm read the host
@@ -429,7 +429,7 @@ async def read_batched(
     # (256 MiB of 1 MiB Blosc chunks, cold: 8 jobs of 32 chunks 0.35 s, 64 jobs of 4 0.48 s).
     # Still one chunk alive a job at a time; only the page cache holds the files ahead.
     max_job_bytes = max(_MAX_JOB_BYTES, _AHEAD_BYTES) if reads_ahead else _MAX_JOB_BYTES
-    # Small chunks read ahead once one of the read's files comes from the disk (for all its jobs).
+    # Small chunks read ahead once the read's files come from the disk (for all its jobs).
     ahead_needed = ReadAheadNeeded(reads_ahead and pipeline.codec.nbytes >= _PROBE_BELOW_BYTES)
     # Jobs that run side by side finish together (`RunningJobs`) when they have chunks to
     # share; a small chunk's job runs alone and mostly holds the GIL: a lock per chunk would
@@ -514,11 +514,10 @@ def _read_job(
                 if stop.stopped:
                     break
                 chunks += 1
-                if probe:
+                if probe and ahead_needed is not None:
                     slow = slow + 1 if store.last_seconds > _COLD_READ_SECONDS else 0
                     if slow == _COLD_READS:
-                        probe = False
-                        ahead_needed.needed = True  # type: ignore[union-attr]
+                        probe, ahead_needed.needed = False, True
                         ahead = max(ahead, i)  # from this chunk on: the ones before are read
                 if not probe and window and i >= ahead - window // 2:
                     # Not into chunks stolen from this part: the thief asks for them.

@@ -32,10 +32,10 @@ from contextlib import asynccontextmanager
 
 from azarr import config
 from azarr.scheduler._adaptive import AdaptiveLimit
+from azarr.scheduler._registry import SpecRegistry
 
 # Imported first so its fork handler (fresh locks for the counters) runs before ours,
 # which publishes the reset limits into them.
-from azarr.scheduler._registry import SpecRegistry
 from azarr.scheduler._stats import StoreStats, stats_for
 from azarr.storage import Store
 
