@@ -78,6 +78,15 @@ def test_array_document_round_trips_with_its_extensions() -> None:
         # Found by the fuzzer (2026-11-27): a TypeError before the codecs were checked.
         ({"codecs": 0}, "codecs"),
         ({"codecs": "bytes"}, "codecs"),
+        (
+            {
+                "codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": []}},
+                ]
+            },
+            "shuffle",
+        ),
     ],
 )
 def test_invalid_documents_get_a_metadata_error_naming_the_problem(

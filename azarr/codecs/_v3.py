@@ -114,7 +114,7 @@ def _bytes_to_bytes(name: str, config: dict[str, Any], where: str, field: str) -
         if cname not in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"):
             raise _error(where, field, f"configuration 'cname' is not a Blosc compressor: {cname!r}")
         shuffle = config.get("shuffle", "noshuffle")
-        if shuffle not in _BLOSC_SHUFFLE:
+        if not isinstance(shuffle, str) or shuffle not in _BLOSC_SHUFFLE:  # a list is unhashable
             raise _error(
                 where,
                 field,
@@ -324,7 +324,9 @@ def numcodecs_to_v3(config: Mapping[str, Any]) -> dict[str, Any]:
     conf = dict(config)
     codec_id = conf.pop("id")
     if codec_id == "blosc":
-        shuffle = {v: k for k, v in _BLOSC_SHUFFLE.items()}.get(conf.get("shuffle", 1), "shuffle")
+        number = conf.get("shuffle", 1)
+        names = {v: k for k, v in _BLOSC_SHUFFLE.items()}
+        shuffle = names.get(number, "shuffle") if isinstance(number, int) else "shuffle"
         entry: dict[str, Any] = {
             "cname": conf.get("cname", "lz4"),
             "clevel": conf.get("clevel", 5),

@@ -396,6 +396,14 @@ V3_CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
         {"a/zarr.json": dumps(zarr_json(codecs=0))},
         {"error": "MetadataError", "match": "'codecs' must be a non-empty list", "key": "a/zarr.json"},
     ),
+    "v3-blosc-shuffle-not-a-name": (  # found by the fuzzer at scale (2026-11-27): a bare TypeError
+        {
+            "a/zarr.json": dumps(
+                zarr_json(codecs=[LE, {"name": "blosc", "configuration": {"cname": "lz4", "shuffle": []}}])
+            )
+        },
+        {"error": "MetadataError", "match": "'shuffle' must be one of", "key": "a/zarr.json"},
+    ),
     "v3-storage-transformer": (
         {"a/zarr.json": dumps(zarr_json(storage_transformers=[{"name": "chunk-manifest-json"}]))},
         {"error": "MetadataError", "match": "storage_transformers", "key": "a/zarr.json"},
