@@ -73,7 +73,9 @@ and never reaches the upstream; a refused request takes no token. The counters'
 
 Status faults answer without touching the upstream and keep the connection alive.
 ``latency_ms`` delays every request (not a fault, not filtered); a client that hangs
-up during the delay ends its request there (``client_disconnects``).
+up during the delay ends its request there (``client_disconnects``). ``fail_first_n``
+caps the number of injected faults: with probability 1.0 exactly the first N
+matching requests are faulted and everything after passes.
 
 Waves
 -----
@@ -83,9 +85,7 @@ with them (``counters.waves``); a request that waits ``wave_seconds`` without th
 on alone. A test that says "these N reads are in flight together" asserts
 ``peak_in_flight >= N`` behind a wave: a client that issues them one after another
 fails it, while a host that stalls the client for a while does not (a fixed latency
-only covers stalls shorter than itself). ``fail_first_n``
-caps the number of injected faults: with probability 1.0 exactly the first N
-matching requests are faulted and everything after passes.
+only covers stalls shorter than itself).
 
 Fixtures
 --------

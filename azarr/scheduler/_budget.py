@@ -447,21 +447,23 @@ def budget_for(store: Store) -> IOBudget:
     most recently, and for the life of the process once `set_budget` set its limits:
     a process that makes a store per request does not keep one per request.
     """
-    requests = store.max_requests
-    if requests is None:
-        requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
-    stats = stats_for(store)  # outside the registry's lock: it takes the counters' own
-    return _budgets.get_or_create(
-        store.budget_key,
-        lambda: IOBudget(
+
+    def create() -> IOBudget:
+        # Under the budgets' lock; `stats_for` then takes the counters' own (always in that
+        # order: the counters never look up a budget).
+        requests = store.max_requests
+        if requests is None:
+            requests = config.get("max_concurrency_local" if store.is_local else "max_concurrency")
+        return IOBudget(
             int(requests),
             int(config.get("max_bytes_in_flight")),
             adaptive=not store.is_local and bool(config.get("adaptive_concurrency")),
             min_requests=int(config.get("min_concurrency")),
             latency_tolerance=config.get("adaptive_latency_tolerance"),
-            stats=stats,
-        ),
-    )
+            stats=stats_for(store),
+        )
+
+    return _budgets.get_or_create(store.budget_key, create)
 
 
 def set_budget(
