@@ -1,7 +1,9 @@
 """Every selection kind end to end through ``AsyncArray``, against NumPy.
 
-Property tests draw an array (0-d to 4-d, zero-length dimensions, edge chunks,
-C/F order, compressed or not, some chunks never written) and a selection of one
+Property tests draw an array (Zarr v2, Zarr v3, or Zarr v3 sharded with 1-3 inner
+chunks a side and the index at either end; 0-d to 4-d, zero-length dimensions, edge
+chunks and shards, C/F order, compressed or not, either key separator, with or without
+``write_empty_chunks``, some chunks never written) and a selection of one
 kind (basic, orthogonal, coordinate, mask, block). They check that each way of
 reading it -- the explicit ``get_*_selection`` method, the ``oindex`` /
 ``vindex`` / ``blocks`` accessor, and ``getitem`` where zarr-python 2's
@@ -14,13 +16,15 @@ with a few (marked ``s3``). Each test runs its examples on one event loop
 (``asyncio.Runner``), so the S3 store opens its session once per test.
 
 The rest pins down ``fields=``, ``out=``, value broadcasting, error messages,
-request counts (only touched chunks, each once) and the concurrency of a
+request counts (only touched chunks, each once; only touched shards, at most their index
+and one coalesced run each) and the concurrency of a
 1,000-chunk coordinate read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import os
@@ -63,7 +67,7 @@ class Backend:
 
     name: str
     runner: asyncio.Runner
-    new_location: Callable[[], tuple[Store, str]]
+    new_location: Callable[[int], tuple[Store, str]]  # for an array of this Zarr format
     examples: int
     max_cells: int  # cap on elements per drawn array
     max_chunks: int  # cap on chunks per drawn array
@@ -90,7 +94,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
             yield Backend(
                 "memory",
                 runner,
-                lambda: (MemoryStore(), "a"),
+                lambda zarr_format: (MemoryStore(), "a"),
                 MEMORY_EXAMPLES,
                 max_cells=600,
                 max_chunks=150,
@@ -100,18 +104,20 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         return
     server = request.getfixturevalue("seaweedfs")
     bucket = server.create_bucket()
-    s3 = S3Store(f"{bucket}/selection", storage_options=server.storage_options)
+    # One prefix per format: a hierarchy holds one format (the v2 arrays' root group is v2).
+    stores = {f: S3Store(f"{bucket}/selection-v{f}", storage_options=server.storage_options) for f in (2, 3)}
     try:
         yield Backend(
             "s3",
             runner,
-            lambda: (s3, f"case-{next(counter)}"),
+            lambda zarr_format: (stores[zarr_format], f"case-{next(counter)}"),
             S3_EXAMPLES,
             max_cells=300,
             max_chunks=40,
         )
     finally:
-        runner.run(s3.close())
+        for store in stores.values():
+            runner.run(store.close())
         runner.close()
 
 
@@ -130,37 +136,64 @@ class Spec:
     compressor: Any
     fill_value: Any
     written: Any  # basic selection written with data, or None for nothing
+    layout: str = "v2"  # "v2", "v3" or "sharded" (Zarr v3 with sharding_indexed)
+    shards: tuple[int, ...] | None = None  # shard shape ("sharded"): a multiple of chunks
+    index_location: str = "end"  # of each shard's index ("sharded")
+    separator: str = "."  # chunk key separator (v2's dimension_separator, v3's encoding)
+    write_empty_chunks: bool = True
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def zarr_format(self) -> int:
+        return 2 if self.layout == "v2" else 3
+
+    @property
+    def stored_dtype(self) -> np.dtype[Any]:
+        """The dtype azarr reads back: Zarr v3 data types have no byte order (the ``bytes``
+        codec's ``endian`` is the stored one), so v3 arrays read in native order."""
+        if self.zarr_format == 2:
+            return self.dtype
+        if self.dtype.names:
+            return np.dtype([(n, self.dtype[n].newbyteorder("=")) for n in self.dtype.names])
+        return self.dtype.newbyteorder("=")
+
     def data(self) -> np.ndarray:
         """Distinct, non-fill values for every element."""
         n = math.prod(self.shape)
-        if self.dtype.names:
-            data = np.zeros(self.shape, dtype=self.dtype)
+        dtype = self.stored_dtype
+        if dtype.names:
+            data = np.zeros(self.shape, dtype=dtype)
             flat = np.arange(1, n + 1).reshape(self.shape)
             data["a"] = flat
             data["b"] = flat * 0.5
-            data["c"] = np.stack([flat, -flat], axis=-1)
+            data["c"] = np.stack([flat, -flat], axis=-1) if self.dtype["c"].shape else -flat
             return data
-        return (np.arange(1, n + 1) % 30000 + 100).reshape(self.shape).astype(self.dtype)
+        return (np.arange(1, n + 1) % 30000 + 100).reshape(self.shape).astype(dtype)
 
     def model(self) -> np.ndarray:
         """What the array holds after `make_array` (NumPy's copy)."""
-        if self.dtype.names or self.fill_value is None:
-            model = np.zeros(self.shape, dtype=self.dtype)  # azarr reads fill_value=None as zeros
+        dtype = self.stored_dtype
+        if dtype.names or self.fill_value is None:
+            model = np.zeros(self.shape, dtype=dtype)  # azarr reads fill_value=None as zeros
         else:
-            model = np.full(self.shape, self.fill_value, dtype=self.dtype)
+            model = np.full(self.shape, self.fill_value, dtype=dtype)
         if self.written is not None:
             model[self.written] = self.data()[self.written]
         return model
 
 
 SIDES = {0: 1, 1: 40, 2: 14, 3: 7, 4: 5}
+#: The formats each array is drawn in: every selection kind reaches the v2 pipeline, the v3
+#: one (transpose + bytes + compressors) and the sharded one (inner chunks grouped by
+#: shard: whole-shard reads, coalesced runs, partial-shard read-modify-writes, edge shards).
+LAYOUTS = ("v2", "v3", "sharded")
 PLAIN_DTYPES = [np.dtype("<i4"), np.dtype(">f8"), np.dtype("<u2")]
 STRUCTURED = np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "<i2", (2,))])
+#: Zarr v3's ``struct`` data type has no subarray fields.
+STRUCTURED_V3 = np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "<i2")])
 
 
 @st.composite
@@ -172,7 +205,9 @@ def specs(
     min_ndim: int = 0,
     max_ndim: int = 4,
     structured: bool = False,
+    layouts: tuple[str, ...] = LAYOUTS,
 ) -> Spec:
+    layout = draw(st.sampled_from(layouts), label="layout")
     ndim = draw(st.integers(min_ndim, max_ndim), label="ndim")
     side = SIDES[ndim]
     shape = tuple(draw(st.lists(st.integers(0, side), min_size=ndim, max_size=ndim), label="shape"))
@@ -183,7 +218,10 @@ def specs(
     while math.prod(-(-s // c) for s, c in zip(shape, chunks, strict=True)) > max_chunks:
         i = max(range(ndim), key=lambda d: -(-shape[d] // chunks[d]))
         chunks = (*chunks[:i], chunks[i] * 2, *chunks[i + 1 :])
-    dtype = STRUCTURED if structured else draw(st.sampled_from(PLAIN_DTYPES), label="dtype")
+    if structured:
+        dtype = STRUCTURED if layout == "v2" else STRUCTURED_V3
+    else:
+        dtype = draw(st.sampled_from(PLAIN_DTYPES), label="dtype")
     if structured:
         fill_value = None
     else:
@@ -197,6 +235,11 @@ def specs(
         ),
         label="written",
     )
+    shards = None
+    if layout == "sharded":
+        # 1-3 inner chunks a side: shards holding one inner chunk, several, and (with edge
+        # chunks) shards reaching past the array's end.
+        shards = tuple(c * draw(st.integers(1, 3), label=f"shard{i}") for i, c in enumerate(chunks))
     return Spec(
         shape=shape,
         chunks=chunks,
@@ -205,10 +248,20 @@ def specs(
         compressor=draw(st.sampled_from([None, "default", numcodecs.Zlib(level=1)]), label="compressor"),
         fill_value=fill_value,
         written=written,
+        layout=layout,
+        shards=shards,
+        index_location=draw(st.sampled_from(["end", "start"]), label="index_location"),
+        separator=draw(st.sampled_from("./"), label="separator"),
+        write_empty_chunks=draw(st.booleans(), label="write_empty_chunks"),
     )
 
 
 async def make_array(spec: Spec, store: Store, path: str) -> AsyncArray:
+    v3: dict[str, Any] = {}
+    if spec.zarr_format == 3:
+        v3["zarr_format"] = 3
+    if spec.shards is not None:
+        v3["shards"] = {"shape": spec.shards, "index_location": spec.index_location}
     arr = await azarr.create(
         spec.shape,
         chunks=spec.chunks,
@@ -219,6 +272,9 @@ async def make_array(spec: Spec, store: Store, path: str) -> AsyncArray:
         store=store,
         path=path,
         overwrite=True,
+        dimension_separator=spec.separator,
+        write_empty_chunks=spec.write_empty_chunks,
+        **v3,
     )
     if spec.written is not None:
         await arr.set_basic_selection(spec.written, spec.data()[spec.written])
@@ -602,7 +658,7 @@ def routes_as_fancy(sel: Any, ndim: int) -> bool:
 
 
 async def check_kind(backend: Backend, kind: str, spec: Spec, sel: Any, value: Any) -> None:
-    store, path = backend.new_location()
+    store, path = backend.new_location(spec.zarr_format)
     arr = await make_array(spec, store, path)
     model = spec.model()
     assert_same(await read_all(arr), model, "initial state")
@@ -686,7 +742,7 @@ def field_cases(draw: st.DrawFn, kind: str, backend: Backend) -> tuple[Spec, Any
 
 
 async def check_fields(backend: Backend, kind: str, spec: Spec, sel: Any, fields: Any, value: Any) -> None:
-    store, path = backend.new_location()
+    store, path = backend.new_location(spec.zarr_format)
     arr = await make_array(spec, store, path)
     model = spec.model()
     expected = np_get(kind, model[fields], sel, spec.chunks)
@@ -721,10 +777,12 @@ def test_fields_match_numpy(backend: Backend, kind: str) -> None:
 
 
 def chunk_keys(kind: str, spec: Spec, sel: Any, path: str) -> tuple[set[str], set[str]]:
-    """Keys of the chunks holding selected elements, and of those the selection covers entirely."""
-    grid = tuple(-(-n // c) for n, c in zip(spec.shape, spec.chunks, strict=True))
+    """Keys of the stored objects (chunks, or shards of a sharded array) holding selected
+    elements, and of those whose every element inside the array the selection covers."""
+    cells = spec.shards or spec.chunks
+    grid = tuple(-(-n // c) for n, c in zip(spec.shape, cells, strict=True))
     ids = np.zeros(spec.shape, dtype=np.intp)
-    for axis, (n, c) in enumerate(zip(spec.shape, spec.chunks, strict=True)):
+    for axis, (n, c) in enumerate(zip(spec.shape, cells, strict=True)):
         along = (np.arange(n) // c).reshape([-1 if i == axis else 1 for i in range(spec.ndim)])
         ids = ids * grid[axis] + along
     touched = {int(i) for i in np.unique(np.asarray(np_get(kind, ids, sel, spec.chunks)))}
@@ -734,8 +792,10 @@ def chunk_keys(kind: str, spec: Spec, sel: Any, path: str) -> tuple[set[str], se
     covered = np.bincount(ids[hit], minlength=nchunks) == np.bincount(ids.ravel(), minlength=nchunks)
 
     def key(i: int) -> str:
-        coords = np.unravel_index(i, grid) if grid else ()
-        return f"{path}/" + (".".join(str(int(c)) for c in coords) or "0")
+        coords = [str(int(c)) for c in (np.unravel_index(i, grid) if grid else ())]
+        if spec.zarr_format == 2:
+            return f"{path}/" + (spec.separator.join(coords) or "0")
+        return f"{path}/" + spec.separator.join(["c", *coords])  # v3's default chunk key encoding
 
     return {key(i) for i in touched}, {key(i) for i in touched if covered[i]}
 
@@ -748,13 +808,22 @@ async def check_requests(spec: Spec, kind: str, sel: Any, value: Any) -> None:
 
     store.reset()
     await getattr(arr, f"get_{kind}_selection")(sel)
-    assert dict(store.gets) == once(touched, 1), f"read of {sel!r}"
-    assert store.requests == len(touched)
+    if spec.shards is None:
+        assert dict(store.gets) == once(touched, 1), f"read of {sel!r}"
+        assert store.requests == len(touched)
+    else:  # a shard: whole in one GET, or its index then its inner chunks in one coalesced run
+        assert set(store.gets) == touched, f"read of {sel!r}"
+        assert max(store.gets.values(), default=0) <= 2, f"read of {sel!r}: {dict(store.gets)}"
+        assert store.requests == sum(store.gets.values())
 
     store.reset()
     await getattr(arr, f"set_{kind}_selection")(sel, value)
     assert dict(store.sets) == once(touched, 1), f"write of {sel!r}"
-    assert dict(store.gets) == once(touched - complete, 1), f"read-modify-write of {sel!r}"
+    if spec.shards is None:
+        assert dict(store.gets) == once(touched - complete, 1), f"read-modify-write of {sel!r}"
+    else:
+        assert set(store.gets) == touched - complete, f"read-modify-write of {sel!r}"
+        assert max(store.gets.values(), default=0) <= 2, f"read-modify-write of {sel!r}: {dict(store.gets)}"
     assert not store.deletes and not store.lists
 
 
@@ -762,6 +831,8 @@ async def check_requests(spec: Spec, kind: str, sel: Any, value: Any) -> None:
 def request_cases(draw: st.DrawFn) -> tuple[Spec, str, Any, Any]:
     kind = draw(st.sampled_from(KINDS), label="kind")
     spec = draw(specs(max_cells=600, max_chunks=150, min_ndim=1 if kind == "coordinate" else 0))
+    # Every touched chunk stored (with write_empty_chunks=False a chunk left all fill is deleted).
+    spec = dataclasses.replace(spec, write_empty_chunks=True)
     sel = draw(selections(kind, spec), label="selection")
     shape = np_result_shape(kind, spec.model(), sel, spec.chunks)
     return spec, kind, sel, draw(values_for(shape, spec.dtype))
@@ -775,7 +846,8 @@ def request_cases(draw: st.DrawFn) -> tuple[Spec, str, Any, Any]:
 )
 @given(case=request_cases())
 def test_only_touched_chunks_are_requested_once(case: tuple[Spec, str, Any, Any]) -> None:
-    """Reads fetch exactly the chunks holding selected elements; writes read only partly covered ones."""
+    """Reads fetch exactly the chunks (shards) holding selected elements; writes read only
+    partly covered ones."""
     asyncio.run(check_requests(*case))
 
 
