@@ -235,15 +235,20 @@ async def test_concurrent_attrs_updates_keep_every_key(
     assert dict(arr.attrs) == {f"p{p}-k{k}": p * 100 + k for p in range(PROCS) for k in range(keys)}
 
 
+@pytest.mark.parametrize("layout", ["v2", "sharded"])
 @pytest.mark.parametrize("kind", KINDS_SLOW_AZURE)
 async def test_concurrent_appends_keep_every_block_once(
-    kind: str, make_target: Callable[..., tuple[Store, Executor]]
+    kind: str, layout: str, make_target: Callable[..., tuple[Store, Executor]]
 ) -> None:
     # Throttling only: after a reset (ambiguous: was the .zarray update applied?) an
     # appender claims a new offset rather than risk sharing one, which can leave a
     # block-sized gap of fill_value (docs/consistency.md).
     store, executor = make_target(kind, ambiguous=False)
-    await azarr.create((0,), chunks=(5,), dtype="i4", store=store, path="log", overwrite=True, fill_value=-1)
+    # Sharded: shards of four 5-element inner chunks, so blocks share inner chunks and shards.
+    sharded = {"zarr_format": 3, "shards": (20,)} if layout == "sharded" else {}
+    await azarr.create(
+        (0,), chunks=(5,), dtype="i4", store=store, path="log", overwrite=True, fill_value=-1, **sharded
+    )
     start_at, blocks, length = _start_at(kind), 3, 7  # 7: blocks share chunks with their neighbours
     loop = asyncio.get_running_loop()
     await asyncio.gather(
@@ -258,6 +263,47 @@ async def test_concurrent_appends_keep_every_block_once(
     assert (got == got[:, :1]).all(), f"a block is torn or holds fill values: {got.tolist()}"
     assert -1 not in got, f"a block was never written: {got[:, 0].tolist()}"
     assert sorted(got[:, 0]) == sorted(p * 1000 + b for p in range(PROCS) for b in range(blocks))
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {},
+        {"zarr_format": 3},
+        {"zarr_format": 3, "shards": (16,)},  # the next appender's rows in the edge inner chunk's shard
+        {"zarr_format": 3, "shards": (8,)},  # ... and in the shard after it
+    ],
+    ids=["v2", "v3", "sharded-16", "sharded-8"],
+)
+async def test_an_append_overtaken_by_the_next_keeps_the_next_ones_rows(layout: dict[str, object]) -> None:
+    """Appender B grows the array from 16 to 18 rows; before B writes its rows, appender C
+    (seeing 18) grows it to 22 and writes rows 18-21, two of them in B's edge chunk (inner
+    chunk [16, 20)). B's write of that chunk, complete in B's view, must merge C's rows, not
+    overwrite them with fill_value (it did on sharded arrays: the inner chunk was encoded
+    from B's values alone)."""
+    store = MemoryStore()
+    a = await azarr.create((16,), chunks=(4,), dtype="i4", fill_value=-1, store=store, path="x", **layout)
+    await a.set_basic_selection(..., np.arange(16, dtype="i4"))
+    b = await azarr.open_array(store, path="x")
+    reached, release = asyncio.Event(), asyncio.Event()
+    write = b._set_selection
+
+    async def paused(*args: object, **kwargs: object) -> None:  # after B's zarr.json update
+        reached.set()
+        await release.wait()
+        await write(*args, **kwargs)  # type: ignore[arg-type]
+
+    b._set_selection = paused  # type: ignore[method-assign]
+    appending = asyncio.ensure_future(b.append(np.array([100, 101], dtype="i4")))
+    await reached.wait()
+    c = await azarr.open_array(store, path="x")
+    assert c.shape == (18,)
+    assert await c.append(np.array([200, 201, 202, 203], dtype="i4")) == (22,)
+    release.set()
+    assert await appending == (18,)
+    final = await azarr.open_array(store, mode="r", path="x")
+    got = await final.get_basic_selection(slice(14, None))
+    assert got.tolist() == [14, 15, 100, 101, 200, 201, 202, 203]
 
 
 @pytest.mark.parametrize(

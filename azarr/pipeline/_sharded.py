@@ -570,14 +570,23 @@ async def write_sharded(
     nbytes = pipeline.codec.nbytes
     shard_key, spec = pipeline.chunk_key, shards.spec
     per_job = max(1, _JOB_BYTES // max(nbytes, 1))
+    edges, reaches_past = (
+        edges_conditional and io.store.supports_conditional_writes,
+        pipeline._reaches_past_shape,
+    )
 
     async def encoded(
         key: str, shard: tuple[int, ...], members: list[Member], old: Parts | None, checksum: bool = False
     ) -> _Assembled:
         items = []
         for local, p in members:
-            # An inner chunk covered whole is encoded from the values alone: its stored bytes are not decoded.
-            stored = None if old is None or (p.is_complete_chunk and fields is None) else old[local]
+            # An inner chunk covered whole is encoded from the values alone: its stored bytes
+            # are not decoded. Not one reaching past the array's end in an append
+            # (``edges_conditional``): past the end this writer knows, a concurrent
+            # appender's block may be stored in it, and is merged into, as `ChunkPipeline.write`
+            # merges unsharded edge chunks.
+            whole = p.is_complete_chunk and fields is None and not (edges and reaches_past(p.chunk_coords))
+            stored = None if old is None or whole else old[local]
             items.append((local, shards.label(key, p.chunk_coords), p, stored))
         jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
         parts: list[bytes | memoryview | None] = [None] * shards.count if old is None else list(old)
