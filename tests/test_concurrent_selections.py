@@ -1,4 +1,4 @@
-"""Concurrent reads of one array, some cancelled part-way, against NumPy.
+"""Concurrent reads of one array, some cancelled part-way, and concurrent writes, against NumPy.
 
 `test_selection.py` checks each selection kind alone. Here several reads of one array run at
 once on one event loop, as a service's requests do, through what they share: collapsed reads
@@ -8,7 +8,9 @@ store read like a remote one (the async path) whose every read yields to the loo
 times drawn per key, so reads overlap in many orders. Some reads are cancelled after a drawn
 number of loop iterations: a cancelled leader's followers must read again, never hang or get
 another read's data. Then one write of the whole array through the same handle, and the reads
-again: none may see a chunk the write replaced (cached or in flight).
+again: none may see a chunk the write replaced (cached or in flight). And tasks writing
+disjoint elements of the same chunks and shards at once (mask and coordinate selections):
+none may lose another's elements (per-key serialisation and conditional read-modify-writes).
 
 Arrays are drawn as in `test_selection.py`: Zarr v2, v3 and v3 sharded, edge chunks and
 shards, C/F order, compressed or not.
@@ -149,3 +151,58 @@ async def check(case: dict[str, Any]) -> None:
 def test_concurrent_and_cancelled_reads_match_numpy(case: dict[str, Any]) -> None:
     """Every read not cancelled returns NumPy's result, before and after a write."""
     asyncio.run(check(case))
+
+
+@st.composite
+def write_cases(draw: st.DrawFn) -> dict[str, Any]:
+    spec = draw(specs(max_cells=400, max_chunks=60, min_ndim=1))
+    writers = draw(st.integers(2, 6), label="writers")
+    # Each element goes to one writer or to none: disjoint selections, so every order of the
+    # writes gives one result.
+    owner = draw(
+        st.lists(
+            st.integers(-1, writers - 1), min_size=math.prod(spec.shape), max_size=math.prod(spec.shape)
+        ),
+        label="owners",
+    )
+    return {
+        "spec": spec,
+        "owner": np.array(owner, dtype=np.intp).reshape(spec.shape),
+        "writers": writers,
+        "kinds": [draw(st.sampled_from(["mask", "coordinate"]), label="kind") for _ in range(writers)],
+        "salt": draw(st.integers(0, 1000), label="salt"),
+        "spread": draw(st.sampled_from([1, 2, 5, 13]), label="spread"),
+    }
+
+
+async def check_writes(case: dict[str, Any]) -> None:
+    spec: Spec = case["spec"]
+    store = InterleavingStore(case["salt"], case["spread"])
+    arr = await make_array(spec, store, "a")
+    expected = spec.model()
+    owner: np.ndarray = case["owner"]
+    writes = []
+    for w, kind in enumerate(case["kinds"]):
+        mask = owner == w
+        value = np.asarray(30000 + w, dtype=expected.dtype)
+        expected[mask] = value
+        if kind == "mask":
+            writes.append(arr.set_mask_selection(mask, value))
+        else:
+            writes.append(arr.set_coordinate_selection(np.nonzero(mask), value))
+    await asyncio.wait_for(asyncio.gather(*writes), HANG_SECONDS)
+    assert_same(await arr.get_basic_selection(...), expected, f"after {len(writes)} concurrent writes")
+
+
+@settings(
+    max_examples=max(MEMORY_EXAMPLES // 2, 20),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+@given(case=write_cases())
+def test_concurrent_disjoint_writes_lose_nothing(case: dict[str, Any]) -> None:
+    """Tasks of one process writing disjoint elements of the same chunks (and shards) at
+    once: every element holds its writer's value afterwards, the others are unchanged."""
+    asyncio.run(check_writes(case))
