@@ -196,7 +196,8 @@ def bench_integrations(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def fuzz(session: nox.Session) -> None:
     """The hostile-input fuzzers at scale: 20,000 random mutated stores (tests/test_fuzz.py), 4,000 zip
-    archives, 5,000 hostile HTTP/S3 server answers (tests/test_fuzz_transport.py).
+    archives, 6,666 kerchunk reference documents (tests/test_fuzz_references.py), 5,000 hostile
+    HTTP/S3 server answers (tests/test_fuzz_transport.py).
 
     ``nox -s fuzz -- 50000`` runs more. Writes its figures (cases, seconds, peak
     RSS growth, slowest case) to ``.cache/fuzz-report.json``.
@@ -209,6 +210,7 @@ def fuzz(session: nox.Session) -> None:
         "pytest",
         "tests/test_fuzz.py",
         "tests/test_fuzz_zip.py",
+        "tests/test_fuzz_references.py",
         "tests/test_hostile_corpus.py",
         "tests/test_fuzz_transport.py",
         "-q",

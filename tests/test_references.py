@@ -277,12 +277,15 @@ def _one_chunk_refs(entry: Any, **extra: Any) -> dict[str, Any]:
         (42, InvalidReferenceError, "expected data"),
         ("base64:!!!", InvalidReferenceError, "base64"),
         (["{{nope}}", 0, 16], InvalidReferenceError, "template"),
+        # a whole-object reference to nothing: an error as for a range, not fill_value
+        (["MISSING"], InvalidReferenceError, "does not exist"),
+        (["MISSING", 0, 16], InvalidReferenceError, "does not exist"),
     ],
 )
 async def test_hostile_entries_get_typed_errors(tmp_path: Path, entry: Any, error: type, match: str) -> None:
     (tmp_path / "blob").write_bytes(bytes(16))
-    if isinstance(entry, list) and entry[0] == "BLOB":
-        entry = [str(tmp_path / "blob"), *entry[1:]]
+    if isinstance(entry, list) and entry[0] in ("BLOB", "MISSING"):
+        entry = [str(tmp_path / entry[0].lower()), *entry[1:]]
     arr = await azarr.open_array(_one_chunk_refs(entry), path="x", mode="r")
     with pytest.raises(error, match=match):
         await arr.getitem(...)

@@ -485,12 +485,15 @@ async def read_located(
     if isinstance(located, bytes):
         return located if byte_range is None else byte_range.apply(located)
     wanted = subrange(located, byte_range)
+    missing = f"reference {key!r}: target {located.url!r} does not exist"
     if wanted is None:
         whole = await read(located.store, located.key, located.byte_range)
-        return None if whole is None else byte_range.apply(whole) if byte_range else whole
+        if whole is None:  # a reference to a whole object, as a ranged one: never fill_value
+            raise InvalidReferenceError(missing)
+        return byte_range.apply(whole) if byte_range else whole
     data = await read(located.store, located.key, wanted)
     if data is None:
-        raise InvalidReferenceError(f"reference {key!r}: target {located.url!r} does not exist")
+        raise InvalidReferenceError(missing)
     if wanted.end is not None and len(data) < wanted.end - wanted.start:
         raise ByteRangeError(
             f"reference {key!r}: {located.url!r} ends before byte {wanted.end} "
