@@ -23,7 +23,8 @@ Callers catch at the level they care about (the httpx pattern):
     │   ├── PreconditionFailedError  a conditional write/read found another generation (S3/HTTP 412)
     │   ├── ByteRangeError         a byte range names bytes past the end of its object (also a ValueError)
     │   ├── InvalidReferenceError  a malformed or hostile kerchunk reference (also a ValueError)
-    │   │   └── ReferenceTargetError  a reference names a URL outside the allowed targets (also a PermissionError)
+    │   │   ├── ReferenceTargetError  a reference names a URL outside the allowed targets (also a PermissionError)
+    │   │   └── ReferenceSetNotFoundError  nothing stored at a reference set's URL (also a FileNotFoundError)
     │   ├── RepositoryError        an Icechunk repository could not be opened or read
     │   │   ├── RepositoryNotFoundError  no repository at the URL (also a FileNotFoundError)
     │   │   ├── RefNotFoundError   no such branch, tag or snapshot (also a FileNotFoundError)
@@ -242,6 +243,12 @@ class InvalidReferenceError(StoreError, ValueError):
 class ReferenceTargetError(InvalidReferenceError, PermissionError):
     """A reference names a target URL outside the allowed set (another scheme or host,
     ``..`` segments); see ``azarr.config`` ``reference_allowed_targets``."""
+
+
+class ReferenceSetNotFoundError(InvalidReferenceError, FileNotFoundError):
+    """Nothing is stored at a reference set's URL: no JSON reference file, and no Parquet
+    reference directory (a ``.zmetadata`` with a ``record_size``) either; fsspec's
+    ``ReferenceFileSystem`` raises ``FileNotFoundError`` here."""
 
 
 class RepositoryError(StoreError):

@@ -18,7 +18,12 @@ from archival import VARIABLES, hdf5_references, write_hdf5, write_parquet_refer
 
 import azarr
 from azarr import config
-from azarr.errors import ByteRangeError, InvalidReferenceError, ReferenceTargetError
+from azarr.errors import (
+    ByteRangeError,
+    InvalidReferenceError,
+    ReferenceSetNotFoundError,
+    ReferenceTargetError,
+)
 from azarr.scheduler import StoreIO, stats_for
 from azarr.scheduler._coalesce import coalesce_ranges
 from azarr.storage import ByteRange, LocalStore, MemoryStore
@@ -277,6 +282,10 @@ def _one_chunk_refs(entry: Any, **extra: Any) -> dict[str, Any]:
         (42, InvalidReferenceError, "expected data"),
         ("base64:!!!", InvalidReferenceError, "base64"),
         (["{{nope}}", 0, 16], InvalidReferenceError, "template"),
+        # lengths far past the file: refused, not allocated (a MemoryError before)
+        (["BLOB", 0, 2**40], ByteRangeError, "ends before"),
+        (["BLOB", 8, 2**62], ByteRangeError, "ends before"),
+        (["BLOB\x00", 0, 16], InvalidReferenceError, "NUL"),
         # a whole-object reference to nothing: an error as for a range, not fill_value
         (["MISSING"], InvalidReferenceError, "does not exist"),
         (["MISSING", 0, 16], InvalidReferenceError, "does not exist"),
@@ -284,11 +293,75 @@ def _one_chunk_refs(entry: Any, **extra: Any) -> dict[str, Any]:
 )
 async def test_hostile_entries_get_typed_errors(tmp_path: Path, entry: Any, error: type, match: str) -> None:
     (tmp_path / "blob").write_bytes(bytes(16))
-    if isinstance(entry, list) and entry[0] in ("BLOB", "MISSING"):
+    if isinstance(entry, list) and entry[0].rstrip("\x00") in ("BLOB", "MISSING"):
         entry = [str(tmp_path / entry[0].lower()), *entry[1:]]
     arr = await azarr.open_array(_one_chunk_refs(entry), path="x", mode="r")
     with pytest.raises(error, match=match):
         await arr.getitem(...)
+
+
+def _parquet_set(
+    folder: Path, columns: dict[str, list[Any]], *, patch: tuple[bytes, bytes] | None = None
+) -> Path:
+    """A Parquet reference directory of one 4-element int32 array ``x`` in one chunk, its
+    record file holding ``columns`` (uncompressed, so ``patch`` can replace bytes in it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    zarray = {
+        "zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<i4",
+        "compressor": None, "filters": None, "fill_value": 0, "order": "C",
+    }  # fmt: skip
+    (folder / "x").mkdir(parents=True)
+    index = {"metadata": {".zgroup": {"zarr_format": 2}, "x/.zarray": zarray}, "record_size": 4}
+    (folder / ".zmetadata").write_text(json.dumps(index))
+    pq.write_table(pa.table(columns), folder / "x" / "refs.0.parq", compression="none")
+    if patch is not None:
+        record = folder / "x" / "refs.0.parq"
+        data = record.read_bytes()
+        assert patch[0] in data
+        record.write_bytes(data.replace(*patch))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("columns", "patch", "error", "match"),
+    [
+        # found by fuzzing record files: each raised a bare MemoryError, ValueError or UnicodeDecodeError
+        ({"path": ["BLOB"], "offset": [0], "size": [2**63 - 1]}, None, ByteRangeError, "ends before"),
+        ({"path": ["BLOB"], "offset": [2**62], "size": [2**62]}, None, InvalidReferenceError, "out of range"),
+        ({"path": ["BLOB\x00"], "offset": [0], "size": [16]}, None, InvalidReferenceError, "NUL"),
+        (
+            {"path": ["BLOB"], "offset": [0], "size": [16]},
+            (b"blob", b"bl\xb0b"),
+            InvalidReferenceError,
+            "columns",
+        ),
+        (
+            {"path": ["BLOB"], "offset": [0], "size": [16]},
+            (b"size", b"s\xb0ze"),
+            InvalidReferenceError,
+            "columns",
+        ),
+    ],
+)
+async def test_hostile_parquet_records_get_typed_errors(
+    tmp_path: Path, columns: dict[str, list[Any]], patch: tuple[bytes, bytes] | None, error: type, match: str
+) -> None:
+    (tmp_path / "blob").write_bytes(bytes(16))
+    columns = {k: [str(tmp_path / "blob") + v[4:] if v.startswith("BLOB") else v for v in values]
+               if k == "path" else values for k, values in columns.items()}  # fmt: skip
+    arr = await azarr.open_array(
+        ReferenceStore(str(_parquet_set(tmp_path / "set", columns, patch=patch))), path="x"
+    )
+    with pytest.raises(error, match=match):
+        await arr.getitem(...)
+
+
+async def test_a_missing_reference_set_is_a_typed_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(ReferenceSetNotFoundError, match="no reference set") as raised:
+        await azarr.open_group(ReferenceStore(str(tmp_path / "nothing")), mode="r")
+    assert isinstance(raised.value, FileNotFoundError)  # fsspec's ReferenceFileSystem raises one
 
 
 async def test_targets_outside_the_allowed_set_are_refused(tmp_path: Path, http_server: Any) -> None:

@@ -965,6 +965,10 @@ _SMALL_FILE = 64 * 1024
 _O_RDONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
+#: Ranged reads longer than this are clamped to the file's size first (one ``fstat``).
+_CLAMP_FROM = 1 << 20
+
+
 def _read_range(f: Any, byte_range: ByteRange) -> bytes:
     """``byte_range`` of the open file ``f``, with `ByteRange.apply`'s semantics."""
     if byte_range.is_suffix:
@@ -976,7 +980,12 @@ def _read_range(f: Any, byte_range: ByteRange) -> bytes:
     if byte_range.end is None:
         rest: bytes = f.read()
         return rest
-    part: bytes = f.read(max(byte_range.end - byte_range.start, 0))
+    length = max(byte_range.end - byte_range.start, 0)
+    if length > _CLAMP_FROM:
+        # A buffered read(n) allocates n bytes before reading: a range asking for far more
+        # than the file holds (a hostile reference's size) would allocate all of it.
+        length = min(length, max(os.fstat(f.fileno()).st_size - byte_range.start, 0))
+    part: bytes = f.read(length)
     return part
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from azarr import config
-from azarr.errors import ByteRangeError, InvalidReferenceError
+from azarr.errors import ByteRangeError, InvalidReferenceError, ReferenceSetNotFoundError
 from azarr.storage._base import ByteRange, Store, validate_key
 from azarr.storage._refs_json import JsonReferences, Reference
 from azarr.storage._refs_parquet import ParquetReferences
@@ -322,8 +322,8 @@ class ReferenceStore(LocatingStore):
         InvalidReferenceError
             The set is not a JSON reference document or Parquet reference directory,
             is larger than ``reference_max_bytes`` or holds more than ``reference_max_refs``.
-        FileNotFoundError
-            Nothing is stored at the reference URL.
+        ReferenceSetNotFoundError
+            Nothing is stored at the reference URL (also a ``FileNotFoundError``).
         """
         return await self._table.get(lambda: self._load(read))
 
@@ -347,7 +347,10 @@ class ReferenceStore(LocatingStore):
         limit = int(config.get("reference_max_bytes"))
         data = await read(folder, name, ByteRange(0, limit + 1))
         if data is None:
-            raise FileNotFoundError(f"no reference set at {fo!r}")
+            raise ReferenceSetNotFoundError(
+                f"no reference set at {fo!r}: no reference file, nor a Parquet reference "
+                "directory (a .zmetadata with a record_size)"
+            )
         if len(data) > limit:
             raise InvalidReferenceError(
                 f"reference file {fo!r} is larger than {limit} bytes (azarr.config reference_max_bytes)"

@@ -32,12 +32,13 @@ from typing import Any
 
 from azarr.errors import InvalidReferenceError
 
-__all__ = ["JsonReferences", "Reference", "parse_entry"]
+__all__ = ["MAX_OFFSET", "JsonReferences", "Reference", "parse_entry"]
 
 _TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 # Longest string a gen expression may produce (a hostile "'x' * 10**9" would eat memory).
 _MAX_RENDERED = 4096
-_MAX_OFFSET = 2**63 - 1
+#: Largest offset, length or offset + length a reference may give (a file offset, ``off_t``).
+MAX_OFFSET = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ def _int(value: Any, what: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise InvalidReferenceError(f"reference {key!r}: {what} must be an integer, got {value!r}")
     number = int(value)
-    if number < 0 or number > _MAX_OFFSET:
+    if number < 0 or number > MAX_OFFSET:
         raise InvalidReferenceError(f"reference {key!r}: {what} {number} is out of range (0 .. 2**63-1)")
     return number
 
@@ -86,7 +87,7 @@ def parse_entry(key: str, entry: Any, templates: Mapping[str, str]) -> bytes | R
         if len(entry) == 1:
             return Reference(url)
         offset, length = _int(entry[1], "offset", key), _int(entry[2], "length", key)
-        if offset + length > _MAX_OFFSET:
+        if offset + length > MAX_OFFSET:
             raise InvalidReferenceError(f"reference {key!r}: offset + length is out of range")
         return Reference(url, offset, length)
     raise InvalidReferenceError(
@@ -158,7 +159,7 @@ def _evaluate(node: ast.AST, names: Mapping[str, Any], source: str) -> Any:
             raise InvalidReferenceError(f"gen expression {source!r}: {exc}") from None
         if isinstance(result, str) and len(result) > _MAX_RENDERED:
             raise InvalidReferenceError(f"gen expression {source!r}: result too long")
-        if isinstance(result, int) and abs(result) > _MAX_OFFSET:
+        if isinstance(result, int) and abs(result) > MAX_OFFSET:
             raise InvalidReferenceError(f"gen expression {source!r}: result out of range")
         return result
     raise InvalidReferenceError(f"gen expression {source!r}: unsupported syntax {type(node).__name__}")

@@ -24,7 +24,7 @@ from typing import Any
 
 from azarr import config
 from azarr.errors import InvalidReferenceError
-from azarr.storage._refs_json import Reference
+from azarr.storage._refs_json import MAX_OFFSET, Reference
 
 __all__ = ["ParquetReferences", "RecordReader"]
 
@@ -56,6 +56,8 @@ class _Record:
         if not isinstance(path, str):  # null (None, or NaN from pandas writers): not stored
             return None
         offset, size = _count(self.offset[row], "offset", key), _count(self.size[row], "size", key)
+        if offset + size > MAX_OFFSET:
+            raise InvalidReferenceError(f"reference {key!r}: offset + size is out of range")
         if offset == 0 and size == 0:
             return Reference(path)
         return Reference(path, offset, size)
@@ -68,6 +70,8 @@ def _count(value: Any, what: str, key: str) -> int:
         raise InvalidReferenceError(f"reference {key!r}: {what} {value!r} is not an integer") from None
     if number < 0:
         raise InvalidReferenceError(f"reference {key!r}: negative {what} {number}")
+    if number > MAX_OFFSET:
+        raise InvalidReferenceError(f"reference {key!r}: {what} {number} is out of range (0 .. 2**63-1)")
     return number
 
 
@@ -83,10 +87,13 @@ def _parse_record(data: bytes, record_size: int, where: str) -> _Record:
         raise InvalidReferenceError(
             f"{where}: {table.num_rows} rows, more than the record_size {record_size} of .zmetadata"
         )
-    names = [name for name in table.column_names if name in _COLUMNS]
+    try:
+        names = [name for name in table.column_names if name in _COLUMNS]
+        columns = {name: table.column(name).to_pylist() for name in names}
+    except Exception as exc:  # names or strings that are no UTF-8, values pyarrow cannot convert
+        raise InvalidReferenceError(f"{where}: unreadable columns ({type(exc).__name__}: {exc})") from None
     if "path" not in names and "raw" not in names:
         raise InvalidReferenceError(f"{where}: neither a 'path' nor a 'raw' column")
-    columns = {name: table.column(name).to_pylist() for name in names}
     return _Record(columns, table.num_rows, len(data))
 
 

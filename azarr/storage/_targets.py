@@ -101,7 +101,7 @@ class TargetResolver:
         ReferenceTargetError
             ``url`` is outside the allowed targets, or has ``.``/``..`` segments.
         InvalidReferenceError
-            ``url`` cannot name an object (no bucket, a query string).
+            ``url`` cannot name an object (no bucket, a query string, a NUL character).
         """
         ident = (url, self._allowed())
         found = self._resolved.get(ident)
@@ -112,6 +112,8 @@ class TargetResolver:
         return found
 
     def _resolve(self, url: str, where: str, allowed: tuple[str, ...] | None) -> tuple[Store, str]:
+        if "\x00" in url:  # no OS path or URL holds one (a file target's open would raise ValueError)
+            raise InvalidReferenceError(f"{where}: target {url!r} holds a NUL character")
         scheme, rest = split_scheme(url)
         if scheme is None:
             if self._remote_protocol:
