@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import azarr
@@ -537,6 +538,18 @@ def hostile_store(draw: st.DrawFn) -> tuple[str, dict[str, bytes]]:
         if not files:
             break
     return name, files
+
+
+def fuzz_settings(examples: int) -> settings:
+    """Hypothesis settings of every fuzzer: ``examples`` cases, no deadline or database,
+    derandomized (a fixed sequence, as CI needs) unless ``AZARR_FUZZ_RANDOM`` is set."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=os.environ.get("AZARR_FUZZ_RANDOM") is None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
 
 
 # ------------------------------------------------------------------ running

@@ -24,7 +24,7 @@ import zlib
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import azarr
@@ -37,6 +37,7 @@ from tests.test_selection import (
     assert_same,
     make_array,
     np_get,
+    property_settings,
     selections,
     specs,
 )
@@ -140,13 +141,7 @@ async def check(case: dict[str, Any]) -> None:
     await read_concurrently(arr, spec, case["reads"], model, set(), 0)
 
 
-@settings(
-    max_examples=max(MEMORY_EXAMPLES // 2, 20),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
+@property_settings(max(MEMORY_EXAMPLES // 2, 20))
 @given(case=cases())
 def test_concurrent_and_cancelled_reads_match_numpy(case: dict[str, Any]) -> None:
     """Every read not cancelled returns NumPy's result, before and after a write."""
@@ -194,13 +189,7 @@ async def check_writes(case: dict[str, Any]) -> None:
     assert_same(await arr.get_basic_selection(...), expected, f"after {len(writes)} concurrent writes")
 
 
-@settings(
-    max_examples=max(MEMORY_EXAMPLES // 2, 20),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
+@property_settings(max(MEMORY_EXAMPLES // 2, 20))
 @given(case=write_cases())
 def test_concurrent_disjoint_writes_lose_nothing(case: dict[str, Any]) -> None:
     """Tasks of one process writing disjoint elements of the same chunks (and shards) at

@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 import pytest
-from fuzz_stores import FUZZ_MAX_CHUNK_BYTES, hostile_store, is_document, run_case, templates
-from hypothesis import HealthCheck, given, settings
+from fuzz_stores import FUZZ_MAX_CHUNK_BYTES, fuzz_settings, hostile_store, is_document, run_case, templates
+from hypothesis import given
 from rss import MiB, measure_rss
 
 import azarr
@@ -43,13 +43,7 @@ def test_fuzz_mutated_stores() -> None:
     loop = asyncio.new_event_loop()
     stats: dict[str, Any] = {"cases": 0, "errors": 0, "slowest_s": 0.0, "slowest_case": None}
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=os.environ.get("AZARR_FUZZ_RANDOM") is None,
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @fuzz_settings(EXAMPLES)
     @given(case=hostile_store())
     def one_case(case: tuple[str, dict[str, bytes]]) -> None:
         name, files = case

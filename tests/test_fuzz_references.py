@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzz_stores import HOSTILE_VALUES
-from hypothesis import HealthCheck, given, settings
+from fuzz_stores import HOSTILE_VALUES, fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rss import MiB, measure_rss
 
@@ -42,6 +42,11 @@ EXAMPLES = max(50, int(os.environ.get("AZARR_FUZZ_EXAMPLES", "300")) // 3)
 PARQUET_EXAMPLES = max(30, int(os.environ.get("AZARR_FUZZ_EXAMPLES", "300")) // 10)
 CASE_SECONDS = 5.0
 DATA = np.arange(40, dtype="<i4")
+#: The one array of every reference set here (``x``, and ``y`` of JSON documents): `DATA`.
+ZARRAY = {
+    "zarr_format": 2, "shape": [40], "chunks": [10], "dtype": "<i4",
+    "compressor": None, "filters": None, "fill_value": 0, "order": "C",
+}  # fmt: skip
 
 REFERENCE_VALUES: list[Any] = [
     "{{u}}",
@@ -71,10 +76,7 @@ REFERENCE_VALUES: list[Any] = [
 def document(blob: Path) -> dict[str, Any]:
     """The valid document every case mutates: ``x`` (four chunks: a templated range, plain
     ranges, base64) and ``y`` (four ``gen`` references), both reading `DATA`."""
-    zarray = {
-        "zarr_format": 2, "shape": [40], "chunks": [10], "dtype": "<i4",
-        "compressor": None, "filters": None, "fill_value": 0, "order": "C",
-    }  # fmt: skip
+    zarray = ZARRAY
     refs = {
         ".zgroup": '{"zarr_format": 2}',
         "x/.zarray": json.dumps(zarray),
@@ -149,23 +151,27 @@ def test_fuzz_mutated_reference_documents(tmp_path: Path) -> None:
     blob.write_bytes(DATA.tobytes())
     loop = asyncio.new_event_loop()
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=os.environ.get("AZARR_FUZZ_RANDOM") is None,
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @fuzz_settings(EXAMPLES)
     @given(doc=hostile_documents(blob))
     def one_case(doc: dict[str, Any]) -> None:
-        start = time.perf_counter()
-        loop.run_until_complete(_open_and_read(doc))
-        elapsed = time.perf_counter() - start
-        assert elapsed < CASE_SECONDS, f"took {elapsed:.1f} s: {json.dumps(doc, default=str)[:500]}"
+        _timed(loop, _open_and_read(doc), doc)
 
+    _within_memory(loop, one_case)
+
+
+def _timed(loop: asyncio.AbstractEventLoop, case: Any, described_by: Any) -> None:
+    """Run one case's coroutine; it must end within `CASE_SECONDS`."""
+    start = time.perf_counter()
+    loop.run_until_complete(case)
+    elapsed = time.perf_counter() - start
+    assert elapsed < CASE_SECONDS, f"took {elapsed:.1f} s: {json.dumps(described_by, default=str)[:500]}"
+
+
+def _within_memory(loop: asyncio.AbstractEventLoop, cases: Any) -> None:
+    """Run every case of a fuzzer; peak RSS may grow by 256 MiB at most."""
     try:
         with measure_rss() as growth:
-            one_case()
+            cases()
     finally:
         loop.close()
     assert growth.bytes < 256 * MiB, f"peak RSS grew by {growth.bytes / MiB:.0f} MiB"
@@ -173,10 +179,6 @@ def test_fuzz_mutated_reference_documents(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ Parquet reference sets
 
-ZARRAY = {
-    "zarr_format": 2, "shape": [40], "chunks": [10], "dtype": "<i4",
-    "compressor": None, "filters": None, "fill_value": 0, "order": "C",
-}  # fmt: skip
 RECORD_SIZE = 3
 CELLS: list[Any] = [None, 0, -1, 2**62, 2**63 - 1, "x", b"x", 1.5, float("nan"), "/etc/passwd", "../b",
                     "s3://someone-elses-bucket/key", "a\x00b", b"\x00" * 100]  # fmt: skip
@@ -263,20 +265,11 @@ def test_fuzz_mutated_parquet_reference_sets(tmp_path: Path) -> None:
         except AzarrError:
             pass
 
-    @settings(
-        max_examples=PARQUET_EXAMPLES,
-        deadline=None,
-        derandomize=os.environ.get("AZARR_FUZZ_RANDOM") is None,
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @fuzz_settings(PARQUET_EXAMPLES)
     @given(case=hostile_parquet_sets(blob))
     def one_case(case: tuple[Any, list[bytes]]) -> None:
         _write_set(folder, *case)
-        start = time.perf_counter()
-        loop.run_until_complete(read())
-        elapsed = time.perf_counter() - start
-        assert elapsed < CASE_SECONDS, f"took {elapsed:.1f} s: {json.dumps(case[0], default=str)[:300]}"
+        _timed(loop, read(), case[0])
 
     # Unmutated, the set reads back.
     index = {"metadata": {".zgroup": {"zarr_format": 2}, "x/.zarray": ZARRAY}, "record_size": RECORD_SIZE}
@@ -287,12 +280,7 @@ def test_fuzz_mutated_parquet_reference_sets(tmp_path: Path) -> None:
     _write_set(folder, index, records)
     got = loop.run_until_complete(_read_x(folder))
     np.testing.assert_array_equal(got, DATA)
-    try:
-        with measure_rss() as growth:
-            one_case()
-    finally:
-        loop.close()
-    assert growth.bytes < 256 * MiB, f"peak RSS grew by {growth.bytes / MiB:.0f} MiB"
+    _within_memory(loop, one_case)
 
 
 def _write_set(folder: Path, index: Any, records: list[bytes]) -> None:

@@ -15,8 +15,8 @@ import tempfile
 import zipfile
 
 import pytest
-from fuzz_stores import FUZZ_MAX_CHUNK_BYTES, _read_array, templates
-from hypothesis import HealthCheck, given, settings
+from fuzz_stores import FUZZ_MAX_CHUNK_BYTES, _read_array, fuzz_settings, templates
+from hypothesis import given
 from hypothesis import strategies as st
 from rss import MiB, measure_rss
 
@@ -74,13 +74,7 @@ def test_fuzz_mutated_zip_archives() -> None:
     folder = tempfile.mkdtemp(prefix="azarr-fuzz-zip-")
     path = os.path.join(folder, "store.zip")
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=os.environ.get("AZARR_FUZZ_RANDOM") is None,
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @fuzz_settings(EXAMPLES)
     @given(case=hostile_zip())
     def one_case(case: tuple[str, bytes]) -> None:
         with open(path, "wb") as f:

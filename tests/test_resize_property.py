@@ -20,11 +20,20 @@ import math
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from azarr.storage import MemoryStore
-from tests.test_selection import MEMORY_EXAMPLES, SIDES, Spec, assert_same, make_array, read_all, specs
+from tests.test_selection import (
+    MEMORY_EXAMPLES,
+    SIDES,
+    Spec,
+    assert_same,
+    make_array,
+    property_settings,
+    read_all,
+    specs,
+)
 
 #: Largest extent a dimension grows to, by rank (twice test_selection's sides, capped so
 #: the backing array and the chunk count stay small).
@@ -133,13 +142,7 @@ async def check_steps(spec: Spec, steps: list[Step]) -> None:
         assert_same(await read_all(arr), model.array, f"after step {i}: {what}({arg!r}) of {steps!r}")
 
 
-@settings(
-    max_examples=max(MEMORY_EXAMPLES // 2, 20),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
+@property_settings(max(MEMORY_EXAMPLES // 2, 20))
 @given(case=resize_cases())
 def test_resize_and_append_match_zarr_python_semantics(case: tuple[Spec, list[Step]]) -> None:
     """After every resize, append and write, the array reads as the model says."""

@@ -57,6 +57,17 @@ S3_EXAMPLES = max(10, MEMORY_EXAMPLES * 35 // 200)
 KINDS = ("basic", "orthogonal", "coordinate", "mask", "block")
 
 
+def property_settings(examples: int) -> settings:
+    """Hypothesis settings of the property tests built on this module's arrays."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,  # nothing written into the work tree
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        print_blob=True,
+    )
+
+
 # ---------------------------------------------------------------------------
 # backends: one event loop per test, fresh array locations per example
 
@@ -76,13 +87,7 @@ class Backend:
         return self.runner.run(coro)  # type: ignore[arg-type]
 
     def settings(self, examples: int | None = None) -> settings:
-        return settings(
-            max_examples=examples or self.examples,
-            deadline=None,
-            database=None,  # nothing written into the work tree
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-            print_blob=True,
-        )
+        return property_settings(examples or self.examples)
 
 
 @pytest.fixture(params=["memory", pytest.param("s3", marks=pytest.mark.s3)])
@@ -838,12 +843,7 @@ def request_cases(draw: st.DrawFn) -> tuple[Spec, str, Any, Any]:
     return spec, kind, sel, draw(values_for(shape, spec.dtype))
 
 
-@settings(
-    max_examples=MEMORY_EXAMPLES * 2,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@property_settings(MEMORY_EXAMPLES * 2)
 @given(case=request_cases())
 def test_only_touched_chunks_are_requested_once(case: tuple[Spec, str, Any, Any]) -> None:
     """Reads fetch exactly the chunks (shards) holding selected elements; writes read only
