@@ -2,7 +2,8 @@
 
 Property tests draw an array (Zarr v2, Zarr v3, or Zarr v3 sharded with 1-3 inner
 chunks a side and the index at either end; 0-d to 4-d, zero-length dimensions, edge
-chunks and shards, C/F order, compressed or not, either key separator, with or without
+chunks and shards, C/F order, compressed or not, either key separator and (v3) either
+chunk key encoding, with or without
 ``write_empty_chunks``, some chunks never written) and a selection of one
 kind (basic, orthogonal, coordinate, mask, block). They check that each way of
 reading it -- the explicit ``get_*_selection`` method, the ``oindex`` /
@@ -145,6 +146,7 @@ class Spec:
     shards: tuple[int, ...] | None = None  # shard shape ("sharded"): a multiple of chunks
     index_location: str = "end"  # of each shard's index ("sharded")
     separator: str = "."  # chunk key separator (v2's dimension_separator, v3's encoding)
+    key_encoding: str = "default"  # Zarr v3's chunk key encoding: "default" (c/0/0) or "v2" (0.0)
     write_empty_chunks: bool = True
 
     @property
@@ -257,6 +259,7 @@ def specs(
         shards=shards,
         index_location=draw(st.sampled_from(["end", "start"]), label="index_location"),
         separator=draw(st.sampled_from("./"), label="separator"),
+        key_encoding=draw(st.sampled_from(["default", "v2"]), label="chunk key encoding"),
         write_empty_chunks=draw(st.booleans(), label="write_empty_chunks"),
     )
 
@@ -265,6 +268,7 @@ async def make_array(spec: Spec, store: Store, path: str) -> AsyncArray:
     v3: dict[str, Any] = {}
     if spec.zarr_format == 3:
         v3["zarr_format"] = 3
+        v3["chunk_key_encoding"] = {"name": spec.key_encoding, "separator": spec.separator}
     if spec.shards is not None:
         v3["shards"] = {"shape": spec.shards, "index_location": spec.index_location}
     arr = await azarr.create(
@@ -798,7 +802,7 @@ def chunk_keys(kind: str, spec: Spec, sel: Any, path: str) -> tuple[set[str], se
 
     def key(i: int) -> str:
         coords = [str(int(c)) for c in (np.unravel_index(i, grid) if grid else ())]
-        if spec.zarr_format == 2:
+        if spec.zarr_format == 2 or spec.key_encoding == "v2":
             return f"{path}/" + (spec.separator.join(coords) or "0")
         return f"{path}/" + spec.separator.join(["c", *coords])  # v3's default chunk key encoding
 
