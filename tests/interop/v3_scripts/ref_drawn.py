@@ -64,7 +64,9 @@ def _read(root: Path, case: dict[str, Any], results: dict[str, str]) -> None:
 
 def _write(root: Path, case: dict[str, Any], refused: dict[str, str]) -> None:
     name = str(case["i"])
-    compressors = {None: None, "zstd": [ZstdCodec(level=0)], "gzip": [GzipCodec(level=1)]}[case["compressor"]]
+    compressors = {None: None, "default": [ZstdCodec(level=0)], "gzip": [GzipCodec(level=1)]}[
+        case["compressor"]
+    ]
     extra: dict[str, Any] = {}
     if case["shards"] is not None:
         extra["shards"] = tuple(case["shards"])
