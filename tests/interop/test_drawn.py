@@ -8,8 +8,9 @@ shards of 1-3 inner chunks a side reaching past the array's end, C/F order, eith
 separator and v3 encoding, ``write_empty_chunks`` on and off, a basic selection written and
 the rest left to fill_value), derandomized so every run draws the same `DRAWN` arrays per
 format. azarr writes each; the reference interpreter (``v3_scripts/ref_drawn.py``,
-``ref_scripts/drawn_v2.py``) reads them and writes each itself for azarr to read. Every read
-must equal the NumPy model bit for bit. One reference interpreter start per format.
+``ref_scripts/drawn_v2.py``) reads them and writes each itself (v3: with zarr-python 3.4 and
+TensorStore) for azarr to read. Every read must equal the NumPy model bit for bit. One
+reference interpreter start per format.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def _case(i: int, spec: Spec, root: Path) -> dict[str, Any]:
 
 def _prepare(root: Path, layouts: tuple[str, ...]) -> list[dict[str, Any]]:
     """azarr writes the drawn arrays of ``layouts`` under ``root/azarr``; their cases."""
-    for folder in ("data", "mask", "expected", "azarr", "zarr"):
+    for folder in ("data", "mask", "expected", "azarr", "zarr", "ts"):
         (root / folder).mkdir()
     cases = []
 
@@ -172,28 +173,33 @@ def _check_reads(exchange: dict[str, Any]) -> None:
     assert len(exchange["read"]) >= DRAWN
 
 
-def _check_azarr_reads(exchange: dict[str, Any]) -> None:
+def _check_azarr_reads(exchange: dict[str, Any], writer: str = "zarr") -> int:
+    """azarr reads every case ``writer`` ("zarr" or "ts") wrote as the model says; returns
+    how many it read."""
     root: Path = exchange["root"]
-    refused = exchange["refused"]
-    # The references cannot write some drawn cases (zarr-python 3.4: a 0-d array's chunks=(),
-    # negative steps): the rest, all.
-    assert len(refused) < len(exchange["cases"]) // 3, refused
+    refused = {k.removesuffix("/ts") for k in exchange["refused"] if k.endswith("/ts") == (writer == "ts")}
+    # The references may refuse a drawn case: the rest must read back.
+    assert len(refused) < len(exchange["cases"]) // 3, exchange["refused"]
+    read = 0
 
     async def read_all() -> dict[str, str]:
+        nonlocal read
         wrong = {}
         for case in exchange["cases"]:
             name = str(case["i"])
-            if name in refused:
+            if name in refused or not (root / writer / name).exists():
                 continue
             expected = np.load(root / "expected" / f"{name}.npy")
-            arr = await azarr.open_array(str(root / "zarr" / name), mode="r")
+            arr = await azarr.open_array(str(root / writer / name), mode="r")
             got = np.asarray(await arr.get_basic_selection(...))
+            read += 1
             if got.shape != expected.shape or not np.array_equal(got, expected):
                 wrong[name] = f"{got.ravel()[:6]} != {expected.ravel()[:6]}: {case['spec']}"
         return wrong
 
     wrong = asyncio.run(read_all())
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in list(wrong.items())[:10])
+    return read
 
 
 def test_zarr_python_3_and_tensorstore_read_what_azarr_wrote(v3_exchange: dict[str, Any]) -> None:
@@ -202,6 +208,11 @@ def test_zarr_python_3_and_tensorstore_read_what_azarr_wrote(v3_exchange: dict[s
 
 def test_azarr_reads_what_zarr_python_3_wrote(v3_exchange: dict[str, Any]) -> None:
     _check_azarr_reads(v3_exchange)
+
+
+def test_azarr_reads_what_tensorstore_wrote(v3_exchange: dict[str, Any]) -> None:
+    # Every case but the 0-d ones (TensorStore's zarr3 driver has no 0-d chunk grid).
+    assert _check_azarr_reads(v3_exchange, "ts") >= DRAWN * 3 // 4
 
 
 def test_zarr_python_2_reads_what_azarr_wrote(v2_exchange: dict[str, Any]) -> None:

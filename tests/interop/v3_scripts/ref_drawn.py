@@ -9,10 +9,11 @@ written) and ``DIR/expected/<i>.npy`` (the whole array after the write). This sc
 
 * reads what azarr wrote (``DIR/azarr/<i>``) with zarr-python 3.4 and TensorStore's zarr3
   driver and compares with the expected array, bit for bit;
-* writes every case with zarr-python 3.4 (``DIR/zarr/<i>``) for azarr to read.
+* writes every case with zarr-python 3.4 (``DIR/zarr/<i>``) and, from the metadata that
+  wrote, with TensorStore (``DIR/ts/<i>``) for azarr to read.
 
 Prints one JSON object: ``{"read": {"<i>/zarr": "ok" | why, "<i>/ts": ...}, "refused":
-{"<i>": why}}`` (cases zarr-python 3.4 cannot write, such as a 0-d array's chunks).
+{"<i>": why, "<i>/ts": why}}`` (cases zarr-python 3.4 or TensorStore cannot write).
 
 Never imports azarr.
 """
@@ -90,6 +91,36 @@ def _write(root: Path, case: dict[str, Any], refused: dict[str, str]) -> None:
             array.vindex[mask] = np.load(root / "data" / f"{name}.npy")
     except Exception as exc:
         refused[name] = f"{type(exc).__name__}: {exc}"
+        return
+    _write_ts(root, case, refused)
+
+
+def _write_ts(root: Path, case: dict[str, Any], refused: dict[str, str]) -> None:
+    """The same case written by TensorStore (``DIR/ts/<i>``), with the metadata zarr-python
+    wrote for it (TensorStore has no structured data type, nor a 0-d chunk grid)."""
+    name = str(case["i"])
+    metadata = json.loads((root / "zarr" / name / "zarr.json").read_text())
+    if np.dtype(case["dtype"]).names or not case["shape"]:
+        return
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(root / "ts" / name)},
+        "metadata": {
+            k: metadata[k]
+            for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
+        },
+        "create": True,
+    }
+    try:
+        store = ts.open(spec).result()
+        if case["written"] == "box":
+            region = tuple(slice(*s) for s in case["box"])
+            store[region].write(np.load(root / "data" / f"{name}.npy")).result()
+        elif case["written"] == "mask":
+            where = np.nonzero(np.load(root / "mask" / f"{name}.npy"))
+            store.vindex[where].write(np.load(root / "data" / f"{name}.npy")).result()
+    except Exception as exc:
+        refused[f"{name}/ts"] = f"{type(exc).__name__}: {exc}"
 
 
 def main(root: Path) -> dict[str, Any]:
