@@ -119,9 +119,28 @@ async def test_group_extras() -> None:
         await g.move("p", "c")
     with pytest.raises(ContainsGroupError):
         await g.move("p", "s")
+    # Into its own subtree: refused before anything is written (it created "p/x" first)
+    before = sorted([k async for k in g.store.list_prefix("")])
+    with pytest.raises(ValueError, match="inside it"):
+        await g.move("p", "p/x/p")
+    assert sorted([k async for k in g.store.list_prefix("")]) == before
     ro = await azarr.open_group(g.store, mode="r")
     with pytest.raises(ReadOnlyError):
         await ro.move("p", "t")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+async def test_move_keeps_the_hierarchy_s_format(zarr_format: int) -> None:
+    # Zarr v3: the destination's new parent groups were made as v2 documents, which the v3
+    # root refused (a MetadataError for every move to a new parent).
+    g = await azarr.group(store=azarr.MemoryStore(), zarr_format=zarr_format)
+    z = await g.create_dataset("a/x", shape=(3,), chunks=(2,), dtype="i4")
+    await z.set_basic_selection(..., np.arange(3, dtype="i4"))
+    await g.move("a", "p/q/a")
+    moved = await azarr.open_array(g.store, path="p/q/a/x", mode="r")
+    assert moved.zarr_format == zarr_format and (await moved.getitem(...)).tolist() == [0, 1, 2]
+    assert (await azarr.open_group(g.store, path="p", mode="r")).zarr_format == zarr_format
+    assert not await g.contains("a")
 
 
 async def test_group_async_context_manager(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from azarr.core._formats import node_kind_and_format
 from azarr.core._hierarchy import node_kind, require_parent_groups
 from azarr.core._paths import join_path
 from azarr.errors import ContainsArrayError, ContainsGroupError, PathNotFoundError
@@ -61,14 +62,18 @@ async def move_node(group: AsyncGroup, source: str, dest: str) -> None:
     store = group.store
     io = StoreIO(store)
     src, dst = join_path(group.path, source), join_path(group.path, dest)
-    if await node_kind(io, src) is None:
+    if dst == src or dst.startswith(src + "/"):  # before anything is written (the parents of dst)
+        raise ValueError(f"cannot move {source!r} to {dest!r}, which is inside it (group {group.name!r})")
+    found, zarr_format = await node_kind_and_format(io, src)
+    if found is None:
         raise PathNotFoundError(f"the source, {source!r}, does not exist in group {group.name!r}")
     kind = await node_kind(io, dst)
     if kind == "array":
         raise ContainsArrayError(f"the dest, {dest!r}, already exists in group {group.name!r} (an array)")
     if kind == "group":
         raise ContainsGroupError(f"the dest, {dest!r}, already exists in group {group.name!r} (a group)")
-    await require_parent_groups(io, dst, overwrite=False)
+    # The destination's missing parents in the moved node's format (a hierarchy holds one).
+    await require_parent_groups(io, dst, overwrite=False, zarr_format=zarr_format or 2)
     await rename(store, src, dst)
 
 
