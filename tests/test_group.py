@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import azarr
+import azarr.sync
 from azarr.errors import (
     ArrayNotFoundError,
     ConsolidatedMetadataNotFoundError,
@@ -179,6 +180,29 @@ async def test_consolidated_open_uses_one_read(store: Store) -> None:
         await writable.create_group("new")  # type: ignore[union-attr]
     with pytest.raises(ConsolidatedMetadataNotFoundError):
         await azarr.open_consolidated(MemoryStore())
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+async def test_open_consolidated_with_a_path_inside_the_root_s_hierarchy(zarr_format: int) -> None:
+    # zarr-python 2 reads .zmetadata at the store's root and opens `path` from it; this raised
+    # ConsolidatedMetadataNotFoundError (only "a/.zmetadata" was looked for).
+    store = MemoryStore()
+    root = await azarr.group(store, zarr_format=zarr_format)
+    sub = await root.create_group("a/b")
+    await sub.attrs.update(k=1)
+    arr = await sub.array("x", np.arange(4), chunks=2)
+    await azarr.consolidate_metadata(store)
+    recording = RecordingStore(store)
+    group = await azarr.open_consolidated(recording, path="a", mode="r")
+    assert isinstance(group, azarr.AsyncGroup) and [k async for k in group.group_keys()] == ["b"]
+    assert (await group.get("b")).attrs["k"] == 1
+    array = await azarr.open_consolidated(store, path="a/b/x", mode="r")
+    assert isinstance(array, azarr.AsyncArray)
+    np.testing.assert_array_equal(await array.getitem(...), await arr.getitem(...))
+    with pytest.raises(ConsolidatedMetadataNotFoundError):
+        await azarr.open_consolidated(store, path="a/nothing", mode="r")  # not in the root's listing
+    sync_group = azarr.sync.open_consolidated(store, path="a", mode="r")
+    assert list(sync_group.group_keys()) == ["b"]
 
 
 async def test_consolidated_nodes_use_decoded_documents_and_own_their_attributes() -> None:

@@ -28,6 +28,7 @@ from azarr.metadata import (
     ZARR_JSON,
     ZARRAY,
     ZATTRS,
+    ZGROUP,
     ZMETADATA,
     GroupV3Metadata,
     build_consolidated,
@@ -320,7 +321,9 @@ async def open_consolidated(
         ``"r+"`` (the default, as in zarr-python 2) allows writing chunk data (not
         metadata); ``"r"`` refuses every write.
     path : str, optional
-        Path of the hierarchy root holding ``.zmetadata``.
+        The node to open: the root of a consolidated hierarchy (zarr-python 3), or a node
+        inside the hierarchy whose consolidated metadata an ancestor holds (zarr-python 2:
+        ``metadata_key`` at the store's root).
     metadata_key : str
         Name of the consolidated document (default ``".zmetadata"``).
     zarr_format : {None, 2, 3}, optional
@@ -340,7 +343,7 @@ async def open_consolidated(
     Raises
     ------
     ConsolidatedMetadataNotFoundError
-        No consolidated document at ``path``.
+        No consolidated document at ``path``, nor at an ancestor listing ``path``.
     MetadataError
         The document is malformed (names the key).
     ValueError
@@ -351,7 +354,7 @@ async def open_consolidated(
     fmt = format_argument(zarr_format, zarr_version)
     the_store, _ = await open_managed(store, storage_options, read_only=mode == "r")
     root = normalize_path(path)
-    overlay = await load_consolidated(the_store, root, metadata_key, read_only=mode == "r", zarr_format=fmt)
+    overlay = await _consolidated_holding(the_store, root, metadata_key, read_only=mode == "r", zarr_format=fmt)
     if chunk_store is not None:
         chunks = with_chunk_store(the_store, chunk_store, storage_options, read_only=mode == "r")
         overlay = ConsolidatedStore(chunks, overlay.documents, read_only=mode == "r")
@@ -360,11 +363,45 @@ async def open_consolidated(
         "synchronizer": synchronizer,
         "cache_attrs": cache_attrs,
     }
-    if node_key(root, ZARRAY) in overlay.documents:
+    v3_document = overlay.documents.get(node_key(root, ZARR_JSON))
+    v3_array = isinstance(v3_document, dict) and v3_document.get("node_type") == "array"
+    if node_key(root, ZARRAY) in overlay.documents or v3_array:  # (an array listed by an ancestor)
         return await AsyncArray.open(overlay, root, read_only=mode == "r", **options)
     if node_key(root, ZARR_JSON) in overlay.documents:  # inline in a v3 root group's zarr.json
         return await AsyncGroup.open(overlay, root, read_only=mode == "r", zarr_format=3, **options)
     return await AsyncGroup.open(overlay, root, read_only=mode == "r", **options)
+
+
+async def _consolidated_holding(
+    store: Store, node: str, metadata_key: str, *, read_only: bool, zarr_format: int | None
+) -> ConsolidatedStore:
+    """`load_consolidated` at ``node``, else at its nearest ancestor whose consolidated
+    metadata lists ``node``: zarr-python 2 reads ``metadata_key`` at the store's root and opens
+    ``path`` from it (``open_consolidated(store, path="a")`` is group ``a`` of the root's
+    ``.zmetadata``), zarr-python 3 reads the consolidated metadata at ``path``; both work.
+    The ancestors cost a round trip each, only when ``node`` has none of its own.
+
+    Raises
+    ------
+    ConsolidatedMetadataNotFoundError
+        Neither ``node`` nor an ancestor has consolidated metadata listing ``node``.
+    """
+    try:
+        return await load_consolidated(store, node, metadata_key, read_only=read_only, zarr_format=zarr_format)
+    except ConsolidatedMetadataNotFoundError as missing:
+        segments = node.split("/") if node else []
+        for depth in range(len(segments) - 1, -1, -1):
+            ancestor = "/".join(segments[:depth])
+            try:
+                overlay = await load_consolidated(
+                    store, ancestor, metadata_key, read_only=read_only, zarr_format=zarr_format
+                )
+            except ConsolidatedMetadataNotFoundError:
+                continue
+            if any(node_key(node, name) in overlay.documents for name in (ZARRAY, ZGROUP, ZARR_JSON)):
+                return overlay
+            break  # the nearest consolidated hierarchy does not hold the node
+        raise missing
 
 
 def _v3_consolidated(raw: bytes, root: str, key: str) -> dict[str, Any] | None:
