@@ -1,4 +1,5 @@
-"""Hierarchy operations against a model, Zarr v2 and v3.
+"""Hierarchy operations against a model, and consolidated metadata and copies against the
+hierarchy, Zarr v2 and v3.
 
 A drawn sequence of ``create_group``, ``require_group``, ``create_dataset``, ``delitem`` and
 ``move`` on paths of up to three levels (so nodes land under arrays, inside what moves, on
@@ -6,6 +7,10 @@ what exists) runs on a fresh root group. The model says which succeed (zarr-pyth
 rules: nothing is created under an array, over an existing node, or by moving a node into
 itself) and what the hierarchy then holds; after every operation ``members(max_depth=None)``
 must list exactly the model's nodes, so a failed operation must leave nothing behind.
+
+A drawn hierarchy (groups and arrays with attributes and data) must list the same nodes,
+attributes and data opened plainly, through its consolidated metadata (from the root, and
+from a group inside it as zarr-python 2 opens one), and after `copy_store`.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 import azarr
-from azarr.errors import AzarrError
+from azarr.errors import AzarrError, ContainsArrayError, ContainsGroupError
 from azarr.storage import MemoryStore
 from tests.test_selection import MEMORY_EXAMPLES, property_settings
 
@@ -110,3 +116,58 @@ async def check(operations: list[tuple[str, ...]], zarr_format: int) -> None:
 @given(operations=OPERATIONS, zarr_format=st.sampled_from([2, 3]))
 def test_hierarchy_operations_match_the_model(operations: list[tuple[str, ...]], zarr_format: int) -> None:
     asyncio.run(check(operations, zarr_format))
+
+
+async def _listing(group: Any) -> dict[str, Any]:
+    """Every node below ``group``: kind, attributes, and an array's shape, chunks and data."""
+    nodes: dict[str, Any] = {}
+    async for name, node in group.members(max_depth=None):
+        if isinstance(node, azarr.AsyncArray):
+            data = (await node.getitem(...)).tolist()
+            nodes[name] = ("array", node.shape, node.chunks, node.attrs.asdict(), data)
+        else:
+            nodes[name] = ("group", node.attrs.asdict())
+    return nodes
+
+
+async def check_consolidated(nodes: list[tuple[str, str, dict[str, int]]], zarr_format: int) -> None:
+    store = MemoryStore()
+    root = await azarr.group(store=store, zarr_format=zarr_format)
+    for kind, path, attrs in nodes:
+        try:
+            if kind == "group":
+                node = await root.require_group(path)
+            else:
+                node = await root.create_dataset(path, shape=(3,), chunks=(2,), dtype="i4")
+                await node.set_basic_selection(..., np.arange(3, dtype="i4") + len(path))
+        except (ContainsArrayError, ContainsGroupError):
+            continue  # a node under an array, or an array over a group
+        await node.attrs.update(attrs)
+    plain = await _listing(await azarr.open_group(store, mode="r"))
+    await azarr.consolidate_metadata(store)
+    assert await _listing(await azarr.open_consolidated(store, mode="r")) == plain
+    if plain.get("a", ("array",))[0] == "group":
+        inside = await _listing(await azarr.open_group(store, path="a", mode="r"))
+        assert await _listing(await azarr.open_consolidated(store, path="a", mode="r")) == inside
+    copy = MemoryStore()
+    await azarr.copy_store(store, copy)
+    assert await _listing(await azarr.open_group(copy, mode="r")) == plain
+
+
+NODES = st.lists(
+    st.tuples(
+        st.sampled_from(["group", "array"]),
+        PATHS,
+        st.dictionaries(st.sampled_from("kv"), st.integers(0, 3), max_size=2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@property_settings(MEMORY_EXAMPLES)
+@given(nodes=NODES, zarr_format=st.sampled_from([2, 3]))
+def test_consolidated_metadata_and_copies_list_the_hierarchy(
+    nodes: list[tuple[str, str, dict[str, int]]], zarr_format: int
+) -> None:
+    asyncio.run(check_consolidated(nodes, zarr_format))
