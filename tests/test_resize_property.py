@@ -70,7 +70,9 @@ class Model:
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self.cells = spec.shards or spec.chunks
-        self.fill = spec.model().dtype.type(0 if spec.fill_value is None else spec.fill_value)
+        self.fill = np.full((), 0 if spec.fill_value is None else spec.fill_value, dtype=spec.model().dtype)[
+            ()
+        ]
         self.backing = np.full(
             tuple(GROW[spec.ndim] + APPEND_ROOM for _ in spec.shape), self.fill, dtype=spec.model().dtype
         )

@@ -197,7 +197,10 @@ SIDES = {0: 1, 1: 40, 2: 14, 3: 7, 4: 5}
 #: one (transpose + bytes + compressors) and the sharded one (inner chunks grouped by
 #: shard: whole-shard reads, coalesced runs, partial-shard read-modify-writes, edge shards).
 LAYOUTS = ("v2", "v3", "sharded")
-PLAIN_DTYPES = [np.dtype("<i4"), np.dtype(">f8"), np.dtype("<u2")]
+#: Every fixed-size NumPy kind both formats store, some big-endian.
+PLAIN_DTYPES = [
+    np.dtype(t) for t in ("<i4", ">f8", "<u2", "|b1", "|i1", "<u8", "<f2", ">c8", "<c16", "<M8[s]", ">m8[ms]")
+]
 STRUCTURED = np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "<i2", (2,))])
 #: Zarr v3's ``struct`` data type has no subarray fields.
 STRUCTURED_V3 = np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "<i2")])
@@ -213,6 +216,7 @@ def specs(
     max_ndim: int = 4,
     structured: bool = False,
     layouts: tuple[str, ...] = LAYOUTS,
+    dtypes: list[np.dtype[Any]] = PLAIN_DTYPES,
 ) -> Spec:
     layout = draw(st.sampled_from(layouts), label="layout")
     ndim = draw(st.integers(min_ndim, max_ndim), label="ndim")
@@ -228,11 +232,11 @@ def specs(
     if structured:
         dtype = STRUCTURED if layout == "v2" else STRUCTURED_V3
     else:
-        dtype = draw(st.sampled_from(PLAIN_DTYPES), label="dtype")
+        dtype = draw(st.sampled_from(dtypes), label="dtype")
     if structured:
         fill_value = None
     else:
-        choices: list[Any] = [0, 7, None] + ([-1] if dtype.kind != "u" else [])
+        choices: list[Any] = [0, 7, None] + ([-1] if dtype.kind not in "ub" else [])
         fill_value = draw(st.sampled_from(choices), label="fill_value")
     written = draw(
         st.one_of(

@@ -165,6 +165,7 @@ def v2_exchange(tmp_path_factory: pytest.TempPathFactory, run_ref_script: RunRef
 
 
 def _check_reads(exchange: dict[str, Any]) -> None:
+    """Every read the reference made of what azarr wrote returned the model."""
     wrong = {k: v for k, v in exchange["read"].items() if v != "ok"}
     by_case = {str(c["i"]): c["spec"] for c in exchange["cases"]}
     assert not wrong, "\n".join(
@@ -211,8 +212,8 @@ def test_azarr_reads_what_zarr_python_3_wrote(v3_exchange: dict[str, Any]) -> No
 
 
 def test_azarr_reads_what_tensorstore_wrote(v3_exchange: dict[str, Any]) -> None:
-    # Every case but the 0-d ones (TensorStore's zarr3 driver has no 0-d chunk grid).
-    assert _check_azarr_reads(v3_exchange, "ts") >= DRAWN * 3 // 4
+    # Every case but the 0-d and the datetime ones (TensorStore's zarr3 driver has neither).
+    assert _check_azarr_reads(v3_exchange, "ts") >= DRAWN // 2
 
 
 def test_zarr_python_2_reads_what_azarr_wrote(v2_exchange: dict[str, Any]) -> None:
