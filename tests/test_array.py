@@ -354,6 +354,28 @@ async def test_object_arrays(store: Store) -> None:
     assert s.nbytes and b.shape == (3,) and v.shape == (3,)
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+async def test_object_elements_are_never_nested_arrays(zarr_format: int) -> None:
+    # One element of an object array (an integer selection, a 0-d array) read where no chunk
+    # is stored came back as a 0-d array holding the fill value, and a 0-d object array written
+    # as a value was kept as the element (no codec encodes it): both as zarr-python 2 does now.
+    words = await azarr.create((2, 2), chunks=(1, 1), dtype=str, fill_value="x", zarr_format=zarr_format)
+    assert await words.getitem((0, 0)) == "x" and await words.get_orthogonal_selection((1, 1)) == "x"
+    assert (await words.getitem(0)).tolist() == ["x", "x"]
+    scalar = await azarr.create((), dtype=str, fill_value="x", zarr_format=zarr_format)
+    assert (await scalar.getitem(...)).tolist() == "x"
+    for value in ("ab", np.array("ab", dtype=object), np.array("ab")):
+        await scalar.setitem((), value)
+        assert (await scalar.getitem(...)).tolist() == "ab"
+        await words.setitem((1, 0), value)
+        assert await words.getitem((1, 0)) == "ab"
+    if zarr_format == 2:  # a list fill value: v2's JSON object codec
+        listed = await azarr.create(
+            2, chunks=1, dtype=object, object_codec=numcodecs.JSON(), fill_value=[1, 2]
+        )
+        assert await listed.getitem(0) == [1, 2]
+
+
 async def test_structured_dtype_and_fields(store: Store) -> None:
     dt = np.dtype([("a", "<i4"), ("b", "<f8", (2,)), ("c", [("x", "u1"), ("y", "S3")])])
     data = np.zeros(7, dtype=dt)

@@ -1297,6 +1297,12 @@ def _prepare_value(
         base, sub = dtype.subdtype
         return _prepare_value(value, shape + sub, result_shape + sub, base)
     if result_shape == () or _is_scalar(value, dtype):
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            # Its element: an object holder would keep the 0-d array itself as the element
+            # (NumPy's `holder[()] = array`), which no object codec encodes.
+            value = value[()]
+        if dtype.kind == "O" and isinstance(value, np.str_ | np.bytes_):
+            value = value.item()  # a str or bytes, as VLenUTF8 / VLenBytes take (zarr-python 2 converts too)
         # A 0-d holder keeps sequences (a VLenArray element, a structured tuple) as one element.
         holder = np.empty((), dtype=dtype)
         holder[()] = value

@@ -37,6 +37,7 @@ import numpy as np
 from azarr import config
 from azarr.codecs import submit_to_codec_pool
 from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._fill import put_fill
 from azarr.scheduler import ProgressTracker, bounded_map
 
 if TYPE_CHECKING:
@@ -546,12 +547,12 @@ def _read_job(
                             nbytes += codec.nbytes
                             continue
                         if found is None:
-                            out[projection.out_selection] = fill
+                            put_fill(out, projection.out_selection, fill)
                             continue
                         # Another size than a chunk's: the general path below says what is wrong.
                 data = get(key)
                 if data is None:
-                    out[projection.out_selection] = fill
+                    put_fill(out, projection.out_selection, fill)
                     continue
                 if scatter:
                     out[projection.out_selection] = decode(data, key=key, writable=False)[

@@ -47,6 +47,7 @@ from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._batched import RESERVE_MIN_BYTES, BatchedWrites, iter_write_items, read_batched
 from azarr.pipeline._buffers import BODY_BUFFERS
 from azarr.pipeline._coalesced import read_coalesced
+from azarr.pipeline._fill import put_fill
 from azarr.pipeline._locks import key_lock
 from azarr.pipeline._pages import empty
 from azarr.pipeline._partial import PartialChunk, PartialReader, is_partial_blosc
@@ -248,7 +249,7 @@ class ChunkPipeline:
                 tracker.advance(len(data))  # received in place (memory order): nothing to decode
                 return
             if data is None:
-                out[projection.out_selection] = fill
+                put_fill(out, projection.out_selection, fill)
             else:
                 job = (data, key, out, projection, fields, direct)
                 if not codec.try_submit(decode, job, nbytes):
@@ -374,7 +375,7 @@ class ChunkPipeline:
     ) -> np.ndarray[Any, Any]:
         """`read_one`'s result for a chunk that is not stored: ``fill_value``."""
         result: np.ndarray[Any, Any] = np.empty(shape, dtype=dtype, order=self.codec.order)
-        result[projection.out_selection] = self.fill_for(fields, dtype)
+        put_fill(result, projection.out_selection, self.fill_for(fields, dtype))
         return result
 
     def _decode_new(
@@ -503,7 +504,7 @@ class ChunkPipeline:
         """A shared or cached decoded chunk's selected part into ``out`` (a job of ``codec``),
         or ``fill`` where the chunk is not stored (None)."""
         if chunk is None:
-            out[projection.out_selection] = fill
+            put_fill(out, projection.out_selection, fill)
             return
         job = (chunk, out, projection, fields)
         if not codec.try_submit(self._scatter, job, self.codec.nbytes):

@@ -25,6 +25,7 @@ import numpy as np
 from azarr.codecs import CodecBatcher
 from azarr.errors import InvalidReferenceError
 from azarr.indexing import ChunkProjection, Fields
+from azarr.pipeline._fill import put_fill
 from azarr.scheduler import ProgressTracker, StoreIO, bounded_map
 from azarr.scheduler._coalesce import RangeRun, coalesce_ranges, count_runs, read_run
 from azarr.scheduler._references import locate, managed_reader
@@ -117,7 +118,7 @@ class _CoalescedRead:
         work: list[_Run | int] = []
         for i, where in enumerate(located):
             if where is None:
-                self.out[batch[i].out_selection] = self.fill
+                put_fill(self.out, batch[i].out_selection, self.fill)
                 self.tracker.advance(0)
             elif isinstance(where, bytes):
                 await self.submit(where, keys[i], batch[i])

@@ -29,6 +29,7 @@ from azarr.codecs import CodecBatcher
 from azarr.codecs._batcher import run_alone
 from azarr.indexing import ChunkProjection, Fields
 from azarr.pipeline._buffers import BODY_BUFFERS
+from azarr.pipeline._fill import put_fill
 from azarr.pipeline._shards import Parts, ShardedChunks
 from azarr.scheduler import ProgressTracker, bounded_map
 from azarr.scheduler._shared import (
@@ -231,7 +232,7 @@ async def read_sharded(
                     if shard_lead is not None:
                         shard_lead.publish(None)
                     for _, projection in members:
-                        out[projection.out_selection] = fill
+                        put_fill(out, projection.out_selection, fill)
                     tracker.advance_many(len(members))
                     return
                 view, spans, buffer, _ = got
@@ -425,7 +426,7 @@ def _decode_spans_into(
         for local, projection in group:  # one by one
             span = spans[local]
             if span is None:
-                out[projection.out_selection] = fill
+                put_fill(out, projection.out_selection, fill)
                 continue
             data = view[span[0] : span[1]]
             total += span[1] - span[0]
