@@ -77,5 +77,16 @@ def ensure_v3_reference_python(report: Reporter = _stderr) -> Path:
     return venv_python(VENV)
 
 
+def v3_reference_python_or_fail() -> Path:
+    """`ensure_v3_reference_python` for a test fixture: progress on stderr, and a test failure
+    (not an error) naming what is missing when the environment cannot be built."""
+    import pytest
+
+    try:
+        return ensure_v3_reference_python(_stderr)
+    except RefEnvError as exc:
+        pytest.fail(f"Zarr v3 reference environment unavailable:\n{exc}", pytrace=False)
+
+
 if __name__ == "__main__":
     print(ensure_v3_reference_python())

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,7 @@ from azarr.storage import LocalStore
 from tests.test_selection import Spec, make_array, specs
 
 from .conftest import RunRef
-from .refenv import RefEnvError
-from .refenv_v3 import ensure_v3_reference_python
+from .refenv_v3 import v3_reference_python_or_fail
 
 pytestmark = pytest.mark.interop
 
@@ -142,10 +140,7 @@ def _result(stdout: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def v3_exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    try:
-        python = ensure_v3_reference_python(lambda msg: print(msg, file=sys.stderr, flush=True))
-    except RefEnvError as exc:
-        pytest.fail(f"Zarr v3 reference environment unavailable:\n{exc}", pytrace=False)
+    python = v3_reference_python_or_fail()
     root = tmp_path_factory.mktemp("drawn-v3")
     cases = _prepare(root, ("v3", "sharded"))
     proc = subprocess.run(

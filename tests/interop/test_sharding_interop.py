@@ -25,8 +25,7 @@ import pytest
 
 import azarr.sync
 
-from .refenv import RefEnvError
-from .refenv_v3 import ensure_v3_reference_python
+from .refenv_v3 import v3_reference_python_or_fail
 
 pytestmark = pytest.mark.interop
 
@@ -48,10 +47,7 @@ CASES = _load("shard_cases")
 
 @pytest.fixture(scope="module")
 def exchange(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    try:
-        python = ensure_v3_reference_python(lambda msg: print(msg, file=sys.stderr, flush=True))
-    except RefEnvError as exc:
-        pytest.fail(f"Zarr v3 reference environment unavailable:\n{exc}", pytrace=False)
+    python = v3_reference_python_or_fail()
     root = tmp_path_factory.mktemp("shard-corpus")
     _write_azarr(root / "azarr-shards")
     proc = subprocess.run(

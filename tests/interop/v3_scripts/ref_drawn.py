@@ -31,6 +31,9 @@ import tensorstore as ts
 import zarr
 from zarr.codecs import GzipCodec, ZstdCodec
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import v3_cases
+
 warnings.simplefilter("ignore")
 
 
@@ -107,15 +110,7 @@ def _write_ts(root: Path, case: dict[str, Any], refused: dict[str, str]) -> None
     metadata = json.loads((root / "zarr" / name / "zarr.json").read_text())
     if not _tensorstore_has(np.dtype(case["dtype"])) or not case["shape"]:
         return
-    spec = {
-        "driver": "zarr3",
-        "kvstore": {"driver": "file", "path": str(root / "ts" / name)},
-        "metadata": {
-            k: metadata[k]
-            for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-        },
-        "create": True,
-    }
+    spec = v3_cases.tensorstore_spec(metadata, str(root / "ts" / name))
     try:
         store = ts.open(spec).result()
         if case["written"] == "box":

@@ -75,15 +75,7 @@ def write(root: Path) -> dict[str, Any]:
         if not case["ts"]:
             continue
         metadata = json.loads((path / "zarr.json").read_text())
-        spec = {
-            "driver": "zarr3",
-            "kvstore": {"driver": "file", "path": str(root / "ts" / case["name"])},
-            "metadata": {
-                k: metadata[k]
-                for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-            },
-            "create": True,
-        }
+        spec = cases.tensorstore_spec(metadata, str(root / "ts" / case["name"]))
         try:
             store = ts.open(spec).result()
             store[region].write(data[region]).result()
@@ -220,15 +212,7 @@ def shards(root: Path) -> dict[str, Any]:
         if not case["ts"]:
             continue
         metadata = json.loads((root / "zarr-shards" / case["name"] / "zarr.json").read_text())
-        spec = {
-            "driver": "zarr3",
-            "kvstore": {"driver": "file", "path": str(root / "ts-shards" / case["name"])},
-            "metadata": {
-                k: metadata[k]
-                for k in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-            },
-            "create": True,
-        }
+        spec = cases.tensorstore_spec(metadata, str(root / "ts-shards" / case["name"]))
         try:
             ts.open(spec).result()[region].write(data[region]).result()
         except Exception as exc:

@@ -220,3 +220,15 @@ def same(a: Any, b: np.ndarray[Any, Any]) -> bool:
     if a.dtype.fields is not None or b.dtype.fields is not None:
         return a.astype(b.dtype).tobytes() == b.tobytes()
     return a.astype(b.dtype.newbyteorder("<")).tobytes() == b.astype(b.dtype.newbyteorder("<")).tobytes()
+
+
+def tensorstore_spec(zarr_json: dict[str, Any], path: str) -> dict[str, Any]:
+    """A TensorStore ``zarr3`` spec creating, at local ``path``, the array whose metadata
+    zarr-python wrote as ``zarr_json`` (so both references write the same array)."""
+    members = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
+    return {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": path},
+        "metadata": {k: zarr_json[k] for k in members},
+        "create": True,
+    }
