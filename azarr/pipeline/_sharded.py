@@ -571,10 +571,6 @@ async def write_sharded(
     nbytes = pipeline.codec.nbytes
     shard_key, spec = pipeline.chunk_key, shards.spec
     per_job = max(1, _JOB_BYTES // max(nbytes, 1))
-    edges, reaches_past = (
-        edges_conditional and io.store.supports_conditional_writes,
-        pipeline._reaches_past_shape,
-    )
 
     async def encoded(
         key: str, shard: tuple[int, ...], members: list[Member], old: Parts | None, checksum: bool = False
@@ -584,9 +580,13 @@ async def write_sharded(
             # An inner chunk covered whole is encoded from the values alone: its stored bytes
             # are not decoded. Not one reaching past the array's end in an append
             # (``edges_conditional``): past the end this writer knows, a concurrent
-            # appender's block may be stored in it, and is merged into, as `ChunkPipeline.write`
-            # merges unsharded edge chunks.
-            whole = p.is_complete_chunk and fields is None and not (edges and reaches_past(p.chunk_coords))
+            # appender's block may be stored in it. The rule of unsharded chunks
+            # (`ChunkPipeline._needs_conditional_update`), applied to inner chunks.
+            whole = (
+                p.is_complete_chunk
+                and fields is None
+                and not pipeline._needs_conditional_update(p, fields, edges_conditional)
+            )
             stored = None if old is None or whole else old[local]
             items.append((local, shards.label(key, p.chunk_coords), p, stored))
         jobs = [items[i : i + per_job] for i in range(0, len(items), per_job)]
