@@ -32,7 +32,7 @@ from typing import Any
 
 from azarr.errors import InvalidReferenceError
 
-__all__ = ["MAX_OFFSET", "JsonReferences", "Reference", "parse_entry"]
+__all__ = ["MAX_OFFSET", "JsonReferences", "Reference", "checked_offset", "parse_entry", "ranged_reference"]
 
 _TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 # Longest string a gen expression may produce (a hostile "'x' * 10**9" would eat memory).
@@ -51,13 +51,37 @@ class Reference:
     length: int | None = None
 
 
-def _int(value: Any, what: str, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InvalidReferenceError(f"reference {key!r}: {what} must be an integer, got {value!r}")
-    number = int(value)
+def checked_offset(number: int, what: str, key: str) -> int:
+    """``number``, an offset or length of reference ``key`` (JSON or Parquet), if within
+    0 .. `MAX_OFFSET`.
+
+    Raises
+    ------
+    InvalidReferenceError
+        Out of that range.
+    """
     if number < 0 or number > MAX_OFFSET:
         raise InvalidReferenceError(f"reference {key!r}: {what} {number} is out of range (0 .. 2**63-1)")
     return number
+
+
+def ranged_reference(url: str, offset: int, length: int, key: str) -> Reference:
+    """The `Reference` of ``length`` bytes of ``url`` from ``offset`` (each already checked).
+
+    Raises
+    ------
+    InvalidReferenceError
+        ``offset + length`` is past `MAX_OFFSET`.
+    """
+    if offset + length > MAX_OFFSET:
+        raise InvalidReferenceError(f"reference {key!r}: offset + length is out of range")
+    return Reference(url, offset, length)
+
+
+def _int(value: Any, what: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InvalidReferenceError(f"reference {key!r}: {what} must be an integer, got {value!r}")
+    return checked_offset(int(value), what, key)
 
 
 def parse_entry(key: str, entry: Any, templates: Mapping[str, str]) -> bytes | Reference:
@@ -86,10 +110,7 @@ def parse_entry(key: str, entry: Any, templates: Mapping[str, str]) -> bytes | R
             raise InvalidReferenceError(f"reference {key!r}: empty target URL")
         if len(entry) == 1:
             return Reference(url)
-        offset, length = _int(entry[1], "offset", key), _int(entry[2], "length", key)
-        if offset + length > MAX_OFFSET:
-            raise InvalidReferenceError(f"reference {key!r}: offset + length is out of range")
-        return Reference(url, offset, length)
+        return ranged_reference(url, _int(entry[1], "offset", key), _int(entry[2], "length", key), key)
     raise InvalidReferenceError(
         f"reference {key!r}: expected data (a string), [url] or [url, offset, length], got "
         f"{type(entry).__name__} {str(entry)[:80]!r}"

@@ -24,7 +24,7 @@ from typing import Any
 
 from azarr import config
 from azarr.errors import InvalidReferenceError
-from azarr.storage._refs_json import MAX_OFFSET, Reference
+from azarr.storage._refs_json import Reference, checked_offset, ranged_reference
 
 __all__ = ["ParquetReferences", "RecordReader"]
 
@@ -56,23 +56,18 @@ class _Record:
         if not isinstance(path, str):  # null (None, or NaN from pandas writers): not stored
             return None
         offset, size = _count(self.offset[row], "offset", key), _count(self.size[row], "size", key)
-        if offset + size > MAX_OFFSET:
-            raise InvalidReferenceError(f"reference {key!r}: offset + size is out of range")
         if offset == 0 and size == 0:
             return Reference(path)
-        return Reference(path, offset, size)
+        return ranged_reference(path, offset, size, key)
 
 
 def _count(value: Any, what: str, key: str) -> int:
+    # A cell as pandas writers leave it (an int, a float): parsed loosely, bounded as JSON's.
     try:
         number = int(value)
     except (TypeError, ValueError):
         raise InvalidReferenceError(f"reference {key!r}: {what} {value!r} is not an integer") from None
-    if number < 0:
-        raise InvalidReferenceError(f"reference {key!r}: negative {what} {number}")
-    if number > MAX_OFFSET:
-        raise InvalidReferenceError(f"reference {key!r}: {what} {number} is out of range (0 .. 2**63-1)")
-    return number
+    return checked_offset(number, what, key)
 
 
 def _parse_record(data: bytes, record_size: int, where: str) -> _Record:
