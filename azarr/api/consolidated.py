@@ -354,7 +354,9 @@ async def open_consolidated(
     fmt = format_argument(zarr_format, zarr_version)
     the_store, _ = await open_managed(store, storage_options, read_only=mode == "r")
     root = normalize_path(path)
-    overlay = await _consolidated_holding(the_store, root, metadata_key, read_only=mode == "r", zarr_format=fmt)
+    overlay = await _consolidated_holding(
+        the_store, root, metadata_key, read_only=mode == "r", zarr_format=fmt
+    )
     if chunk_store is not None:
         chunks = with_chunk_store(the_store, chunk_store, storage_options, read_only=mode == "r")
         overlay = ConsolidatedStore(chunks, overlay.documents, read_only=mode == "r")
@@ -387,7 +389,9 @@ async def _consolidated_holding(
         Neither ``node`` nor an ancestor has consolidated metadata listing ``node``.
     """
     try:
-        return await load_consolidated(store, node, metadata_key, read_only=read_only, zarr_format=zarr_format)
+        return await load_consolidated(
+            store, node, metadata_key, read_only=read_only, zarr_format=zarr_format
+        )
     except ConsolidatedMetadataNotFoundError as missing:
         segments = node.split("/") if node else []
         for depth in range(len(segments) - 1, -1, -1):
